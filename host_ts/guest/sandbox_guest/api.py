@@ -1,0 +1,184 @@
+"""Entry points the worker calls: boot once, then one `handle` per kernel request."""
+
+from __future__ import annotations
+
+import asyncio
+import builtins
+import getpass
+import json
+import platform
+import sys
+import time
+from typing import Any
+
+from . import _host
+from .shell import SandboxShell, make_shell
+from .streams import BridgeStream
+
+_shell: SandboxShell | None = None
+_allow_stdin = False
+_task: asyncio.Task[Any] | None = None
+
+
+def _input(prompt: object = "", password: bool = False) -> str:
+    from IPython.core.error import StdinNotImplementedError
+
+    what = "getpass" if password else "input"
+    if not _allow_stdin:
+        raise StdinNotImplementedError(
+            f"{what}() was called, but this frontend does not support input requests "
+            "(allow_stdin is False)."
+        )
+    reply = _host.request({"type": "input_request", "prompt": str(prompt), "password": password})
+    if not isinstance(reply, dict) or "value" not in reply:
+        raise RuntimeError(f"{what}() failed: {reply.get('error') if isinstance(reply, dict) else reply}")
+    value = str(reply["value"])
+    if value == "\x04":
+        raise EOFError
+    return value
+
+
+def _getpass(prompt: str = "Password: ", stream: Any = None) -> str:
+    return _input(prompt, password=True)
+
+
+def boot() -> str:
+    """Set up streams, builtins and the IPython shell; return facts for kernel_info."""
+    global _shell
+    sys.stdout = BridgeStream(_host.STDOUT, "<stdout>")
+    sys.stderr = BridgeStream(_host.STDERR, "<stderr>")
+    builtins.input = _input
+    getpass.getpass = _getpass
+    time.sleep = _host.sleep
+    _shell = make_shell()
+    return json.dumps(
+        {
+            "python_version": platform.python_version(),
+            "sys_version": sys.version,
+            "ipython_version": __import__("IPython").__version__,
+            "pyodide_version": __import__("pyodide").__version__,
+        }
+    )
+
+
+async def _execute(req: dict[str, Any]) -> dict[str, Any]:
+    global _allow_stdin
+    shell = _shell
+    assert shell is not None
+    _allow_stdin = bool(req.get("allow_stdin"))
+    shell.execution_count = int(req.get("execution_count") or shell.execution_count)
+    shell.last_error = None
+    code = req["code"]
+    preprocessing_exc = None
+    try:
+        transformed = shell.transform_cell(code)
+    except Exception:
+        transformed = code
+        preprocessing_exc = sys.exc_info()
+    result = await shell.run_cell_async(
+        code,
+        store_history=bool(req.get("store_history")),
+        silent=bool(req.get("silent")),
+        transformed_cell=transformed,
+        preprocessing_exc_tuple=preprocessing_exc,
+        cell_id=req.get("cell_id"),
+    )
+    if result.success:
+        reply: dict[str, Any] = {"status": "ok"}
+        reply["user_expressions"] = shell.user_expressions(req.get("user_expressions") or {})
+    else:
+        error = shell.last_error
+        if error is None:
+            exc = result.error_in_exec or result.error_before_exec
+            error = {"ename": type(exc).__name__, "evalue": str(exc), "traceback": []}
+        reply = {"status": "error", **error, "user_expressions": {}}
+    reply["payload"] = shell.payload_manager.read_payload()
+    shell.payload_manager.clear_payload()
+    return reply
+
+
+def _complete(req: dict[str, Any]) -> dict[str, Any]:
+    from IPython.utils.tokenutil import line_at_cursor
+
+    assert _shell is not None
+    code = req["code"]
+    cursor_pos = req.get("cursor_pos")
+    if cursor_pos is None:
+        cursor_pos = len(code)
+    line, offset = line_at_cursor(code, cursor_pos)
+    text, matches = _shell.complete("", line, cursor_pos - offset)
+    return {
+        "status": "ok",
+        "matches": list(matches),
+        "cursor_start": cursor_pos - len(text),
+        "cursor_end": cursor_pos,
+        "metadata": {},
+    }
+
+
+def _inspect(req: dict[str, Any]) -> dict[str, Any]:
+    from IPython.utils.tokenutil import token_at_cursor
+
+    assert _shell is not None
+    code = req["code"]
+    cursor_pos = req.get("cursor_pos")
+    if cursor_pos is None:
+        cursor_pos = len(code)
+    name = token_at_cursor(code, cursor_pos)
+    try:
+        bundle = _shell.object_inspect_mime(
+            name,
+            detail_level=int(req.get("detail_level") or 0),
+            omit_sections=tuple(req.get("omit_sections") or ()),
+        )
+    except KeyError:
+        return {"status": "ok", "found": False, "data": {}, "metadata": {}}
+    if not _shell.enable_html_pager:
+        bundle.pop("text/html", None)
+    return {"status": "ok", "found": True, "data": bundle, "metadata": {}}
+
+
+def _is_complete(req: dict[str, Any]) -> dict[str, Any]:
+    assert _shell is not None
+    status, indent = _shell.input_transformer_manager.check_complete(req["code"])
+    reply: dict[str, Any] = {"status": status}
+    if status == "incomplete":
+        reply["indent"] = " " * (indent or 0)
+    return reply
+
+
+_HANDLERS = {"complete": _complete, "inspect": _inspect, "is_complete": _is_complete}
+
+
+async def handle(request_json: str) -> str:
+    """Serve one kernel request; the answer is a JSON `reply` event."""
+    global _task
+    req = json.loads(request_json)
+    op = req.get("op")
+    if op == "execute":
+        _task = asyncio.ensure_future(_execute(req))
+        try:
+            content = await _task
+        finally:
+            _task = None
+    elif op in _HANDLERS:
+        content = _HANDLERS[op](req)
+    else:
+        content = {"status": "error", "ename": "ValueError", "evalue": f"unknown request {op!r}", "traceback": []}
+    return json.dumps({"type": "reply", "content": content}, default=_host._json_default)
+
+
+def interrupt_async() -> None:
+    """Interrupt a cell that is waiting in an `await` (no Python code is running)."""
+    task = _task
+    if task is not None and not task.done():
+        _interrupt_awaiting(task)
+
+
+def _interrupt_awaiting(task: asyncio.Task[Any]) -> None:
+    # The cell's coroutine is suspended; throw KeyboardInterrupt into the awaited future.
+    waiter = getattr(task, "_fut_waiter", None)
+    if waiter is not None and not waiter.done():
+        waiter.set_exception(KeyboardInterrupt("Interrupted by user"))
+    else:
+        task.cancel("KeyboardInterrupt")

@@ -1,0 +1,103 @@
+"""The IPython shell that runs guest cells, adapted to the sandbox."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from IPython.core.interactiveshell import InteractiveShell
+from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
+
+from . import _host
+from .display import BridgeDisplayHook, BridgeDisplayPublisher
+
+
+class ShellUnavailableError(RuntimeError):
+    """Raised for `!cmd`, `%%bash` and friends: the sandbox has no shell."""
+
+
+def _no_shell(what: str) -> ShellUnavailableError:
+    return ShellUnavailableError(
+        f"{what}: there is no shell in the sandbox (no processes can be started). "
+        "Use Python code instead, e.g. os/pathlib for files."
+    )
+
+
+@magics_class
+class NoShellMagics(Magics):
+    """Replacements for the magics that would start a process."""
+
+    def _refuse(self, name: str, line: str) -> None:
+        raise _no_shell(f"%{name} {line}".strip())
+
+    @cell_magic
+    def bash(self, line: str, cell: str) -> None:
+        self._refuse("%bash", line)
+
+    @cell_magic
+    def sh(self, line: str, cell: str) -> None:
+        self._refuse("%sh", line)
+
+    @cell_magic
+    def script(self, line: str, cell: str) -> None:
+        self._refuse("%script", line)
+
+    @cell_magic
+    def system(self, line: str, cell: str) -> None:
+        self._refuse("%system", line)
+
+    @line_magic("system")
+    def system_line(self, line: str) -> None:
+        self._refuse("system", line)
+
+    @line_magic
+    def sx(self, line: str) -> None:
+        self._refuse("sx", line)
+
+
+class SandboxShell(InteractiveShell):
+    """InteractiveShell whose output goes to the kernel over the bridge."""
+
+    last_error: dict[str, Any] | None = None
+
+    def init_magics(self) -> None:
+        super().init_magics()
+        self.register_magics(NoShellMagics)
+        for name in ("perl", "ruby", "python2", "python3", "pypy", "js", "javascript", "html"):
+            if name in ("js", "javascript", "html"):
+                continue
+            self.magics_manager.magics["cell"].pop(name, None)
+
+    def _showtraceback(self, etype: type, evalue: BaseException, stb: list[str]) -> None:
+        error = {"traceback": stb, "ename": etype.__name__, "evalue": str(evalue)}
+        self.last_error = error
+        _host.iopub("error", error)
+
+    def system_piped(self, cmd: str) -> None:
+        raise _no_shell(f"!{cmd}")
+
+    def system_raw(self, cmd: str) -> None:
+        raise _no_shell(f"!{cmd}")
+
+    system = system_piped  # type: ignore[assignment]
+
+    def getoutput(self, cmd: str, split: bool = True, depth: int = 0) -> None:  # type: ignore[override]
+        raise _no_shell(f"!!{cmd}")
+
+    def enable_gui(self, gui: str | None = None) -> None:
+        raise RuntimeError("GUI event loops are not available in the sandbox")
+
+
+def make_shell() -> SandboxShell:
+    """Create the one shell of this sandbox."""
+    from traitlets.config import Config
+
+    config = Config()
+    config.HistoryManager.enabled = False
+    config.Completer.use_jedi = False
+    config.InteractiveShell.colors = "linux"
+    config.InteractiveShell.xmode = "Context"
+    return SandboxShell.instance(
+        config=config,
+        displayhook_class=BridgeDisplayHook,
+        display_pub_class=BridgeDisplayPublisher,
+    )

@@ -1,0 +1,138 @@
+/**
+ * A single-producer / single-consumer byte ring in a SharedArrayBuffer.
+ *
+ * The Pyodide worker writes records; the supervisor (main isolate) drains them.
+ * Record layout: [kind u8][request id u32][payload length u32][payload].
+ * Kind bit 0x80 marks a record whose payload continues in the next record.
+ */
+
+export const CTRL_INTS = 4; // write counter, read counter, sequence, reserved
+const W = 0;
+const R = 1;
+const SEQ = 2;
+export const HEADER_BYTES = 9;
+export const MORE = 0x80;
+
+export function makeRingBuffer(dataBytes: number): SharedArrayBuffer {
+  if ((dataBytes & (dataBytes - 1)) !== 0) throw new Error("ring size must be a power of two");
+  return new SharedArrayBuffer(CTRL_INTS * 4 + dataBytes);
+}
+
+class RingBase {
+  protected ctrl: Int32Array;
+  protected data: Uint8Array;
+  protected size: number;
+  protected mask: number;
+  constructor(sab: SharedArrayBuffer) {
+    this.ctrl = new Int32Array(sab, 0, CTRL_INTS);
+    this.data = new Uint8Array(sab, CTRL_INTS * 4);
+    this.size = this.data.length;
+    this.mask = this.size - 1;
+  }
+}
+
+/** The worker's side: appends records, waiting for room when the ring is full. */
+export class RingWriter extends RingBase {
+  private header = new Uint8Array(HEADER_BYTES);
+  private headerView = new DataView(this.header.buffer);
+  private scratch = new Uint8Array(1 << 16);
+  private encoder = new TextEncoder();
+  readonly maxChunk: number;
+
+  constructor(sab: SharedArrayBuffer) {
+    super(sab);
+    this.maxChunk = (this.size >>> 2) - HEADER_BYTES;
+  }
+
+  /** Write a string payload (UTF-8 encoded). */
+  writeText(kind: number, id: number, text: string): void {
+    const need = text.length * 3;
+    if (this.scratch.length < need) {
+      this.scratch = new Uint8Array(Math.max(need, this.scratch.length * 2));
+    }
+    const { written } = this.encoder.encodeInto(text, this.scratch);
+    this.writeBytes(kind, id, this.scratch.subarray(0, written));
+  }
+
+  /** Write a byte payload, split into chunks no larger than a quarter of the ring. */
+  writeBytes(kind: number, id: number, payload: Uint8Array): void {
+    let offset = 0;
+    do {
+      const chunk = payload.subarray(offset, offset + this.maxChunk);
+      offset += chunk.length;
+      const more = offset < payload.length ? MORE : 0;
+      this.writeRecord(kind | more, id, chunk);
+    } while (offset < payload.length);
+  }
+
+  private writeRecord(kind: number, id: number, chunk: Uint8Array): void {
+    const total = HEADER_BYTES + chunk.length;
+    let w = Atomics.load(this.ctrl, W) >>> 0;
+    for (;;) {
+      const r = Atomics.load(this.ctrl, R) >>> 0;
+      if (this.size - ((w - r) >>> 0) >= total) break;
+      Atomics.wait(this.ctrl, R, r | 0, 50);
+    }
+    this.headerView.setUint8(0, kind);
+    this.headerView.setUint32(1, id >>> 0);
+    this.headerView.setUint32(5, chunk.length);
+    this.copyIn(w, this.header);
+    this.copyIn((w + HEADER_BYTES) >>> 0, chunk);
+    w = (w + total) >>> 0;
+    Atomics.store(this.ctrl, W, w | 0);
+    Atomics.add(this.ctrl, SEQ, 1);
+    Atomics.notify(this.ctrl, SEQ);
+  }
+
+  private copyIn(pos: number, bytes: Uint8Array): void {
+    const start = pos & this.mask;
+    const first = Math.min(bytes.length, this.size - start);
+    this.data.set(bytes.subarray(0, first), start);
+    if (first < bytes.length) this.data.set(bytes.subarray(first), 0);
+  }
+}
+
+export type RingRecord = { kind: number; id: number; payload: Uint8Array };
+
+/** The supervisor's side: takes every complete record, then frees the space. */
+export class RingReader extends RingBase {
+  /** Sequence number to wait on before the next drain. */
+  sequence(): number {
+    return Atomics.load(this.ctrl, SEQ);
+  }
+
+  /** Resolve when the writer has written since `seq` was read. */
+  async waitForData(seq: number): Promise<void> {
+    const res = Atomics.waitAsync(this.ctrl, SEQ, seq);
+    if (res.async) await res.value;
+  }
+
+  drain(): RingRecord[] {
+    const out: RingRecord[] = [];
+    const w = Atomics.load(this.ctrl, W) >>> 0;
+    let r = Atomics.load(this.ctrl, R) >>> 0;
+    while (r !== w) {
+      const head = this.copyOut(r, HEADER_BYTES);
+      const view = new DataView(head.buffer);
+      const length = view.getUint32(5);
+      out.push({
+        kind: view.getUint8(0),
+        id: view.getUint32(1),
+        payload: this.copyOut((r + HEADER_BYTES) >>> 0, length),
+      });
+      r = (r + HEADER_BYTES + length) >>> 0;
+    }
+    Atomics.store(this.ctrl, R, r | 0);
+    Atomics.notify(this.ctrl, R);
+    return out;
+  }
+
+  private copyOut(pos: number, length: number): Uint8Array {
+    const out = new Uint8Array(length);
+    const start = pos & this.mask;
+    const first = Math.min(length, this.size - start);
+    out.set(this.data.subarray(start, start + first));
+    if (first < length) out.set(this.data.subarray(0, length - first), first);
+    return out;
+  }
+}

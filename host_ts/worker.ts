@@ -1,0 +1,160 @@
+/**
+ * Pyodide worker of the sandbox host. Guest code runs here.
+ *
+ * Everything the guest produces goes through the shared ring as records tagged
+ * with the id of the request being served; the supervisor frames them for the
+ * kernel. References the glue needs are captured before any guest code runs.
+ */
+import { loadPyodide } from "pyodide";
+import { RingWriter } from "./ring.ts";
+import { GUEST_EVENT, STDERR, STDOUT } from "./protocol.ts";
+
+type Request = { op: string; [key: string]: unknown };
+type Message =
+  | { type: "init"; ring: SharedArrayBuffer; interrupt: SharedArrayBuffer; reply: SharedArrayBuffer; life: SharedArrayBuffer; wheels: string[]; guestDir: string; maxEventBytes: number }
+  | { type: "request"; id: number; request: Request }
+  | { type: "interrupt" };
+
+const post = self.postMessage.bind(self);
+const decoder = new TextDecoder();
+const now = performance.now.bind(performance);
+const atomicsWait = Atomics.wait;
+const atomicsLoad = Atomics.load;
+const atomicsStore = Atomics.store;
+
+// Messages that arrive before the interpreter is ready wait here. The listener is
+// installed before the first await, as Deno requires for worker messages.
+const early: Message[] = [];
+let deliver: ((m: Message) => void) | null = null;
+self.addEventListener("message", (e: MessageEvent) => {
+  if (deliver) deliver(e.data as Message);
+  else early.push(e.data as Message);
+});
+
+function fatal(message: string): void {
+  post({ type: "fatal", message });
+}
+
+async function start(init: Extract<Message, { type: "init" }>): Promise<void> {
+  const ring = new RingWriter(init.ring);
+  const interrupt = new Int32Array(init.interrupt);
+  const replyCtrl = new Int32Array(init.reply, 0, 3);
+  const replyData = new Uint8Array(init.reply, 12);
+  const life = new Int32Array(init.life);
+  addEventListener("unload", () => {
+    atomicsStore(life, 0, 1);
+    Atomics.notify(life, 0);
+  });
+  // A guest that closes its own worker would leave requests unanswered forever.
+  Object.defineProperty(self, "close", { value: () => {}, writable: false, configurable: false });
+
+  let currentId = 0;
+
+  const pyodide = await loadPyodide({ env: { HOME: "/home/pyodide" } });
+  pyodide.setInterruptBuffer(interrupt);
+  pyodide.setStdout({ write: (buf: Uint8Array) => (ring.writeBytes(STDOUT, currentId, buf), buf.length) });
+  pyodide.setStderr({ write: (buf: Uint8Array) => (ring.writeBytes(STDERR, currentId, buf), buf.length) });
+
+  for (const wheel of init.wheels) pyodide.unpackArchive(await Deno.readFile(wheel), "wheel");
+  const sitePackages = pyodide.runPython("import site; site.getsitepackages()[0]") as string;
+  const target = `${sitePackages}/sandbox_guest`;
+  pyodide.FS.mkdirTree(target);
+  for await (const entry of Deno.readDir(init.guestDir)) {
+    if (entry.isFile && entry.name.endsWith(".py")) {
+      pyodide.FS.writeFile(`${target}/${entry.name}`, await Deno.readFile(`${init.guestDir}/${entry.name}`));
+    }
+  }
+
+  const host = {
+    write(kind: number, text: string): void {
+      ring.writeText(kind === STDERR ? STDERR : STDOUT, currentId, text);
+    },
+    emit(json: string): boolean {
+      if (json.length > init.maxEventBytes) return false;
+      ring.writeText(GUEST_EVENT, currentId, json);
+      return true;
+    },
+    /** Block until the kernel answers request `n`; null when interrupted. */
+    wait_reply(n: number): string | null {
+      for (;;) {
+        if (atomicsLoad(replyCtrl, 0) === 1) {
+          const length = replyCtrl[1];
+          const number = replyCtrl[2];
+          const text = decoder.decode(replyData.slice(0, length));
+          atomicsStore(replyCtrl, 0, 0);
+          if (number === n) return text;
+          continue; // a stale answer to an interrupted request
+        }
+        if (atomicsLoad(interrupt, 0) !== 0) {
+          atomicsStore(interrupt, 0, 0);
+          return null;
+        }
+        atomicsWait(replyCtrl, 0, 0, 50);
+      }
+    },
+    /** Sleep without spinning; true when an interrupt cut it short. */
+    sleep(ms: number): boolean {
+      const end = now() + ms;
+      for (;;) {
+        if (atomicsLoad(interrupt, 0) !== 0) {
+          atomicsStore(interrupt, 0, 0);
+          return true;
+        }
+        const left = end - now();
+        if (left <= 0) return false;
+        atomicsWait(interrupt, 0, 0, Math.min(left, 1000));
+      }
+    },
+  };
+  pyodide.registerJsModule("_sandbox_host", host);
+  const guest = pyodide.pyimport("sandbox_guest.api");
+  const handle = guest.handle;
+  const interruptAsync = guest.interrupt_async;
+  const info = JSON.parse(guest.boot() as string);
+  ring.writeText(GUEST_EVENT, 0, JSON.stringify({ type: "ready", ...info }));
+
+  let chain: Promise<void> = Promise.resolve();
+  const serve = async (id: number, request: Request) => {
+    currentId = id;
+    atomicsStore(interrupt, 0, 0);
+    let reply: string;
+    try {
+      reply = (await handle(JSON.stringify(request))) as string;
+    } catch (err) {
+      const text = String(err);
+      if (text.includes("fatal error") || (pyodide as unknown as { _api?: { fatal_error_occurred?: boolean } })._api?.fatal_error_occurred) {
+        fatal(`Pyodide suffered a fatal error: ${text.slice(0, 500)}`);
+        return;
+      }
+      reply = JSON.stringify({ type: "reply", content: { status: "error", ename: "SandboxError", evalue: text.slice(0, 2000), traceback: [] } });
+    }
+    ring.writeText(GUEST_EVENT, id, reply);
+  };
+  deliver = (m: Message) => {
+    if (m.type === "request") chain = chain.then(() => serve(m.id, m.request));
+    else if (m.type === "interrupt") {
+      try {
+        interruptAsync();
+      } catch (_) {
+        // The interpreter is busy or broken: the interrupt buffer handles the first case.
+      }
+    }
+  };
+  for (const m of early.splice(0)) deliver(m);
+}
+
+// The first message is always the init message.
+const first = await new Promise<Message>((resolve) => {
+  deliver = resolve;
+  const queued = early.shift();
+  if (queued) {
+    deliver = null;
+    resolve(queued);
+  }
+});
+deliver = null;
+if (first.type !== "init") {
+  fatal("the sandbox worker expected an init message first");
+} else {
+  start(first).catch((err) => fatal(`sandbox start failed: ${String(err?.stack ?? err).slice(0, 2000)}`));
+}

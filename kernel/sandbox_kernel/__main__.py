@@ -1,0 +1,3 @@
+from sandbox_kernel.cli import main
+
+main()

@@ -1,0 +1,60 @@
+"""The `sandbox-kernel` command: install the kernelspec, prefetch, or run the kernel."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+
+from . import __version__
+
+
+def _install(args: argparse.Namespace) -> int:
+    from .install import DISPLAY_NAME, KERNEL_NAME, install
+
+    prefix = sys.prefix if args.sys_prefix else args.prefix
+    where = install(user=args.user, prefix=prefix)
+    print(f"Installed kernelspec {KERNEL_NAME} ({DISPLAY_NAME}) in {where}")
+    if not args.no_fetch:
+        return _fetch(args)
+    return 0
+
+
+def _fetch(args: argparse.Namespace) -> int:
+    from .provision import ProvisionError, ensure_all
+
+    try:
+        pyodide, wheels = asyncio.run(ensure_all(lambda m: print(m, file=sys.stderr, flush=True)))
+    except ProvisionError as exc:
+        print(f"sandbox-kernel: {exc}", file=sys.stderr)
+        return 1
+    print(f"Pyodide cached in {pyodide}; {len(wheels)} guest wheels cached.")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> None:
+    argv = sys.argv[1:] if argv is None else argv
+    if not argv or argv[0] not in {"install", "fetch", "--version", "-h", "--help"}:
+        # Kernel launch: `sandbox-kernel -f {connection_file} [--SandboxKernel.x=...]`.
+        if argv and argv[0] == "kernel":
+            argv = argv[1:]
+        from .kernelapp import launch
+
+        launch(argv)
+        return
+    parser = argparse.ArgumentParser(
+        prog="sandbox-kernel", description="A Jupyter kernel running Python in a Deno + Pyodide sandbox."
+    )
+    parser.add_argument("--version", action="version", version=f"sandbox-kernel {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True)
+    inst = sub.add_parser("install", help="register the pyodide-sandbox kernelspec and fetch Pyodide")
+    where = inst.add_mutually_exclusive_group()
+    where.add_argument("--user", action="store_true", help="install for the current user")
+    where.add_argument("--sys-prefix", action="store_true", help="install into sys.prefix (e.g. a venv)")
+    where.add_argument("--prefix", help="install into this prefix")
+    inst.add_argument("--no-fetch", action="store_true", help="do not prefetch Pyodide and the guest wheels")
+    inst.set_defaults(func=_install)
+    fetch = sub.add_parser("fetch", help="download and cache Pyodide and the guest wheels now")
+    fetch.set_defaults(func=_fetch)
+    args = parser.parse_args(argv)
+    sys.exit(args.func(args))

@@ -1,0 +1,62 @@
+"""Framing of the private kernel <-> Deno host channel.
+
+A frame is ``[length u32][kind u8][request id u32][payload]`` (big-endian), where
+length counts kind, id and payload. Kinds match host_ts/protocol.ts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import struct
+from dataclasses import dataclass
+from typing import Any
+
+STDOUT = 1
+STDERR = 2
+GUEST_EVENT = 3
+HOST_EVENT = 4
+REQUEST = 5
+
+_HEAD = struct.Struct(">IBI")
+
+
+class FrameError(Exception):
+    """The host sent something that is not a valid frame."""
+
+
+@dataclass(frozen=True)
+class Frame:
+    kind: int
+    request_id: int
+    payload: bytes
+
+    def json(self) -> Any:
+        """The payload as JSON (events are JSON objects)."""
+        try:
+            value = json.loads(self.payload)
+        except (ValueError, RecursionError) as exc:
+            raise FrameError(f"invalid JSON in frame of kind {self.kind}: {exc}") from None
+        if not isinstance(value, dict):
+            raise FrameError(f"frame of kind {self.kind} is not a JSON object")
+        return value
+
+
+def encode_frame(kind: int, request_id: int, payload: bytes) -> bytes:
+    return _HEAD.pack(5 + len(payload), kind, request_id) + payload
+
+
+def encode_request(request_id: int, request: dict[str, Any]) -> bytes:
+    return encode_frame(REQUEST, request_id, json.dumps(request).encode())
+
+
+async def read_frame(reader: asyncio.StreamReader, max_bytes: int) -> Frame:
+    """Read one frame; the length is checked before anything is buffered."""
+    head = await reader.readexactly(_HEAD.size)
+    length, kind, request_id = _HEAD.unpack(head)
+    if length < 5 or length - 5 > max_bytes:
+        raise FrameError(f"frame of {length - 5} bytes exceeds the limit of {max_bytes} bytes")
+    if kind not in (STDOUT, STDERR, GUEST_EVENT, HOST_EVENT):
+        raise FrameError(f"unknown frame kind {kind}")
+    payload = await reader.readexactly(length - 5)
+    return Frame(kind, request_id, payload)

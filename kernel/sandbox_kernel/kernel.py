@@ -1,0 +1,384 @@
+"""SandboxKernel: an ipykernel Kernel whose cells run in a Deno + Pyodide sandbox."""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import signal
+import sys
+from typing import Any
+
+import zmq
+from ipykernel.kernelbase import Kernel
+from traitlets import Float, Int, TraitError, validate
+
+from . import __version__
+from .history import History
+from .output import OutputRouter
+from .sandbox import Sandbox, SandboxDied, SandboxOptions, SandboxStartError
+
+RESEND_INTERRUPT_EVERY = 1.0  # seconds; a rare interrupt can be missed by the guest
+
+
+class SandboxKernel(Kernel):
+    """Forwards every request to one persistent sandbox process."""
+
+    implementation = "sandbox-kernel"
+    implementation_version = __version__
+    language = "python"
+
+    cell_timeout = Float(
+        None,
+        allow_none=True,
+        help="Seconds a cell may run. On expiry the cell is interrupted; if it does not stop "
+        "within interrupt_grace, the sandbox is restarted. None (default): no limit.",
+    ).tag(config=True)
+    interrupt_grace = Float(3.0, help="Seconds an interrupted cell gets to stop before the sandbox is restarted.").tag(
+        config=True
+    )
+    start_timeout = Float(120.0, help="Seconds the sandbox may take to start.").tag(config=True)
+    max_frame_bytes = Int(64 << 20, help="Largest message accepted from the sandbox, in bytes.").tag(config=True)
+
+    @validate("cell_timeout", "interrupt_grace", "start_timeout")
+    def _positive_seconds(self, proposal: Any) -> Any:
+        value = proposal["value"]
+        if value is not None and value <= 0:
+            name = proposal["trait"].name
+            raise TraitError(f"SandboxKernel.{name} must be a positive number of seconds, got {value!r}")
+        return value
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._history = History()
+        self._sandbox: Sandbox | None = None
+        self._starting: asyncio.Task[Sandbox] | None = None
+        self._guest_info: dict[str, Any] = {}
+        self._interrupted = asyncio.Event()
+        self._running = False
+        self._input_task: asyncio.Task[None] | None = None
+        atexit.register(self._kill_sandbox_now)
+
+    # ---- kernel_info -------------------------------------------------------------------
+    @property
+    def language_info(self) -> dict[str, Any]:  # type: ignore[override]
+        return {
+            "name": "python",
+            "version": self._guest_info.get("python_version", "3"),
+            "mimetype": "text/x-python",
+            "codemirror_mode": {"name": "ipython", "version": 3},
+            "pygments_lexer": "ipython3",
+            "nbconvert_exporter": "python",
+            "file_extension": ".py",
+        }
+
+    @property
+    def banner(self) -> str:  # type: ignore[override]
+        info = self._guest_info
+        return (
+            f"Python {info.get('python_version', '?')} (Pyodide {info.get('pyodide_version', '?')}, "
+            f"IPython {info.get('ipython_version', '?')}) in a WebAssembly sandbox\n"
+            f"sandbox-kernel {__version__}: no host files, network or processes unless configured.\n"
+        )
+
+    help_links = [  # noqa: RUF012
+        {"text": "Python", "url": "https://docs.python.org/3/"},
+        {"text": "Pyodide", "url": "https://pyodide.org/en/stable/"},
+        {"text": "IPython", "url": "https://ipython.readthedocs.io/en/stable/"},
+    ]
+
+    async def kernel_info_request(self, stream: Any, ident: Any, parent: Any) -> None:
+        try:
+            await self._get_sandbox()
+        except SandboxStartError as exc:
+            self.log.error("sandbox start failed: %s", exc)
+        await super().kernel_info_request(stream, ident, parent)
+
+    # ---- sandbox lifecycle -------------------------------------------------------------
+    def start(self) -> None:
+        super().start()
+        loop = asyncio.get_event_loop()
+        loop.add_signal_handler(signal.SIGINT, self._on_sigint)
+        self._starting = loop.create_task(self._start_sandbox())
+
+    def pre_handler_hook(self) -> None:
+        """SIGINT is handled by _on_sigint, never as KeyboardInterrupt in the kernel."""
+
+    def post_handler_hook(self) -> None:
+        pass
+
+    def _say(self, message: str) -> None:
+        print(message, file=sys.__stderr__, flush=True)
+
+    def _options(self) -> SandboxOptions:
+        return SandboxOptions(start_timeout=self.start_timeout, max_frame_bytes=self.max_frame_bytes)
+
+    async def _start_sandbox(self) -> Sandbox:
+        sandbox = Sandbox(self._options(), self.log, self._say)
+        try:
+            self._guest_info = await sandbox.start()
+        except BaseException:
+            await sandbox.kill("its start failed")
+            raise
+        self._sandbox = sandbox
+        return sandbox
+
+    async def _get_sandbox(self) -> Sandbox:
+        """The running sandbox, starting a new one if there is none or it died."""
+        if self._sandbox is not None and self._sandbox.alive:
+            return self._sandbox
+        if self._starting is None or (
+            self._starting.done() and (self._starting.exception() or not self._starting.result().alive)
+        ):
+            self._starting = asyncio.get_event_loop().create_task(self._start_sandbox())
+        return await asyncio.shield(self._starting)
+
+    async def _restart_sandbox(self, why: str) -> None:
+        old = self._sandbox
+        self._sandbox = None
+        if old is not None:
+            await old.kill(why)
+        self._starting = asyncio.get_event_loop().create_task(self._start_sandbox())
+        self._starting.add_done_callback(lambda t: t.cancelled() or t.exception())
+
+    def _kill_sandbox_now(self) -> None:
+        if self._sandbox is not None:
+            self._sandbox.kill_now()
+
+    async def do_shutdown(self, restart: bool) -> dict[str, Any]:
+        if self._starting is not None and not self._starting.done():
+            self._starting.cancel()
+        if self._sandbox is not None:
+            await self._sandbox.kill("the kernel shut down")
+        return {"status": "ok", "restart": restart}
+
+    # ---- interrupts --------------------------------------------------------------------
+    def _on_sigint(self) -> None:
+        if self._running:
+            self._interrupted.set()
+
+    async def _supervise(
+        self, sandbox: Sandbox, op: str, payload: dict[str, Any], router: OutputRouter, timeout: float | None
+    ) -> dict[str, Any]:
+        """Run one request; interrupt on SIGINT or timeout; restart if it will not stop."""
+        loop = asyncio.get_running_loop()
+        self._interrupted.clear()
+        self._running = True
+        task = asyncio.ensure_future(sandbox.request(op, payload, router.on_event))
+        flag = asyncio.ensure_future(self._interrupted.wait())
+        started = loop.time()
+        interrupted_at: float | None = None
+        timed_out = False
+        sends = 0
+        try:
+            while not task.done():
+                now = loop.time()
+                if interrupted_at is None:
+                    wake = started + timeout if timeout else None
+                else:
+                    wake = min(interrupted_at + RESEND_INTERRUPT_EVERY * sends, interrupted_at + self.interrupt_grace)
+                await asyncio.wait(
+                    {task, flag},
+                    timeout=None if wake is None else max(0.0, wake - now),
+                    return_when=asyncio.FIRST_COMPLETED,
+                )
+                if task.done():
+                    break
+                now = loop.time()
+                if flag.done():
+                    self._interrupted.clear()
+                    flag = asyncio.ensure_future(self._interrupted.wait())
+                    if interrupted_at is None:
+                        interrupted_at = now
+                if timeout and interrupted_at is None and now >= started + timeout:
+                    timed_out = True
+                    interrupted_at = now
+                if interrupted_at is not None:
+                    if now >= interrupted_at + self.interrupt_grace:
+                        why = (
+                            f"the cell ran past cell_timeout={timeout:g}s and did not stop within interrupt_grace={self.interrupt_grace:g}s"
+                            if timed_out
+                            else f"the cell did not stop within {self.interrupt_grace:g}s of the interrupt"
+                        )
+                        await self._restart_sandbox(why)
+                        raise SandboxDied(why)
+                    if now >= interrupted_at + RESEND_INTERRUPT_EVERY * sends:
+                        sandbox.interrupt()
+                        sends += 1
+                    if self._input_task is not None:
+                        self._input_task.cancel()
+            reply = task.result()
+            if timed_out and reply.get("status") == "error":
+                reply = {
+                    **reply,
+                    "ename": "SandboxTimeout",
+                    "evalue": f"the cell ran past cell_timeout={timeout:g}s and was interrupted; variables were kept.",
+                }
+                router.notice(f"SandboxTimeout: {reply['evalue']}\n")
+            return reply
+        except SandboxDied:
+            if self._sandbox is sandbox:
+                await self._restart_sandbox("it died")
+            raise
+        finally:
+            self._running = False
+            flag.cancel()
+            if not task.done():
+                task.cancel()
+            if self._input_task is not None:
+                self._input_task.cancel()
+                self._input_task = None
+
+    # ---- stdin -------------------------------------------------------------------------
+    async def _ask_frontend(self, prompt: str, password: bool, ident: Any, parent: Any) -> str:
+        """input_request to the frontend, polled without blocking the event loop."""
+        assert self.session is not None
+        sock = self.stdin_socket
+        while True:  # drop stale replies
+            try:
+                sock.recv_multipart(zmq.NOBLOCK)
+            except zmq.Again:
+                break
+        self.session.send(sock, "input_request", {"prompt": prompt, "password": password}, parent, ident=ident)
+        while True:
+            if sock.poll(0):
+                _, reply = self.session.recv(sock, zmq.NOBLOCK)
+                if reply is not None:
+                    return str(reply["content"].get("value", ""))
+            await asyncio.sleep(0.01)
+
+    def _input_handler(self, sandbox: Sandbox, allow_stdin: bool) -> Any:
+        ident = self._get_shell_context_var(self._shell_parent_ident)
+        parent = self.get_parent("shell")
+
+        async def answer(number: int, prompt: str, password: bool) -> None:
+            if not allow_stdin:
+                sandbox.answer(number, {"error": "this frontend does not support input requests"})
+                return
+            try:
+                value = await self._ask_frontend(prompt, password, ident, parent)
+            except asyncio.CancelledError:
+                return  # interrupted: the guest raises KeyboardInterrupt by itself
+            sandbox.answer(number, {"value": value})
+
+        def on_input(event: dict[str, Any]) -> None:
+            from .guest_events import input_request
+
+            number, prompt, password = input_request(event)
+            self._input_task = asyncio.ensure_future(answer(number, prompt, password))
+
+        return on_input
+
+    # ---- requests ----------------------------------------------------------------------
+    def _publisher(self) -> Any:
+        parent = self.get_parent("shell")
+
+        def send(msg_type: str, content: dict[str, Any]) -> None:
+            assert self.session is not None
+            topic = self._topic(f"stream.{content['name']}" if msg_type == "stream" else msg_type)
+            self.session.send(self.iopub_socket, msg_type, content, parent, ident=topic)
+
+        return send
+
+    def _error_reply(self, ename: str, evalue: str, router: OutputRouter) -> dict[str, Any]:
+        content = {"ename": ename, "evalue": evalue, "traceback": [f"{ename}: {evalue}"]}
+        router.flush()
+        router._send("error", content)
+        return {
+            "status": "error",
+            **content,
+            "execution_count": self.execution_count,
+            "user_expressions": {},
+            "payload": [],
+        }
+
+    async def do_execute(  # type: ignore[override]
+        self,
+        code: str,
+        silent: bool,
+        store_history: bool = True,
+        user_expressions: dict[str, Any] | None = None,
+        allow_stdin: bool = False,
+        *,
+        cell_meta: Any = None,
+        cell_id: str | None = None,
+    ) -> dict[str, Any]:
+        router = OutputRouter(self._publisher(), self.log)
+        entry = self._history.add(self.execution_count, code) if store_history else None
+        try:
+            sandbox = await self._get_sandbox()
+        except (SandboxStartError, SandboxDied) as exc:
+            return self._error_reply("SandboxUnavailable", f"the sandbox could not be started: {exc}", router)
+        router._on_input = self._input_handler(sandbox, allow_stdin)
+        payload = {
+            "code": code,
+            "silent": silent,
+            "store_history": store_history,
+            "user_expressions": user_expressions or {},
+            "allow_stdin": allow_stdin,
+            "execution_count": self.execution_count,
+            "cell_id": cell_id,
+        }
+        try:
+            reply = await self._supervise(sandbox, "execute", payload, router, self.cell_timeout)
+        except SandboxDied as exc:
+            reason = exc.reason
+            if "cell_timeout" in reason:
+                ename = "SandboxTimeout"
+            else:
+                ename = "SandboxRestarted"
+            return self._error_reply(ename, f"{reason}; the sandbox was restarted and all variables were lost.", router)
+        finally:
+            router.flush()
+        if entry is not None:
+            entry.output = router.last_result_text
+        reply["execution_count"] = self.execution_count
+        return reply
+
+    async def _simple_request(self, op: str, payload: dict[str, Any], fallback: dict[str, Any]) -> dict[str, Any]:
+        try:
+            sandbox = await self._get_sandbox()
+            router = OutputRouter(self._publisher(), self.log)
+            return await asyncio.wait_for(sandbox.request(op, payload, router.on_event), timeout=30)
+        except (SandboxStartError, SandboxDied, asyncio.TimeoutError, ValueError) as exc:
+            self.log.warning("%s failed: %s", op, exc)
+            return fallback
+
+    async def do_complete(self, code: str, cursor_pos: int | None) -> dict[str, Any]:  # type: ignore[override]
+        pos = len(code) if cursor_pos is None else cursor_pos
+        empty = {"status": "ok", "matches": [], "cursor_start": pos, "cursor_end": pos, "metadata": {}}
+        return await self._simple_request("complete", {"code": code, "cursor_pos": pos}, empty)
+
+    async def do_inspect(
+        self, code: str, cursor_pos: int | None, detail_level: int = 0, omit_sections: Any = ()
+    ) -> dict[str, Any]:  # type: ignore[override]
+        payload = {
+            "code": code,
+            "cursor_pos": cursor_pos,
+            "detail_level": detail_level,
+            "omit_sections": list(omit_sections),
+        }
+        return await self._simple_request(
+            "inspect", payload, {"status": "ok", "found": False, "data": {}, "metadata": {}}
+        )
+
+    async def do_is_complete(self, code: str) -> dict[str, Any]:  # type: ignore[override]
+        return await self._simple_request("is_complete", {"code": code}, {"status": "unknown"})
+
+    async def do_history(
+        self,
+        hist_access_type: str,
+        output: bool,
+        raw: bool,
+        session: int | None = None,
+        start: int | None = None,
+        stop: int | None = None,
+        n: int | None = None,
+        pattern: str | None = None,
+        unique: bool = False,
+        **kwargs: Any,
+    ) -> dict[str, Any]:  # type: ignore[override]
+        try:
+            history = self._history.query(hist_access_type, output, raw, session, start, stop, n, pattern, unique)
+        except ValueError as exc:
+            return {"status": "error", "ename": "ValueError", "evalue": str(exc), "traceback": [], "history": []}
+        return {"status": "ok", "history": history}

@@ -1,0 +1,70 @@
+"""Publishes one request's guest output on IOPub, coalescing stream text."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from . import guest_events
+
+FLUSH_INTERVAL = 0.05  # seconds: stream text reaches the frontend at least this often
+
+
+class OutputRouter:
+    """Turns the events of one request into IOPub messages, in order."""
+
+    def __init__(
+        self,
+        send: Callable[[str, dict[str, Any]], None],
+        log: logging.Logger,
+        on_input: Callable[[dict[str, Any]], None] | None = None,
+    ) -> None:
+        self._send = send
+        self._log = log
+        self._on_input = on_input
+        self._streams: list[list[str]] = []  # [name, text] segments not yet sent
+        self._timer: asyncio.TimerHandle | None = None
+        self.last_result_text: str | None = None
+
+    def on_event(self, event: dict[str, Any]) -> None:
+        kind = event.get("type")
+        if kind == "stream":
+            self._stream(event["name"], event["text"])
+            return
+        try:
+            if kind == "iopub":
+                content = guest_events.iopub_content(event.get("msg_type"), event.get("content"))
+                self.flush()
+                if event["msg_type"] == "execute_result":
+                    self.last_result_text = content["data"].get("text/plain")
+                self._send(event["msg_type"], content)
+            elif kind == "input_request" and self._on_input is not None:
+                self.flush()
+                self._on_input(event)
+            else:
+                raise guest_events.InvalidGuestEvent(f"unknown event type {kind!r}")
+        except guest_events.InvalidGuestEvent as exc:
+            self._log.warning("dropped an invalid message from the sandbox: %s", exc)
+
+    def _stream(self, name: str, text: str) -> None:
+        if self._streams and self._streams[-1][0] == name:
+            self._streams[-1][1] += text
+        else:
+            self._streams.append([name, text])
+        if self._timer is None:
+            self._timer = asyncio.get_running_loop().call_later(FLUSH_INTERVAL, self.flush)
+
+    def notice(self, text: str, name: str = "stderr") -> None:
+        """A message from the kernel itself, shown as stream output."""
+        self._stream(name, text)
+        self.flush()
+
+    def flush(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        segments, self._streams = self._streams, []
+        for name, text in segments:
+            self._send("stream", {"name": name, "text": text})

@@ -1,0 +1,64 @@
+"""Where the kernel finds its parts (Deno host code, caches, the Deno binary)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+
+PACKAGE_DIR = Path(__file__).resolve().parent
+
+
+def _bundled_or_repo(name: str) -> Path:
+    """A top-level project folder: bundled in the wheel, or beside `kernel/` in a checkout."""
+    bundled = PACKAGE_DIR / name
+    if bundled.is_dir():
+        return bundled
+    repo = PACKAGE_DIR.parent.parent / name
+    if repo.is_dir():
+        return repo
+    raise FileNotFoundError(f"sandbox-kernel is incomplete: folder {name!r} not found near {PACKAGE_DIR}")
+
+
+def host_dir() -> Path:
+    """The Deno host program (host_ts/)."""
+    return _bundled_or_repo("host_ts")
+
+
+def kernelspec_dir() -> Path:
+    """The kernelspec template and logos (kernelspec/)."""
+    return _bundled_or_repo("kernelspec")
+
+
+def cache_dir() -> Path:
+    """The user's cache for sandbox-kernel (Deno's cache, guest wheels)."""
+    base = os.environ.get("SANDBOX_KERNEL_CACHE")
+    if base:
+        return Path(base)
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    return (Path(xdg) if xdg else Path.home() / ".cache") / "sandbox-kernel"
+
+
+def deno_executable() -> str:
+    """The Deno binary shipped by the `deno` PyPI package (or DENO_BIN)."""
+    override = os.environ.get("SANDBOX_KERNEL_DENO")
+    if override:
+        return override
+    from deno import find_deno_bin
+
+    return find_deno_bin()
+
+
+def pyodide_version() -> str:
+    """The Pyodide version pinned in host_ts/deno.json."""
+    imports = json.loads((host_dir() / "deno.json").read_text())["imports"]
+    match = re.fullmatch(r"npm:pyodide@([\w.\-]+)", imports["pyodide"])
+    if not match:
+        raise ValueError(f"host_ts/deno.json pins pyodide as {imports['pyodide']!r}; expected npm:pyodide@VERSION")
+    return match.group(1)
+
+
+def pyodide_dir(deno_dir: Path) -> Path:
+    """Where Deno keeps the pinned Pyodide package inside `deno_dir`."""
+    return deno_dir / "npm" / "registry.npmjs.org" / "pyodide" / pyodide_version()

@@ -1,0 +1,349 @@
+"""One Deno + Pyodide sandbox process, seen from the kernel.
+
+The kernel talks to the Deno supervisor over a private unix socket in a 0700
+temporary folder; the supervisor proves itself with a token given on its stdin.
+Deno's own stdout/stderr are only logged, never parsed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import codecs
+import collections
+import ctypes
+import itertools
+import json
+import logging
+import os
+import secrets
+import shutil
+import signal
+import sys
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from . import frames, paths, provision
+from .guest_events import reply_content
+
+EventHandler = Callable[[dict[str, Any]], None]
+
+
+class SandboxDied(Exception):
+    """The sandbox process ended (or was killed) while a request was pending."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+class SandboxStartError(RuntimeError):
+    """The sandbox could not be started; the message says why."""
+
+
+@dataclass
+class SandboxOptions:
+    """Settings of one sandbox process (filled from the kernel's traitlets)."""
+
+    start_timeout: float = 120.0
+    ring_bytes: int = 4 << 20
+    reply_bytes: int = 1 << 20
+    max_frame_bytes: int = 64 << 20
+    max_event_bytes: int = 32 << 20
+    v8_flags: list[str] = field(default_factory=list)
+
+
+@dataclass
+class _Pending:
+    future: asyncio.Future[dict[str, Any]]
+    on_event: EventHandler
+    decoders: dict[int, codecs.IncrementalDecoder]
+
+
+def _die_with_parent() -> None:
+    """In the child before exec: get SIGKILL when the kernel dies (Linux)."""
+    if sys.platform.startswith("linux"):
+        try:
+            ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+        except OSError:
+            pass
+
+
+def _describe_exit(code: int) -> str:
+    if code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = f"signal {-code}"
+        hint = " (likely out of memory)" if -code == signal.SIGKILL else ""
+        return f"the sandbox process was killed by {name}{hint}"
+    return f"the sandbox process exited with code {code}"
+
+
+class Sandbox:
+    """A running Deno host with Pyodide inside; requests go in, events come out."""
+
+    def __init__(self, options: SandboxOptions, log: logging.Logger, say: Callable[[str], None]) -> None:
+        self.options = options
+        self.log = log
+        self.say = say
+        self.info: dict[str, Any] = {}
+        self.pid: int | None = None
+        self._proc: asyncio.subprocess.Process | None = None
+        self._writer: asyncio.StreamWriter | None = None
+        self._pending: dict[int, _Pending] = {}
+        self._ids = itertools.count(1)
+        self._tmp: Path | None = None
+        self._stderr_tail: collections.deque[str] = collections.deque(maxlen=20)
+        self._fatal: str | None = None
+        self._killed_because: str | None = None
+        self._dead: asyncio.Future[str] | None = None
+        self._ready: asyncio.Future[dict[str, Any]] | None = None
+        self._tasks: list[asyncio.Task[Any]] = []
+
+    # ---- lifecycle --------------------------------------------------------------------
+    @property
+    def alive(self) -> bool:
+        return self._dead is not None and not self._dead.done()
+
+    def command(self, socket_path: Path, pyodide_dir: Path, wheels_dir: Path) -> list[str]:
+        """The exact Deno command line: least privilege, no prompts, cached code only."""
+        host = paths.host_dir()
+        # The supervisor also reads its socket; the worker gets only the first three.
+        read = ",".join(str(p) for p in (host, pyodide_dir, wheels_dir, socket_path))
+        argv = [
+            paths.deno_executable(), "run", "--no-prompt", "--cached-only",
+            f"--config={host / 'deno.json'}", "--unstable-worker-options",
+            f"--allow-read={read}", f"--allow-write={socket_path}", f"--allow-net=unix:{socket_path}",
+        ]  # fmt: skip
+        if self.options.v8_flags:
+            argv.append("--v8-flags=" + ",".join(self.options.v8_flags))
+        argv.append(str(host / "main.ts"))
+        return argv
+
+    async def start(self) -> dict[str, Any]:
+        """Spawn the process and wait until Python is ready; returns guest facts."""
+        loop = asyncio.get_running_loop()
+        try:
+            pyodide_dir, wheels = await provision.ensure_all(self.say)
+        except provision.ProvisionError as exc:
+            raise SandboxStartError(str(exc)) from None
+        self._tmp = Path(tempfile.mkdtemp(prefix="sbk-"))
+        socket_path = self._tmp / "host.sock"
+        token = secrets.token_hex(16)
+        connected: asyncio.Future[tuple[asyncio.StreamReader, asyncio.StreamWriter]] = loop.create_future()
+
+        def on_connect(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            if connected.done():
+                writer.close()
+            else:
+                connected.set_result((reader, writer))
+
+        server = await asyncio.start_unix_server(on_connect, path=str(socket_path), limit=1 << 20)
+        os.chmod(socket_path, 0o600)
+        argv = self.command(socket_path, pyodide_dir, provision.wheels_dir())
+        env = {"DENO_DIR": str(provision.deno_dir()), "NO_COLOR": "1", "DENO_NO_UPDATE_CHECK": "1"}
+        self.log.info("starting sandbox: %s", " ".join(argv))
+        self._proc = await asyncio.create_subprocess_exec(
+            *argv,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            env=env,
+            cwd=self._tmp,
+            start_new_session=True,  # keep the kernel's SIGINT (process group) away from Deno
+            preexec_fn=_die_with_parent,
+        )
+        self.pid = self._proc.pid
+        self._dead = loop.create_future()
+        self._ready = loop.create_future()
+        self._ready.add_done_callback(lambda f: f.cancelled() or f.exception())
+        self._tasks.append(loop.create_task(self._watch_exit()))
+        for stream in (self._proc.stdout, self._proc.stderr):
+            self._tasks.append(loop.create_task(self._log_lines(stream)))
+        init = {
+            "socket": str(socket_path),
+            "token": token,
+            "workerRead": [str(paths.host_dir()), str(pyodide_dir), str(provision.wheels_dir())],
+            "wheels": [str(w) for w in wheels],
+            "guestDir": str(paths.host_dir() / "guest" / "sandbox_guest"),
+            "ringBytes": self.options.ring_bytes,
+            "replyBytes": self.options.reply_bytes,
+            "maxFrameBytes": self.options.max_frame_bytes,
+            "maxEventBytes": self.options.max_event_bytes,
+        }
+        assert self._proc.stdin is not None
+        self._proc.stdin.write(json.dumps(init).encode())
+        await self._proc.stdin.drain()
+        self._proc.stdin.close()
+        try:
+            reader, writer = await self._first(connected, "connect")
+        finally:
+            server.close()
+            socket_path.unlink(missing_ok=True)
+        self._writer = writer
+        hello = await self._first(asyncio.ensure_future(frames.read_frame(reader, 4096)), "say hello")
+        if hello.kind != frames.HOST_EVENT or hello.json().get("token") != token:
+            await self.kill("it failed the handshake")
+            raise SandboxStartError("the sandbox process failed the handshake")
+        self._tasks.append(loop.create_task(self._read_frames(reader)))
+        self.info = await self._first(self._ready, "start Python")
+        return self.info
+
+    async def _first(self, fut: asyncio.Future[Any], what: str) -> Any:
+        """Await `fut`, failing clearly if the process dies or the start takes too long."""
+        assert self._dead is not None
+        dead = asyncio.ensure_future(asyncio.shield(self._dead))
+        try:
+            done, _ = await asyncio.wait(
+                {fut, dead}, timeout=self.options.start_timeout, return_when=asyncio.FIRST_COMPLETED
+            )
+        finally:
+            dead.cancel()
+        if fut in done:
+            return fut.result()
+        fut.cancel()
+        if self._dead.done():
+            detail = "\n".join(self._stderr_tail)
+            raise SandboxStartError(f"the sandbox did not {what}: {self._dead.result()}\n{detail}".rstrip())
+        await self.kill(f"it did not {what} in time")
+        raise SandboxStartError(
+            f"the sandbox did not {what} within {self.options.start_timeout:.0f} s (SandboxKernel.start_timeout)"
+        )
+
+    async def kill(self, why: str) -> None:
+        """Stop the process for good (SIGKILL); pending requests fail with `why`."""
+        self._killed_because = self._killed_because or why
+        proc = self._proc
+        if proc is not None and proc.returncode is None:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            await proc.wait()
+        if self._dead is not None and not self._dead.done():
+            self._mark_dead(f"the sandbox was stopped because {why}")
+        for task in self._tasks:
+            task.cancel()
+        if self._tmp is not None:
+            shutil.rmtree(self._tmp, ignore_errors=True)
+
+    def kill_now(self) -> None:
+        """Synchronous last resort (atexit): SIGKILL the process group."""
+        if self._proc is not None and self._proc.returncode is None:
+            try:
+                os.killpg(self._proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+    def _mark_dead(self, reason: str) -> None:
+        assert self._dead is not None
+        if not self._dead.done():
+            self._dead.set_result(reason)
+        for pending in self._pending.values():
+            if not pending.future.done():
+                pending.future.set_exception(SandboxDied(reason))
+        self._pending.clear()
+        if self._ready is not None and not self._ready.done():
+            self._ready.set_exception(SandboxDied(reason))
+
+    async def _watch_exit(self) -> None:
+        assert self._proc is not None
+        code = await self._proc.wait()
+        await asyncio.sleep(0.05)  # let the last frames (e.g. a fatal-error report) arrive
+        if self._killed_because:
+            reason = f"the sandbox was stopped because {self._killed_because}"
+        elif self._fatal:
+            reason = self._fatal
+        else:
+            reason = _describe_exit(code)
+        self.log.warning("sandbox process %s ended: %s", self.pid, reason)
+        self._mark_dead(reason)
+
+    async def _log_lines(self, stream: asyncio.StreamReader | None) -> None:
+        if stream is None:
+            return
+        while line := await stream.readline():
+            text = line.decode(errors="replace").rstrip()
+            self._stderr_tail.append(text)
+            self.log.debug("sandbox: %s", text)
+
+    # ---- frames -----------------------------------------------------------------------
+    async def _read_frames(self, reader: asyncio.StreamReader) -> None:
+        try:
+            while True:
+                frame = await frames.read_frame(reader, self.options.max_frame_bytes)
+                self._dispatch(frame)
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        except frames.FrameError as exc:
+            self.log.error("sandbox protocol violation: %s", exc)
+            await self.kill(f"it broke the protocol ({exc})")
+
+    def _dispatch(self, frame: frames.Frame) -> None:
+        if frame.kind == frames.HOST_EVENT:
+            event = frame.json()
+            if event.get("event") == "fatal":
+                self._fatal = f"the sandbox crashed: {str(event.get('message'))[:1000]}"
+            return
+        pending = self._pending.get(frame.request_id)
+        if frame.kind == frames.GUEST_EVENT:
+            event = frame.json()
+            if frame.request_id == 0 and event.get("type") == "ready" and self._ready and not self._ready.done():
+                self._ready.set_result(event)
+                return
+            if pending is None:
+                return  # output of a request that is over: never attributed to another one
+            if event.get("type") == "reply":
+                del self._pending[frame.request_id]
+                try:
+                    pending.future.set_result(reply_content(event.get("content")))
+                except ValueError as exc:
+                    pending.future.set_exception(exc)
+                return
+            pending.on_event(event)
+            return
+        if pending is None:
+            return
+        decoder = pending.decoders.get(frame.kind)
+        if decoder is None:
+            decoder = pending.decoders[frame.kind] = codecs.getincrementaldecoder("utf-8")("replace")
+        text = decoder.decode(frame.payload)
+        if text:
+            name = "stdout" if frame.kind == frames.STDOUT else "stderr"
+            pending.on_event({"type": "stream", "name": name, "text": text})
+
+    def _send(self, request_id: int, request: dict[str, Any]) -> None:
+        if self._writer is None or not self.alive:
+            raise SandboxDied("the sandbox is not running")
+        self._writer.write(frames.encode_request(request_id, request))
+
+    # ---- requests ---------------------------------------------------------------------
+    async def request(self, op: str, payload: dict[str, Any], on_event: EventHandler) -> dict[str, Any]:
+        """Send one request; events for it go to `on_event`; returns the reply content."""
+        if not self.alive:
+            raise SandboxDied(self._dead.result() if self._dead and self._dead.done() else "the sandbox is not running")
+        request_id = next(self._ids)
+        future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        self._pending[request_id] = _Pending(future, on_event, {})
+        try:
+            self._send(request_id, {"op": op, **payload})
+            return await future
+        finally:
+            self._pending.pop(request_id, None)
+
+    def interrupt(self) -> None:
+        """Raise KeyboardInterrupt in the guest (and cut short its blocking waits)."""
+        if self.alive:
+            self._send(0, {"op": "interrupt"})
+
+    def answer(self, number: int, content: dict[str, Any]) -> None:
+        """Answer a blocking guest request (e.g. input()) numbered `number`."""
+        if self.alive:
+            self._send(0, {"op": "reply", "n": number, "content": content})
+
+    @property
+    def death_reason(self) -> str | None:
+        return self._dead.result() if self._dead is not None and self._dead.done() else None
