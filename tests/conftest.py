@@ -1,0 +1,96 @@
+"""Shared fixtures: real kernels started through jupyter_client, real Deno, real Pyodide."""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+from jupyter_client.blocking.client import BlockingKernelClient
+from jupyter_client.manager import KernelManager
+
+from sandbox_kernel.install import KERNEL_NAME, install
+
+START_TIMEOUT = 180
+
+
+@pytest.fixture(scope="session", autouse=True)
+def kernelspec() -> str:
+    """The kernelspec, installed into this environment's prefix (as the README does)."""
+    return install(prefix=sys.prefix)
+
+
+@dataclass
+class Run:
+    """What one execute_request produced."""
+
+    reply: dict[str, Any]
+    outputs: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def content(self) -> dict[str, Any]:
+        return self.reply["content"]
+
+    def of_type(self, msg_type: str) -> list[dict[str, Any]]:
+        return [m["content"] for m in self.outputs if m["msg_type"] == msg_type]
+
+    def stream(self, name: str = "stdout") -> str:
+        return "".join(c["text"] for c in self.of_type("stream") if c["name"] == name)
+
+
+def execute(kc: BlockingKernelClient, code: str, timeout: float = 60, **kwargs: Any) -> Run:
+    """Execute `code` and collect its IOPub messages (with arrival times) until idle."""
+    msg_id = kc.execute(code, **kwargs)
+    outputs: list[dict[str, Any]] = []
+    deadline = time.monotonic() + timeout
+    while True:
+        msg = kc.get_iopub_msg(timeout=max(0.1, deadline - time.monotonic()))
+        if msg["parent_header"].get("msg_id") != msg_id:
+            continue
+        msg["received"] = time.monotonic()
+        if msg["msg_type"] == "status" and msg["content"]["execution_state"] == "idle":
+            break
+        if msg["msg_type"] not in ("status", "execute_input"):
+            outputs.append(msg)
+    reply = kc.get_shell_msg(timeout=max(1.0, deadline - time.monotonic()))
+    while reply["parent_header"].get("msg_id") != msg_id:
+        reply = kc.get_shell_msg(timeout=max(1.0, deadline - time.monotonic()))
+    return Run(reply, outputs)
+
+
+def start_kernel(extra_arguments: list[str] | None = None) -> tuple[KernelManager, BlockingKernelClient]:
+    km = KernelManager(kernel_name=KERNEL_NAME)
+    km.start_kernel(extra_arguments=extra_arguments or [])
+    kc = km.client()
+    kc.start_channels()
+    kc.wait_for_ready(timeout=START_TIMEOUT)
+    return km, kc
+
+
+def stop_kernel(km: KernelManager, kc: BlockingKernelClient) -> None:
+    kc.stop_channels()
+    km.shutdown_kernel(now=False)
+
+
+@pytest.fixture(scope="module")
+def kernel() -> Iterator[tuple[KernelManager, BlockingKernelClient]]:
+    """One kernel shared by a test module."""
+    km, kc = start_kernel()
+    yield km, kc
+    stop_kernel(km, kc)
+
+
+@pytest.fixture(scope="module")
+def kc(kernel: tuple[KernelManager, BlockingKernelClient]) -> BlockingKernelClient:
+    return kernel[1]
+
+
+@pytest.fixture
+def fresh_kernel() -> Iterator[tuple[KernelManager, BlockingKernelClient]]:
+    """A kernel of its own, for tests that break or restart it."""
+    km, kc = start_kernel()
+    yield km, kc
+    stop_kernel(km, kc)
