@@ -201,7 +201,7 @@ function handleRequest(id: number, req: Record<string, unknown>): void {
       Atomics.store(interrupt, 0, 2); // SIGINT
       Atomics.notify(interrupt, 0);
       Atomics.notify(replyCtrl, 0);
-      worker.postMessage({ type: "interrupt" });
+      worker.postMessage({ type: "interrupt", id });
       return;
     case "reply": {
       const bytes = encoder.encode(JSON.stringify(req.content ?? null));

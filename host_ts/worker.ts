@@ -13,7 +13,7 @@ type Request = { op: string; [key: string]: unknown };
 type Message =
   | { type: "init"; ring: SharedArrayBuffer; interrupt: SharedArrayBuffer; reply: SharedArrayBuffer; life: SharedArrayBuffer; wheels: string[]; guestDir: string; maxEventBytes: number }
   | { type: "request"; id: number; request: Request }
-  | { type: "interrupt" };
+  | { type: "interrupt"; id: number };
 
 const post = self.postMessage.bind(self);
 const decoder = new TextDecoder();
@@ -114,8 +114,10 @@ async function start(init: Extract<Message, { type: "init" }>): Promise<void> {
   ring.writeText(GUEST_EVENT, 0, JSON.stringify({ type: "ready", ...info }));
 
   let chain: Promise<void> = Promise.resolve();
+  let busy = false;
   const serve = async (id: number, request: Request) => {
     currentId = id;
+    busy = true;
     atomicsStore(interrupt, 0, 0);
     let reply: string;
     try {
@@ -128,11 +130,14 @@ async function start(init: Extract<Message, { type: "init" }>): Promise<void> {
       }
       reply = JSON.stringify({ type: "reply", content: { status: "error", ename: "SandboxError", evalue: text.slice(0, 2000), traceback: [] } });
     }
+    busy = false;
     ring.writeText(GUEST_EVENT, id, reply);
   };
   deliver = (m: Message) => {
     if (m.type === "request") chain = chain.then(() => serve(m.id, m.request));
-    else if (m.type === "interrupt") {
+    else if (m.type === "interrupt" && busy && m.id === currentId) {
+      // Python is not running (this handler could not run otherwise): the cell awaits.
+      atomicsStore(interrupt, 0, 0);
       try {
         interruptAsync();
       } catch (_) {

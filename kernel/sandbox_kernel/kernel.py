@@ -114,41 +114,42 @@ class SandboxKernel(Kernel):
 
     async def _start_sandbox(self) -> Sandbox:
         sandbox = Sandbox(self._options(), self.log, self._say)
+        self._sandbox = sandbox  # visible at once, so that shutdown can kill it mid-start
         try:
             self._guest_info = await sandbox.start()
         except BaseException:
             await sandbox.kill("its start failed")
             raise
-        self._sandbox = sandbox
         return sandbox
 
     async def _get_sandbox(self) -> Sandbox:
         """The running sandbox, starting a new one if there is none or it died."""
-        if self._sandbox is not None and self._sandbox.alive:
-            return self._sandbox
-        if self._starting is None or (
-            self._starting.done() and (self._starting.exception() or not self._starting.result().alive)
+        starting = self._starting
+        if starting is None or (
+            starting.done() and (starting.cancelled() or starting.exception() or not starting.result().alive)
         ):
-            self._starting = asyncio.get_event_loop().create_task(self._start_sandbox())
+            self._restart_sandbox_soon()
+        assert self._starting is not None
         return await asyncio.shield(self._starting)
 
-    async def _restart_sandbox(self, why: str) -> None:
-        old = self._sandbox
-        self._sandbox = None
-        if old is not None:
-            await old.kill(why)
+    def _restart_sandbox_soon(self) -> None:
         self._starting = asyncio.get_event_loop().create_task(self._start_sandbox())
         self._starting.add_done_callback(lambda t: t.cancelled() or t.exception())
+
+    async def _restart_sandbox(self, why: str) -> None:
+        """Kill the current sandbox and start a fresh one in the background."""
+        old = self._sandbox
+        if old is not None:
+            await old.kill(why)
+        self._restart_sandbox_soon()
 
     def _kill_sandbox_now(self) -> None:
         if self._sandbox is not None:
             self._sandbox.kill_now()
 
     async def do_shutdown(self, restart: bool) -> dict[str, Any]:
-        if self._starting is not None and not self._starting.done():
-            self._starting.cancel()
-        if self._sandbox is not None:
-            await self._sandbox.kill("the kernel shut down")
+        # Runs on the control thread: kill synchronously; the main loop notices the exit.
+        self._kill_sandbox_now()
         return {"status": "ok", "restart": restart}
 
     # ---- interrupts --------------------------------------------------------------------
@@ -217,7 +218,7 @@ class SandboxKernel(Kernel):
             return reply
         except SandboxDied:
             if self._sandbox is sandbox:
-                await self._restart_sandbox("it died")
+                self._restart_sandbox_soon()
             raise
         finally:
             self._running = False

@@ -337,7 +337,7 @@ class Sandbox:
     def interrupt(self) -> None:
         """Raise KeyboardInterrupt in the guest (and cut short its blocking waits)."""
         if self.alive:
-            self._send(0, {"op": "interrupt"})
+            self._send(max(self._pending, default=0), {"op": "interrupt"})
 
     def answer(self, number: int, content: dict[str, Any]) -> None:
         """Answer a blocking guest request (e.g. input()) numbered `number`."""

@@ -6,7 +6,9 @@ import asyncio
 import builtins
 import getpass
 import json
+import os
 import platform
+import posix
 import sys
 import time
 from typing import Any
@@ -26,8 +28,7 @@ def _input(prompt: object = "", password: bool = False) -> str:
     what = "getpass" if password else "input"
     if not _allow_stdin:
         raise StdinNotImplementedError(
-            f"{what}() was called, but this frontend does not support input requests "
-            "(allow_stdin is False)."
+            f"{what}() was called, but this frontend does not support input requests (allow_stdin is False)."
         )
     reply = _host.request({"type": "input_request", "prompt": str(prompt), "password": password})
     if not isinstance(reply, dict) or "value" not in reply:
@@ -42,6 +43,12 @@ def _getpass(prompt: str = "Password: ", stream: Any = None) -> str:
     return _input(prompt, password=True)
 
 
+def _no_system(command: str) -> int:
+    from .shell import no_shell
+
+    raise no_shell(f"os.system({command!r})")
+
+
 def boot() -> str:
     """Set up streams, builtins and the IPython shell; return facts for kernel_info."""
     global _shell
@@ -50,6 +57,7 @@ def boot() -> str:
     builtins.input = _input
     getpass.getpass = _getpass
     time.sleep = _host.sleep
+    os.system = posix.system = _no_system
     _shell = make_shell()
     return json.dumps(
         {
@@ -68,6 +76,7 @@ async def _execute(req: dict[str, Any]) -> dict[str, Any]:
     _allow_stdin = bool(req.get("allow_stdin"))
     shell.execution_count = int(req.get("execution_count") or shell.execution_count)
     shell.last_error = None
+    shell.interrupt_requested = False
     code = req["code"]
     preprocessing_exc = None
     try:
@@ -159,6 +168,11 @@ async def handle(request_json: str) -> str:
         _task = asyncio.ensure_future(_execute(req))
         try:
             content = await _task
+        except (KeyboardInterrupt, asyncio.CancelledError):
+            # An interrupt that landed outside the cell's own code (e.g. in IPython).
+            error = {"ename": "KeyboardInterrupt", "evalue": "Interrupted by user", "traceback": ["KeyboardInterrupt"]}
+            _host.iopub("error", error)
+            content = {"status": "error", **error, "user_expressions": {}, "payload": []}
         finally:
             _task = None
     elif op in _HANDLERS:
@@ -169,16 +183,11 @@ async def handle(request_json: str) -> str:
 
 
 def interrupt_async() -> None:
-    """Interrupt a cell that is waiting in an `await` (no Python code is running)."""
+    """Interrupt a cell that is waiting in an `await` (no Python code is running).
+
+    The cell's task is cancelled; the shell reports the cancellation as KeyboardInterrupt.
+    """
     task = _task
-    if task is not None and not task.done():
-        _interrupt_awaiting(task)
-
-
-def _interrupt_awaiting(task: asyncio.Task[Any]) -> None:
-    # The cell's coroutine is suspended; throw KeyboardInterrupt into the awaited future.
-    waiter = getattr(task, "_fut_waiter", None)
-    if waiter is not None and not waiter.done():
-        waiter.set_exception(KeyboardInterrupt("Interrupted by user"))
-    else:
-        task.cancel("KeyboardInterrupt")
+    if task is not None and not task.done() and _shell is not None:
+        _shell.interrupt_requested = True
+        task.cancel()

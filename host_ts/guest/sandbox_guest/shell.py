@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from IPython.core.interactiveshell import InteractiveShell
@@ -15,7 +16,7 @@ class ShellUnavailableError(RuntimeError):
     """Raised for `!cmd`, `%%bash` and friends: the sandbox has no shell."""
 
 
-def _no_shell(what: str) -> ShellUnavailableError:
+def no_shell(what: str) -> ShellUnavailableError:
     return ShellUnavailableError(
         f"{what}: there is no shell in the sandbox (no processes can be started). "
         "Use Python code instead, e.g. os/pathlib for files."
@@ -27,7 +28,7 @@ class NoShellMagics(Magics):
     """Replacements for the magics that would start a process."""
 
     def _refuse(self, name: str, line: str) -> None:
-        raise _no_shell(f"%{name} {line}".strip())
+        raise no_shell(f"%{name} {line}".strip())
 
     @cell_magic
     def bash(self, line: str, cell: str) -> None:
@@ -58,6 +59,7 @@ class SandboxShell(InteractiveShell):
     """InteractiveShell whose output goes to the kernel over the bridge."""
 
     last_error: dict[str, Any] | None = None
+    interrupt_requested = False
 
     def init_magics(self) -> None:
         super().init_magics()
@@ -68,20 +70,24 @@ class SandboxShell(InteractiveShell):
             self.magics_manager.magics["cell"].pop(name, None)
 
     def _showtraceback(self, etype: type, evalue: BaseException, stb: list[str]) -> None:
+        if self.interrupt_requested and issubclass(etype, asyncio.CancelledError):
+            # An interrupt while the cell awaited: report it as ipykernel would.
+            etype, evalue = KeyboardInterrupt, KeyboardInterrupt("Interrupted by user while awaiting")
+            stb = [f"KeyboardInterrupt: {evalue}"]
         error = {"traceback": stb, "ename": etype.__name__, "evalue": str(evalue)}
         self.last_error = error
         _host.iopub("error", error)
 
     def system_piped(self, cmd: str) -> None:
-        raise _no_shell(f"!{cmd}")
+        raise no_shell(f"!{cmd}")
 
     def system_raw(self, cmd: str) -> None:
-        raise _no_shell(f"!{cmd}")
+        raise no_shell(f"!{cmd}")
 
     system = system_piped  # type: ignore[assignment]
 
     def getoutput(self, cmd: str, split: bool = True, depth: int = 0) -> None:  # type: ignore[override]
-        raise _no_shell(f"!!{cmd}")
+        raise no_shell(f"!!{cmd}")
 
     def enable_gui(self, gui: str | None = None) -> None:
         raise RuntimeError("GUI event loops are not available in the sandbox")
