@@ -110,8 +110,10 @@ worker.onerror = (e: ErrorEvent) => {
   flushAndExit(71);
 };
 worker.onmessage = (e: MessageEvent) => {
-  // The worker only ever reports fatal conditions here; any message ends the sandbox.
-  const message = typeof e.data?.message === "string" ? e.data.message.slice(0, 2000) : "unknown";
+  // The worker glue posts only fatal reports; guest code can post too, so anything
+  // shaped like one ends this sandbox (the kernel tells the user) and the rest is ignored.
+  if (e.data?.type !== "fatal") return;
+  const message = typeof e.data.message === "string" ? e.data.message.slice(0, 2000) : "unknown";
   sendHostEvent({ event: "fatal", message });
   flushAndExit(72);
 };

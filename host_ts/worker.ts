@@ -74,8 +74,8 @@ async function start(init: Extract<Message, { type: "init" }>): Promise<void> {
       ring.writeText(GUEST_EVENT, currentId, json);
       return true;
     },
-    /** Block until the kernel answers request `n`; null when interrupted. */
-    wait_reply(n: number): string | null {
+    /** Block until the kernel answers request `n`; undefined (Python None) when interrupted. */
+    wait_reply(n: number): string | undefined {
       for (;;) {
         if (atomicsLoad(replyCtrl, 0) === 1) {
           const length = replyCtrl[1];
@@ -87,7 +87,7 @@ async function start(init: Extract<Message, { type: "init" }>): Promise<void> {
         }
         if (atomicsLoad(interrupt, 0) !== 0) {
           atomicsStore(interrupt, 0, 0);
-          return null;
+          return undefined;
         }
         atomicsWait(replyCtrl, 0, 0, 50);
       }

@@ -51,6 +51,7 @@ def execute(kc: BlockingKernelClient, code: str, timeout: float = 60, **kwargs: 
         if msg["parent_header"].get("msg_id") != msg_id:
             continue
         msg["received"] = time.monotonic()
+        msg["received_wall"] = time.time()
         if msg["msg_type"] == "status" and msg["content"]["execution_state"] == "idle":
             break
         if msg["msg_type"] not in ("status", "execute_input"):

@@ -56,6 +56,7 @@ class SandboxKernel(Kernel):
         self._interrupted = asyncio.Event()
         self._running = False
         self._input_task: asyncio.Task[None] | None = None
+        self._unreported_death: str | None = None
         atexit.register(self._kill_sandbox_now)
 
     # ---- kernel_info -------------------------------------------------------------------
@@ -128,6 +129,10 @@ class SandboxKernel(Kernel):
         if starting is None or (
             starting.done() and (starting.cancelled() or starting.exception() or not starting.result().alive)
         ):
+            dead = self._sandbox
+            if dead is not None and dead.death_reason and not dead.death_reported:
+                self._unreported_death = dead.death_reason
+                dead.death_reported = True
             self._restart_sandbox_soon()
         assert self._starting is not None
         return await asyncio.shield(self._starting)
@@ -217,6 +222,7 @@ class SandboxKernel(Kernel):
                 router.notice(f"SandboxTimeout: {reply['evalue']}\n")
             return reply
         except SandboxDied:
+            sandbox.death_reported = True
             if self._sandbox is sandbox:
                 self._restart_sandbox_soon()
             raise
@@ -310,6 +316,11 @@ class SandboxKernel(Kernel):
         except (SandboxStartError, SandboxDied) as exc:
             return self._error_reply("SandboxUnavailable", f"the sandbox could not be started: {exc}", router)
         router._on_input = self._input_handler(sandbox, allow_stdin)
+        if self._unreported_death:
+            router.notice(
+                f"SandboxRestarted: {self._unreported_death}; the sandbox was restarted and all variables were lost.\n"
+            )
+            self._unreported_death = None
         payload = {
             "code": code,
             "silent": silent,

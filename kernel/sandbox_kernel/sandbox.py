@@ -91,6 +91,7 @@ class Sandbox:
         self.say = say
         self.info: dict[str, Any] = {}
         self.pid: int | None = None
+        self.death_reported = False  # set once a user was told that this sandbox died
         self._proc: asyncio.subprocess.Process | None = None
         self._writer: asyncio.StreamWriter | None = None
         self._pending: dict[int, _Pending] = {}

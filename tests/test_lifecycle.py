@@ -1,0 +1,303 @@
+"""Streaming, interrupts, timeouts, crashes, stdin and process hygiene, on a real kernel."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from conftest import execute, start_kernel, stop_kernel
+
+
+def sandbox_pids(kernel_pid: int) -> list[int]:
+    """Deno host processes whose parent is the given kernel process."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            status = (entry / "status").read_text()
+            cmdline = (entry / "cmdline").read_bytes().decode(errors="replace")
+        except OSError:
+            continue
+        ppid = int(next(line.split()[1] for line in status.splitlines() if line.startswith("PPid:")))
+        if ppid == kernel_pid and "main.ts" in cmdline:
+            found.append(int(entry.name))
+    return found
+
+
+def alive(pid: int) -> bool:
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return False
+    return "State:\tZ" not in status
+
+
+def wait_gone(pids: list[int], timeout: float = 10) -> list[int]:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and any(alive(p) for p in pids):
+        time.sleep(0.1)
+    return [p for p in pids if alive(p)]
+
+
+def interrupt_after(km, seconds: float) -> None:
+    threading.Timer(seconds, km.interrupt_kernel).start()
+
+
+# ---- streaming -------------------------------------------------------------------------
+
+
+def test_stdout_streams_while_the_cell_runs(kc):
+    code = "import time\nfor i in range(4):\n    print(i, time.time(), flush=True)\n    time.sleep(0.4)"
+    run = execute(kc, code)
+    assert run.content["status"] == "ok"
+    chunks = [m for m in run.outputs if m["msg_type"] == "stream"]
+    lines = [line for m in chunks for line in m["content"]["text"].splitlines()]
+    assert [line.split()[0] for line in lines] == ["0", "1", "2", "3"]
+    assert len(chunks) >= 4, "each line should arrive in its own message while the cell sleeps"
+    for msg in chunks:
+        printed_at = float(msg["content"]["text"].split()[1])
+        # The guest's wall clock and ours are the same machine's clock.
+        lag = msg["received_wall"] - printed_at
+        assert lag < 0.5, f"a line arrived {lag:.3f}s after it was printed"
+
+
+def test_stdout_and_stderr_stay_apart_and_in_order(kc):
+    run = execute(kc, "import sys\nprint('a')\nprint('b', file=sys.stderr)\nprint('c')\nprint('no newline', end='')")
+    names = [(m["content"]["name"], m["content"]["text"]) for m in run.outputs if m["msg_type"] == "stream"]
+    assert "".join(t for n, t in names if n == "stdout") == "a\nc\nno newline"
+    assert "".join(t for n, t in names if n == "stderr") == "b\n"
+    order = "".join(t for _, t in names)
+    assert order.index("a") < order.index("b") < order.index("c")
+
+
+def test_two_hundred_thousand_lines(kc):
+    run = execute(kc, "for i in range(200_000):\n    print(i)", timeout=180)
+    assert run.content["status"] == "ok"
+    lines = run.stream().splitlines()
+    assert len(lines) == 200_000
+    assert lines[0] == "0" and lines[-1] == "199999"
+    assert execute(kc, "1+1").of_type("execute_result")[0]["data"]["text/plain"] == "2"
+
+
+def test_partial_line_does_not_leak_into_next_cell(kc):
+    first = execute(kc, "print('tail-without-newline', end='')")
+    second = execute(kc, "print('next')")
+    assert first.stream() == "tail-without-newline"
+    assert second.stream() == "next\n"
+
+
+# ---- interrupt ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "code",
+    ["while True: pass", "import time; time.sleep(100)", "import asyncio; await asyncio.sleep(100)"],
+    ids=["busy-loop", "sleep", "await"],
+)
+def test_interrupt_keeps_state(kernel, code):
+    km, kc = kernel
+    execute(kc, "kept = 'still here'")
+    interrupt_after(km, 1.0)
+    started = time.monotonic()
+    run = execute(kc, code, timeout=30)
+    took = time.monotonic() - started
+    assert run.content["status"] == "error"
+    assert run.content["ename"] == "KeyboardInterrupt"
+    assert took < 2.5, f"the interrupt took {took - 1:.2f}s to land"
+    assert execute(kc, "kept").of_type("execute_result")[0]["data"]["text/plain"] == "'still here'"
+
+
+def test_sigint_to_process_group_does_not_kill_the_sandbox(kernel):
+    km, kc = kernel
+    execute(kc, "survivor = 42")
+    os.killpg(km.provisioner.process.pid, signal.SIGINT)  # as jupyter_client's signal mode does
+    time.sleep(0.5)
+    assert execute(kc, "survivor").of_type("execute_result")[0]["data"]["text/plain"] == "42"
+
+
+# ---- stdin -------------------------------------------------------------------------------
+
+
+def test_input_round_trip(kc):
+    msg_id = kc.execute("name = input('Who? ')\nprint('hello', name)", allow_stdin=True)
+    request = kc.get_stdin_msg(timeout=30)
+    assert request["msg_type"] == "input_request"
+    assert request["content"]["prompt"] == "Who? "
+    assert request["content"]["password"] is False
+    kc.input("Ada")
+    reply = kc.get_shell_msg(timeout=30)
+    assert reply["parent_header"]["msg_id"] == msg_id
+    assert reply["content"]["status"] == "ok"
+    assert execute(kc, "name").of_type("execute_result")[0]["data"]["text/plain"] == "'Ada'"
+
+
+def test_getpass_is_a_password_request(kc):
+    kc.execute("import getpass\nsecret = getpass.getpass('Key: ')", allow_stdin=True)
+    request = kc.get_stdin_msg(timeout=30)
+    assert request["content"] == {"prompt": "Key: ", "password": True}
+    kc.input("s3cret")
+    assert kc.get_shell_msg(timeout=30)["content"]["status"] == "ok"
+    assert execute(kc, "len(secret)").of_type("execute_result")[0]["data"]["text/plain"] == "6"
+
+
+def test_input_without_stdin_is_a_clear_error(kc):
+    run = execute(kc, "input('x? ')", allow_stdin=False)
+    assert run.content["ename"] == "StdinNotImplementedError"
+    assert "does not support input" in run.content["evalue"]
+
+
+def test_interrupt_while_waiting_for_input(kernel):
+    km, kc = kernel
+    kc.execute("answer = input('never answered: ')", allow_stdin=True)
+    assert kc.get_stdin_msg(timeout=30)["msg_type"] == "input_request"
+    km.interrupt_kernel()
+    reply = kc.get_shell_msg(timeout=30)
+    assert reply["content"]["ename"] == "KeyboardInterrupt"
+    assert execute(kc, "1+2").of_type("execute_result")[0]["data"]["text/plain"] == "3"
+
+
+# ---- timeout, crash, restart ---------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def timed_kernel():
+    km, kc = start_kernel(["--SandboxKernel.cell_timeout=2", "--SandboxKernel.interrupt_grace=1.5"])
+    yield km, kc
+    stop_kernel(km, kc)
+
+
+def test_timeout_interrupts_and_keeps_state(timed_kernel):
+    _, kc = timed_kernel
+    execute(kc, "before = 1")
+    run = execute(kc, "while True: pass", timeout=30)
+    assert run.content["status"] == "error"
+    assert run.content["ename"] == "SandboxTimeout"
+    assert "cell_timeout=2" in run.content["evalue"] and "kept" in run.content["evalue"]
+    assert execute(kc, "before").of_type("execute_result")[0]["data"]["text/plain"] == "1"
+
+
+def test_timeout_restarts_a_guest_that_will_not_stop(timed_kernel):
+    _, kc = timed_kernel
+    execute(kc, "lost = 1")
+    stubborn = "import time\nwhile True:\n    try:\n        time.sleep(10)\n    except KeyboardInterrupt:\n        pass"
+    run = execute(kc, stubborn, timeout=60)
+    assert run.content["ename"] == "SandboxTimeout"
+    assert "restarted" in run.content["evalue"] and "lost" in run.content["evalue"]
+    errors = run.of_type("error")
+    assert errors and errors[-1]["ename"] == "SandboxTimeout"
+    after = execute(kc, "1+1", timeout=120)
+    assert after.of_type("execute_result")[0]["data"]["text/plain"] == "2"
+    assert execute(kc, "lost").content["ename"] == "NameError"
+
+
+def test_crash_is_reported_and_the_kernel_recovers(fresh_kernel):
+    _, kc = fresh_kernel
+    execute(kc, "gone = 1")
+    run = execute(kc, "import js; js.Deno.exit(0)", timeout=60)
+    assert run.content["status"] == "error"
+    assert run.content["ename"] == "SandboxRestarted"
+    assert "worker exited" in run.content["evalue"]
+    assert "restarted" in run.content["evalue"] and "variables were lost" in run.content["evalue"]
+    assert execute(kc, "1+1", timeout=120).of_type("execute_result")[0]["data"]["text/plain"] == "2"
+    assert execute(kc, "gone").content["ename"] == "NameError"
+
+
+def test_death_between_cells_is_told_on_the_next_cell(fresh_kernel):
+    _, kc = fresh_kernel
+    forge = (
+        "import js\nfrom pyodide.ffi import to_js\n"
+        "js.postMessage(to_js({'type': 'fatal', 'message': 'forged'}, dict_converter=js.Object.fromEntries))"
+    )
+    first = execute(kc, forge, timeout=60)
+    if first.content["status"] == "error":  # died before the reply was sent
+        told = first.content["evalue"]
+    else:
+        time.sleep(1)
+        told = execute(kc, "1+1", timeout=120).stream("stderr")
+    assert "restarted" in told and "variables were lost" in told
+    assert execute(kc, "2+2", timeout=120).of_type("execute_result")[0]["data"]["text/plain"] == "4"
+
+
+def test_killed_sandbox_is_reported_with_the_signal(fresh_kernel):
+    km, kc = fresh_kernel
+    (deno,) = sandbox_pids(km.provisioner.process.pid)
+    threading.Timer(1.0, os.kill, (deno, signal.SIGKILL)).start()
+    run = execute(kc, "import time; time.sleep(30)", timeout=60)
+    assert run.content["ename"] == "SandboxRestarted"
+    assert "SIGKILL" in run.content["evalue"]
+    assert execute(kc, "'ok'", timeout=120).of_type("execute_result")[0]["data"]["text/plain"] == "'ok'"
+
+
+def test_restart_gives_a_fresh_sandbox_and_no_orphans(fresh_kernel):
+    km, kc = fresh_kernel
+    execute(kc, "old = 1")
+    before = sandbox_pids(km.provisioner.process.pid)
+    assert len(before) == 1
+    km.restart_kernel(now=False)
+    kc.wait_for_ready(timeout=180)
+    assert execute(kc, "old", timeout=120).content["ename"] == "NameError"
+    assert wait_gone(before) == []
+
+
+def test_no_deno_left_after_shutdown():
+    km, kc = start_kernel()
+    pids = sandbox_pids(km.provisioner.process.pid)
+    assert len(pids) == 1
+    stop_kernel(km, kc)
+    assert wait_gone(pids) == []
+
+
+def test_no_deno_left_after_the_kernel_is_killed():
+    km, kc = start_kernel()
+    kernel_pid = km.provisioner.process.pid
+    pids = sandbox_pids(kernel_pid)
+    assert len(pids) == 1
+    os.kill(kernel_pid, signal.SIGKILL)
+    try:
+        assert wait_gone(pids) == []
+    finally:
+        kc.stop_channels()
+        km.cleanup_resources()
+
+
+# ---- configuration -----------------------------------------------------------------------
+
+
+def test_config_file_in_a_jupyter_config_dir(tmp_path, monkeypatch):
+    (tmp_path / "sandbox_kernel_config.json").write_text(json.dumps({"SandboxKernel": {"cell_timeout": 1.5}}))
+    monkeypatch.setenv("JUPYTER_CONFIG_DIR", str(tmp_path))
+    km, kc = start_kernel()
+    try:
+        run = execute(kc, "while True: pass", timeout=60)
+        assert run.content["ename"] == "SandboxTimeout"
+        assert "cell_timeout=1.5" in run.content["evalue"]
+    finally:
+        stop_kernel(km, kc)
+
+
+@pytest.mark.parametrize(
+    ("argument", "message"),
+    [
+        ("--SandboxKernel.no_such_setting=1", "Unknown setting(s): SandboxKernel.no_such_setting"),
+        ("--SandboxKernel.cell_timeout=-1", "cell_timeout must be a positive number of seconds"),
+        ("--SandboxKernel.cell_timeout=soon", "cell_timeout"),
+    ],
+)
+def test_bad_settings_fail_the_start_clearly(tmp_path, argument, message):
+    connection = tmp_path / "kernel.json"
+    proc = subprocess.run(
+        [sys.executable, "-m", "sandbox_kernel", "-f", str(connection), argument],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode != 0
+    assert message in proc.stderr
