@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+
 from conftest import execute, start_kernel, stop_kernel
 
 
