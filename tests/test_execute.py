@@ -1,0 +1,103 @@
+"""kernel_info and the execute_request options, as ipykernel answers them."""
+
+from __future__ import annotations
+
+import time
+
+from conftest import execute
+
+
+def test_kernel_info_reports_the_guest_python(kc):
+    kc.kernel_info()
+    reply = kc.get_shell_msg(timeout=60)
+    content = reply["content"]
+    guest = execute(kc, "import platform; platform.python_version()").of_type("execute_result")[0]
+    guest_version = guest["data"]["text/plain"].strip("'")
+    assert content["language_info"]["version"] == guest_version
+    assert guest_version.startswith("3.")
+    major, minor = (int(x) for x in content["protocol_version"].split(".")[:2])
+    assert (major, minor) >= (5, 3)
+    info = content["language_info"]
+    assert info["name"] == "python"
+    assert info["file_extension"] == ".py"
+    assert info["pygments_lexer"] == "ipython3"
+    assert info["codemirror_mode"] == {"name": "ipython", "version": 3}
+    assert info["mimetype"] == "text/x-python"
+    assert "Pyodide" in content["banner"] and guest_version in content["banner"]
+    assert {link["text"] for link in content["help_links"]} >= {"Python", "Pyodide"}
+    assert content["implementation"] == "sandbox-kernel"
+
+
+def test_state_and_execution_count(kc):
+    first = execute(kc, "counter = 10")
+    second = execute(kc, "counter += 1\ncounter")
+    assert second.content["execution_count"] == first.content["execution_count"] + 1
+    result = second.of_type("execute_result")[0]
+    assert result["data"]["text/plain"] == "11"
+    assert result["execution_count"] == second.content["execution_count"]
+
+
+def test_silent_runs_without_output_or_count(kc):
+    before = execute(kc, "1").content["execution_count"]
+    silent = execute(kc, "print('hidden'); made_silently = 5; 42", silent=True)
+    assert silent.content["status"] == "ok"
+    assert silent.outputs == [] or all(m["msg_type"] == "stream" for m in silent.outputs)
+    assert not silent.of_type("execute_result")
+    after = execute(kc, "made_silently")
+    assert after.of_type("execute_result")[0]["data"]["text/plain"] == "5"
+    assert after.content["execution_count"] == before + 1
+
+
+def test_store_history_false_is_not_in_history(kc):
+    execute(kc, "marker_not_stored = 1", store_history=False)
+    execute(kc, "marker_stored = 1")
+    kc.history(hist_access_type="tail", n=50, output=False, raw=True)
+    history = [h[2] for h in kc.get_shell_msg(timeout=30)["content"]["history"]]
+    assert "marker_stored = 1" in history
+    assert "marker_not_stored = 1" not in history
+
+
+def test_user_expressions(kc):
+    execute(kc, "ue = [1, 2, 3]")
+    run = execute(kc, "pass", user_expressions={"n": "len(ue)", "bad": "1/0"})
+    expressions = run.content["user_expressions"]
+    assert expressions["n"]["status"] == "ok"
+    assert expressions["n"]["data"]["text/plain"] == "3"
+    assert expressions["bad"]["status"] == "error"
+    assert expressions["bad"]["ename"] == "ZeroDivisionError"
+
+
+def test_stop_on_error_aborts_queued_cells(kc):
+    failing = kc.execute("import time; time.sleep(0.5); raise ValueError('first fails')")
+    queued = kc.execute("never_ran = True")
+    replies = {}
+    deadline = time.monotonic() + 60
+    while len(replies) < 2 and time.monotonic() < deadline:
+        msg = kc.get_shell_msg(timeout=60)
+        replies[msg["parent_header"]["msg_id"]] = msg["content"]
+    assert replies[failing]["status"] == "error"
+    assert replies[failing]["ename"] == "ValueError"
+    assert replies[queued]["status"] == "aborted"
+    assert execute(kc, "'never_ran' in dir()").of_type("execute_result")[0]["data"]["text/plain"] == "False"
+
+
+def test_stop_on_error_false_keeps_going(kc):
+    failing = kc.execute("raise ValueError('ignored')", stop_on_error=False)
+    queued = kc.execute("ran_anyway = True")
+    replies = {}
+    while len(replies) < 2:
+        msg = kc.get_shell_msg(timeout=60)
+        replies[msg["parent_header"]["msg_id"]] = msg["content"]
+    assert replies[failing]["status"] == "error"
+    assert replies[queued]["status"] == "ok"
+
+
+def test_output_follows_busy_quickly(kc):
+    run = execute(kc, "print('quick')")
+    stream = [m for m in run.outputs if m["msg_type"] == "stream"]
+    assert stream and stream[0]["content"]["text"] == "quick\n"
+
+
+def test_top_level_await(kc):
+    run = execute(kc, "import asyncio\nawait asyncio.sleep(0.01)\n'awaited'")
+    assert run.of_type("execute_result")[0]["data"]["text/plain"] == "'awaited'"
