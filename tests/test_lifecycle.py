@@ -302,3 +302,41 @@ def test_bad_settings_fail_the_start_clearly(tmp_path, argument, message):
     )
     assert proc.returncode != 0
     assert message in proc.stderr
+
+
+def test_interrupt_request_message_on_control_channel(kernel):
+    _, kc = kernel
+    execute(kc, "via_message = 'kept'")
+    msg_id = kc.execute("while True: pass")
+    time.sleep(1.0)
+    request = kc.session.msg("interrupt_request", {})
+    kc.control_channel.send(request)
+    assert kc.get_control_msg(timeout=30)["content"]["status"] == "ok"
+    reply = kc.get_shell_msg(timeout=30)
+    assert reply["parent_header"]["msg_id"] == msg_id
+    assert reply["content"]["ename"] == "KeyboardInterrupt"
+    assert execute(kc, "via_message").of_type("execute_result")[0]["data"]["text/plain"] == "'kept'"
+
+
+CLIENT = """
+import sys, time
+from jupyter_client.manager import KernelManager
+km = KernelManager(kernel_name="pyodide-sandbox")
+km.start_kernel()
+kc = km.client(); kc.start_channels(); kc.wait_for_ready(timeout=180)
+print(km.provisioner.process.pid, flush=True)
+time.sleep(600)
+"""
+
+
+def test_no_deno_left_when_the_client_dies():
+    client = subprocess.Popen([sys.executable, "-c", CLIENT], stdout=subprocess.PIPE, text=True)
+    try:
+        kernel_pid = int(client.stdout.readline())
+        pids = sandbox_pids(kernel_pid)
+        assert len(pids) == 1
+        client.kill()  # the client vanishes without shutting its kernel down
+        assert wait_gone([kernel_pid, *pids], timeout=30) == []
+    finally:
+        client.kill()
+        client.wait()
