@@ -288,8 +288,7 @@ class SandboxKernel(Kernel):
 
     def _error_reply(self, ename: str, evalue: str, router: OutputRouter) -> dict[str, Any]:
         content = {"ename": ename, "evalue": evalue, "traceback": [f"{ename}: {evalue}"]}
-        router.flush()
-        router._send("error", content)
+        router.publish("error", content)
         return {
             "status": "error",
             **content,
@@ -315,7 +314,7 @@ class SandboxKernel(Kernel):
             sandbox = await self._get_sandbox()
         except (SandboxStartError, SandboxDied) as exc:
             return self._error_reply("SandboxUnavailable", f"the sandbox could not be started: {exc}", router)
-        router._on_input = self._input_handler(sandbox, allow_stdin)
+        router.set_input_handler(self._input_handler(sandbox, allow_stdin))
         if self._unreported_death:
             router.notice(
                 f"SandboxRestarted: {self._unreported_death}; the sandbox was restarted and all variables were lost.\n"

@@ -56,6 +56,15 @@ class OutputRouter:
         if self._timer is None:
             self._timer = asyncio.get_running_loop().call_later(FLUSH_INTERVAL, self.flush)
 
+    def set_input_handler(self, on_input: Callable[[dict[str, Any]], None]) -> None:
+        """Where the guest's input() requests go."""
+        self._on_input = on_input
+
+    def publish(self, msg_type: str, content: dict[str, Any]) -> None:
+        """A message from the kernel itself, after any pending stream text."""
+        self.flush()
+        self._send(msg_type, content)
+
     def notice(self, text: str, name: str = "stderr") -> None:
         """A message from the kernel itself, shown as stream output."""
         self._stream(name, text)

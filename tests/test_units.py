@@ -1,0 +1,71 @@
+"""Unit tests of pure logic: history queries, guest event checks, framing."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from sandbox_kernel import frames, guest_events
+from sandbox_kernel.history import History
+
+
+def make_history() -> History:
+    history = History(session=7)
+    for line, source in enumerate(["a = 1", "print(a)", "a = 1", "b = a + 1", "print(b)"], start=1):
+        history.add(line, source)
+    return history
+
+
+def test_history_tail_range_search():
+    history = make_history()
+    assert history.query("tail", n=2) == [[7, 4, "b = a + 1"], [7, 5, "print(b)"]]
+    assert [h[2] for h in history.query("tail", n=10, unique=True)] == ["print(a)", "a = 1", "b = a + 1", "print(b)"]
+    assert history.query("range", session=7, start=2, stop=4) == [[7, 2, "print(a)"], [7, 3, "a = 1"]]
+    assert history.query("range", session=0, start=5, stop=6) == [[7, 5, "print(b)"]]
+    assert [h[2] for h in history.query("search", pattern="print*")] == ["print(a)", "print(b)"]
+    assert len(history.query("search", pattern="a = 1", unique=True)) == 1
+    assert len(history.query("search", pattern="*", n=3)) == 3
+    entry = history.entries[0]
+    entry.output = "1"
+    assert history.query("tail", n=5, output=True)[0] == [7, 1, ("a = 1", "1")]
+    with pytest.raises(ValueError, match="tail, range or search"):
+        history.query("sideways")
+
+
+def test_guest_iopub_is_checked():
+    clean = guest_events.iopub_content("display_data", {"data": {"text/plain": "x"}, "extra": 1})
+    assert clean == {"data": {"text/plain": "x"}, "metadata": {}, "transient": {}}
+    with pytest.raises(guest_events.InvalidGuestEvent):
+        guest_events.iopub_content("status", {"execution_state": "idle"})  # never from the guest
+    with pytest.raises(guest_events.InvalidGuestEvent):
+        guest_events.iopub_content("execute_result", {"data": {}})  # no execution_count
+    with pytest.raises(guest_events.InvalidGuestEvent):
+        guest_events.iopub_content("error", {"ename": "E", "evalue": "v", "traceback": [1]})
+    with pytest.raises(guest_events.InvalidGuestEvent):
+        guest_events.iopub_content("update_display_data", {"data": {}, "transient": {}})
+    with pytest.raises(guest_events.InvalidGuestEvent):
+        guest_events.reply_content({"status": "idle"})
+
+
+def read(data: bytes, limit: int) -> frames.Frame:
+    async def go() -> frames.Frame:
+        reader = asyncio.StreamReader()
+        reader.feed_data(data)
+        reader.feed_eof()
+        return await frames.read_frame(reader, limit)
+
+    return asyncio.run(go())
+
+
+def test_frames_round_trip_and_limits():
+    frame = read(frames.encode_frame(frames.STDOUT, 9, b"hello"), 100)
+    assert (frame.kind, frame.request_id, frame.payload) == (frames.STDOUT, 9, b"hello")
+    with pytest.raises(frames.FrameError, match="exceeds the limit"):
+        read(frames.encode_frame(frames.STDOUT, 1, b"x" * 101), 100)
+    with pytest.raises(frames.FrameError, match="unknown frame kind"):
+        read(frames.encode_frame(frames.REQUEST, 1, b"{}"), 100)  # the host never sends requests
+    with pytest.raises(frames.FrameError, match="not a JSON object"):
+        read(frames.encode_frame(frames.GUEST_EVENT, 1, b"[1]"), 100).json()
+    with pytest.raises(frames.FrameError, match="invalid JSON"):
+        read(frames.encode_frame(frames.GUEST_EVENT, 1, b"[" * 100000), 200000).json()
