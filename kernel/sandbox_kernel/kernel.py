@@ -50,6 +50,7 @@ class SandboxKernel(Kernel):
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self._history = History()
+        self._next_count = 1
         self._sandbox: Sandbox | None = None
         self._starting: asyncio.Task[Sandbox] | None = None
         self._guest_info: dict[str, Any] = {}
@@ -58,6 +59,16 @@ class SandboxKernel(Kernel):
         self._input_task: asyncio.Task[None] | None = None
         self._unreported_death: str | None = None
         atexit.register(self._kill_sandbox_now)
+
+    # ---- execution count (as IPython counts: only cells stored in history) ------------
+    @property  # type: ignore[override]
+    def execution_count(self) -> int:
+        """The number the next stored cell gets (what execute_input shows)."""
+        return self._next_count
+
+    @execution_count.setter
+    def execution_count(self, value: int) -> None:
+        """Ignore the base class's increment for every non-silent request."""
 
     # ---- kernel_info -------------------------------------------------------------------
     @property
@@ -309,7 +320,9 @@ class SandboxKernel(Kernel):
         cell_id: str | None = None,
     ) -> dict[str, Any]:
         router = OutputRouter(self._publisher(), self.log)
-        entry = self._history.add(self.execution_count, code) if store_history else None
+        store_history = store_history and not silent
+        count = self._next_count
+        entry = self._history.add(count, code) if store_history else None
         try:
             sandbox = await self._get_sandbox()
         except (SandboxStartError, SandboxDied) as exc:
@@ -326,7 +339,7 @@ class SandboxKernel(Kernel):
             "store_history": store_history,
             "user_expressions": user_expressions or {},
             "allow_stdin": allow_stdin,
-            "execution_count": self.execution_count,
+            "execution_count": count,
             "cell_id": cell_id,
         }
         try:
@@ -340,9 +353,11 @@ class SandboxKernel(Kernel):
             return self._error_reply(ename, f"{reason}; the sandbox was restarted and all variables were lost.", router)
         finally:
             router.flush()
+            if store_history:
+                self._next_count += 1
         if entry is not None:
             entry.output = router.last_result_text
-        reply["execution_count"] = self.execution_count
+        reply["execution_count"] = self._next_count - 1
         return reply
 
     async def _simple_request(self, op: str, payload: dict[str, Any], fallback: dict[str, Any]) -> dict[str, Any]:

@@ -107,21 +107,26 @@ async def _execute(req: dict[str, Any]) -> dict[str, Any]:
 
 
 def _complete(req: dict[str, Any]) -> dict[str, Any]:
-    from IPython.utils.tokenutil import line_at_cursor
+    # As ipykernel does: the whole cell is the context (Jedi sees `import math` before `math.sq`).
+    from IPython.core.completer import provisionalcompleter, rectify_completions
 
     assert _shell is not None
     code = req["code"]
     cursor_pos = req.get("cursor_pos")
     if cursor_pos is None:
         cursor_pos = len(code)
-    line, offset = line_at_cursor(code, cursor_pos)
-    text, matches = _shell.complete("", line, cursor_pos - offset)
+    with provisionalcompleter():
+        completions = list(rectify_completions(code, _shell.Completer.completions(code, cursor_pos)))
+    start, end = (completions[0].start, completions[0].end) if completions else (cursor_pos, cursor_pos)
+    types = [
+        {"start": c.start, "end": c.end, "text": c.text, "type": c.type, "signature": c.signature} for c in completions
+    ]
     return {
         "status": "ok",
-        "matches": list(matches),
-        "cursor_start": cursor_pos - len(text),
-        "cursor_end": cursor_pos,
-        "metadata": {},
+        "matches": [c.text for c in completions],
+        "cursor_start": start,
+        "cursor_end": end,
+        "metadata": {"_jupyter_types_experimental": types},
     }
 
 

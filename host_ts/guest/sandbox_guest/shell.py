@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from IPython.core import page
 from IPython.core.interactiveshell import InteractiveShell
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 
@@ -69,6 +70,15 @@ class SandboxShell(InteractiveShell):
                 continue
             self.magics_manager.magics["cell"].pop(name, None)
 
+    def init_hooks(self) -> None:
+        super().init_hooks()
+        # `obj?`, `%page` etc. go to the frontend's pager as an execute_reply payload, as in ipykernel.
+        self.set_hook("show_in_pager", page.as_hook(self._page), 99)
+
+    def _page(self, strng: str | dict[str, Any], start: int = 0, *args: Any, **kwargs: Any) -> None:
+        data = strng if isinstance(strng, dict) else {"text/plain": strng}
+        self.payload_manager.write_payload({"source": "page", "data": data, "start": max(0, start)})
+
     def _showtraceback(self, etype: type, evalue: BaseException, stb: list[str]) -> None:
         if self.interrupt_requested and issubclass(etype, asyncio.CancelledError):
             # An interrupt while the cell awaited: report it as ipykernel would.
@@ -99,7 +109,6 @@ def make_shell() -> SandboxShell:
 
     config = Config()
     config.HistoryManager.enabled = False
-    config.Completer.use_jedi = False
     config.InteractiveShell.colors = "linux"
     config.InteractiveShell.xmode = "Context"
     return SandboxShell.instance(
