@@ -265,8 +265,8 @@ def test_no_shell(kc: BlockingKernelClient, code: str, refused: str) -> None:
     content, text = error_of(kc, code)
     assert content["ename"] == "ShellUnavailableError"
     assert content["evalue"].startswith(f"{refused}: there is no shell in the sandbox"), content["evalue"]
-    assert text.rstrip().endswith(f"ShellUnavailableError: {content['evalue']}")
-    assert "Cell In[" in text
+    # Just the refusal: no frames of the sandbox's own code.
+    assert text.strip() == f"ShellUnavailableError: {content['evalue']}"
 
 
 # ---- errors ---------------------------------------------------------------------------------

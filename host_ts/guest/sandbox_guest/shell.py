@@ -16,6 +16,10 @@ from .display import BridgeDisplayHook, BridgeDisplayPublisher
 class ShellUnavailableError(RuntimeError):
     """Raised for `!cmd`, `%%bash` and friends: the sandbox has no shell."""
 
+    def _render_traceback_(self) -> list[str]:
+        """IPython shows just the message: the frames would only be the sandbox's own."""
+        return [f"{type(self).__name__}: {self}"]
+
 
 def no_shell(what: str) -> ShellUnavailableError:
     return ShellUnavailableError(
