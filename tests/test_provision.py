@@ -45,7 +45,15 @@ def test_sandbox_command_is_least_privilege(tmp_path):
     argv = sandbox.command(tmp_path / "host.sock", tmp_path / "pyodide", tmp_path / "wheels")
     assert "--no-prompt" in argv and "--cached-only" in argv
     joined = " ".join(argv)
-    for forbidden in ("-A ", "--allow-all", "--allow-env", "--allow-run", "--allow-ffi", "--allow-sys", "--allow-import"):
+    for forbidden in (
+        "-A ",
+        "--allow-all",
+        "--allow-env",
+        "--allow-run",
+        "--allow-ffi",
+        "--allow-sys",
+        "--allow-import",
+    ):
         assert forbidden not in joined
     (write,) = [a for a in argv if a.startswith("--allow-write=")]
     assert write == f"--allow-write={tmp_path / 'host.sock'}"

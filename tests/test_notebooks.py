@@ -1,0 +1,152 @@
+"""Every notebook in notebooks/ runs on the real kernel, and its outputs are what it promises."""
+
+from __future__ import annotations
+
+import base64
+import functools
+import os
+import re
+import struct
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbclient import NotebookClient
+from nbformat import NotebookNode
+
+REPO = Path(__file__).resolve().parent.parent
+NOTEBOOKS = sorted((REPO / "notebooks").glob("*.ipynb"))
+JUPYTER = str(Path(sys.executable).parent / "jupyter")
+CELL_TIMEOUT = 120
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+RAISES = "raises-exception"
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
+
+
+@functools.cache
+def executed(path: Path) -> NotebookNode:
+    """The notebook after nbclient ran it (once per test session) with its own kernelspec."""
+    nb = nbformat.read(path, as_version=4)
+    client = NotebookClient(
+        nb,
+        kernel_name=nb.metadata.kernelspec.name,
+        timeout=CELL_TIMEOUT,
+        resources={"metadata": {"path": str(path.parent)}},
+    )
+    client.execute()  # raises CellExecutionError on an error in a cell not tagged raises-exception
+    return nb
+
+
+def code_cells(nb: NotebookNode) -> list[NotebookNode]:
+    return [cell for cell in nb.cells if cell.cell_type == "code"]
+
+
+def outputs(nb: NotebookNode, output_type: str) -> list[NotebookNode]:
+    return [out for cell in code_cells(nb) for out in cell.outputs if out.output_type == output_type]
+
+
+def stdout(nb: NotebookNode) -> str:
+    return "".join(out.text for out in outputs(nb, "stream") if out.name == "stdout")
+
+
+def rich(nb: NotebookNode, mime: str) -> list[str]:
+    """Every `mime` payload of display_data and execute_result outputs."""
+    found = outputs(nb, "display_data") + outputs(nb, "execute_result")
+    return [out.data[mime] for out in found if mime in out.data]
+
+
+def check_ran_cleanly(nb: NotebookNode) -> None:
+    """Every code cell ran; errors only (and always) where a cell is tagged raises-exception."""
+    for cell in code_cells(nb):
+        assert cell.execution_count is not None, f"cell did not run:\n{cell.source}"
+        errors = [out for out in cell.outputs if out.output_type == "error"]
+        if RAISES in cell.metadata.get("tags", []):
+            assert errors, f"cell tagged {RAISES} did not raise:\n{cell.source}"
+        else:
+            assert not errors, f"unexpected error {errors[0].ename}: {errors[0].evalue}\n{cell.source}"
+
+
+def check_quickstart(nb: NotebookNode) -> None:
+    assert nb.metadata.kernelspec == {
+        "name": "pyodide-sandbox",
+        "display_name": "Python 3 (Pyodide sandbox)",
+        "language": "python",
+    }
+    assert re.fullmatch(
+        r"Hello from the sandbox!\n"
+        r"Running on emscripten\n"
+        r"Defined squares\n"
+        r"Sum of squares: 285\n"
+        r"The PNG from earlier is \d+ bytes long\n"
+        r"Still here after the error: squares\[3\] = 9\n",
+        stdout(nb),
+    ), stdout(nb)
+    assert any("<b>bold</b>" in html for html in rich(nb, "text/html"))
+    (image,) = rich(nb, "image/png")
+    png = base64.b64decode(image)
+    assert png.startswith(PNG_SIGNATURE)
+    assert png[12:16] == b"IHDR"
+    assert struct.unpack(">II", png[16:24]) == (128, 64)
+    (failing,) = [cell for cell in code_cells(nb) if RAISES in cell.metadata.get("tags", [])]
+    (error,) = [out for out in failing.outputs if out.output_type == "error"]
+    assert error.ename == "TypeError"
+    assert "list indices must be integers" in error.evalue
+
+
+CHECKS: dict[str, Callable[[NotebookNode], None]] = {"quickstart.ipynb": check_quickstart}
+
+
+def test_known_notebooks_exist() -> None:
+    assert set(CHECKS) <= {path.name for path in NOTEBOOKS}
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_notebook_is_stored_clean(path: Path) -> None:
+    nb = nbformat.read(path, as_version=4)
+    nbformat.validate(nb)
+    assert nb.nbformat == 4
+    assert nb.metadata.kernelspec.name == "pyodide-sandbox"
+    for cell in code_cells(nb):
+        assert cell.outputs == [] and cell.execution_count is None, f"stored with outputs:\n{cell.source}"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_notebook_runs(path: Path) -> None:
+    nb = executed(path)
+    check_ran_cleanly(nb)
+    check = CHECKS.get(path.name)
+    if check is not None:
+        check(nb)
+
+
+def run(*argv: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        argv, cwd=REPO, env=os.environ.copy(), capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL
+    )
+
+
+def test_jupyter_execute() -> None:
+    proc = run(JUPYTER, "execute", "--kernel_name=pyodide-sandbox", "notebooks/quickstart.ipynb")
+    assert proc.returncode == 0, proc.stderr
+
+
+def test_nbconvert_execute(tmp_path: Path) -> None:
+    proc = run(
+        JUPYTER,
+        "nbconvert",
+        "--to",
+        "notebook",
+        "--execute",
+        "--output-dir",
+        str(tmp_path),
+        "notebooks/quickstart.ipynb",
+    )
+    assert proc.returncode == 0, proc.stderr
+    (written,) = tmp_path.glob("*.ipynb")
+    nb = nbformat.read(written, as_version=4)
+    check_ran_cleanly(nb)
+    check_quickstart(nb)
