@@ -6,16 +6,23 @@ import asyncio
 import atexit
 import signal
 import sys
+from pathlib import Path
 from typing import Any
 
 import zmq
 from ipykernel.kernelbase import Kernel
-from traitlets import Float, Int, TraitError, validate
+from jupyter_core.paths import jupyter_data_dir
+from traitlets import Bool, Dict, Float, Int, TraitError, Unicode, default, validate
+from traitlets.utils.importstring import import_item
 
-from . import __version__
+from . import __version__, skill_loader
+from .audit import AuditLog
+from .gatekeeper import Gatekeeper, check_policy
+from .guest_events import input_request
 from .history import History
 from .output import OutputRouter
 from .sandbox import Sandbox, SandboxDied, SandboxOptions, SandboxStartError
+from .skill_calls import SkillService
 
 RESEND_INTERRUPT_EVERY = 1.0  # seconds; a rare interrupt can be missed by the guest
 
@@ -38,8 +45,28 @@ class SandboxKernel(Kernel):
     )
     start_timeout = Float(120.0, help="Seconds the sandbox may take to start.").tag(config=True)
     max_frame_bytes = Int(64 << 20, help="Largest message accepted from the sandbox, in bytes.").tag(config=True)
+    skills_path = Unicode(
+        None, allow_none=True, help="A folder of skill files: every *.py in it, classes named ...Skill."
+    ).tag(config=True)
+    load_skill_entry_points = Bool(
+        True, help="Also load skills from installed packages (entry-point group sandbox_kernel.skills)."
+    ).tag(config=True)
+    skill_policy = Dict(
+        value_trait=Unicode(),
+        help="Per 'Skill' or 'Skill.method': 'allow' (default), 'deny' or 'ask' (ask the person via stdin).",
+    ).tag(config=True)
+    skill_approver = Unicode(
+        "", help="Import path of a callable(skill, method, args, kwargs) -> True/'once'/'always'/False for 'ask'."
+    ).tag(config=True)
+    skill_timeout = Float(30.0, help="Seconds one skill call may take on the host.").tag(config=True)
+    skill_max_bytes = Int(1 << 20, help="Largest skill arguments or result, in bytes of JSON.").tag(config=True)
+    audit_log = Unicode(help="JSON-lines file that records every skill call ('' to disable).").tag(config=True)
 
-    @validate("cell_timeout", "interrupt_grace", "start_timeout")
+    @default("audit_log")
+    def _default_audit_log(self) -> str:
+        return str(Path(jupyter_data_dir()) / "sandbox-kernel" / "audit.jsonl")
+
+    @validate("cell_timeout", "interrupt_grace", "start_timeout", "skill_timeout")
     def _positive_seconds(self, proposal: Any) -> Any:
         value = proposal["value"]
         if value is not None and value <= 0:
@@ -50,15 +77,37 @@ class SandboxKernel(Kernel):
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self._history = History()
+        self._skills = self._load_skills()
+        self._blocking: set[asyncio.Task[None]] = set()
         self._next_count = 1
         self._sandbox: Sandbox | None = None
         self._starting: asyncio.Task[Sandbox] | None = None
         self._guest_info: dict[str, Any] = {}
         self._interrupted = asyncio.Event()
         self._running = False
-        self._input_task: asyncio.Task[None] | None = None
         self._unreported_death: str | None = None
         atexit.register(self._kill_sandbox_now)
+
+    # ---- skills --------------------------------------------------------------------
+    def _load_skills(self) -> SkillService:
+        try:
+            found = skill_loader.load_directory(Path(self.skills_path)) if self.skills_path else []
+            if self.load_skill_entry_points:
+                found += skill_loader.load_entry_points()
+        except skill_loader.SkillLoadError as exc:
+            raise TraitError(str(exc)) from None
+        by_name = {skill.name: skill for skill in found}
+        problems = check_policy(self.skill_policy, by_name)
+        if problems:
+            raise TraitError("SandboxKernel.skill_policy: " + "; ".join(problems))
+        approver = import_item(self.skill_approver) if self.skill_approver else None
+        return SkillService(
+            Gatekeeper(by_name, dict(self.skill_policy)),
+            AuditLog(Path(self.audit_log) if self.audit_log else None),
+            self.skill_timeout,
+            self.skill_max_bytes,
+            approver,
+        )
 
     # ---- execution count (as IPython counts: only cells stored in history) ------------
     @property  # type: ignore[override]
@@ -122,13 +171,22 @@ class SandboxKernel(Kernel):
         print(message, file=sys.__stderr__, flush=True)
 
     def _options(self) -> SandboxOptions:
-        return SandboxOptions(start_timeout=self.start_timeout, max_frame_bytes=self.max_frame_bytes)
+        return SandboxOptions(
+            start_timeout=self.start_timeout,
+            max_frame_bytes=self.max_frame_bytes,
+            reply_bytes=2 * self.skill_max_bytes + (64 << 10),
+        )
 
     async def _start_sandbox(self) -> Sandbox:
         sandbox = Sandbox(self._options(), self.log, self._say)
         self._sandbox = sandbox  # visible at once, so that shutdown can kill it mid-start
         try:
             self._guest_info = await sandbox.start()
+            catalog = {
+                "skills": skill_loader.catalog(self._skills.gatekeeper.skills),
+                "max_bytes": self.skill_max_bytes,
+            }
+            await sandbox.request("configure", catalog, lambda event: None)
         except BaseException:
             await sandbox.kill("its start failed")
             raise
@@ -221,8 +279,8 @@ class SandboxKernel(Kernel):
                     if now >= interrupted_at + RESEND_INTERRUPT_EVERY * sends:
                         sandbox.interrupt()
                         sends += 1
-                    if self._input_task is not None:
-                        self._input_task.cancel()
+                    for blocking in self._blocking:
+                        blocking.cancel()
             reply = task.result()
             if timed_out and reply.get("status") == "error":
                 reply = {
@@ -242,9 +300,9 @@ class SandboxKernel(Kernel):
             flag.cancel()
             if not task.done():
                 task.cancel()
-            if self._input_task is not None:
-                self._input_task.cancel()
-                self._input_task = None
+            for blocking in self._blocking:
+                blocking.cancel()
+            self._blocking.clear()
 
     # ---- stdin -------------------------------------------------------------------------
     async def _ask_frontend(self, prompt: str, password: bool, ident: Any, parent: Any) -> str:
@@ -264,27 +322,46 @@ class SandboxKernel(Kernel):
                     return str(reply["content"].get("value", ""))
             await asyncio.sleep(0.01)
 
-    def _input_handler(self, sandbox: Sandbox, allow_stdin: bool) -> Any:
+    def _request_handler(self, sandbox: Sandbox, allow_stdin: bool, in_cell: bool, count: int) -> Any:
+        """Serves the guest's blocking requests (input(), skill calls) of one kernel request."""
         ident = self._get_shell_context_var(self._shell_parent_ident)
         parent = self.get_parent("shell")
 
-        async def answer(number: int, prompt: str, password: bool) -> None:
+        async def ask(prompt: str, password: bool = False) -> str | None:
             if not allow_stdin:
-                sandbox.answer(number, {"error": "this frontend does not support input requests"})
+                return None
+            return await self._ask_frontend(prompt, password, ident, parent)
+
+        async def serve(event: dict[str, Any]) -> None:
+            number = event.get("n")
+            if not isinstance(number, int):
                 return
             try:
-                value = await self._ask_frontend(prompt, password, ident, parent)
+                if event["type"] == "skill_call":
+                    if not in_cell:
+                        answer: dict[str, Any] = {
+                            "error": {"type": "SkillRefused", "message": "skills can only be called while a cell runs"}
+                        }
+                    else:
+                        answer = await self._skills.call(event, ask, count)
+                else:
+                    number, prompt, password = input_request(event)
+                    value = await ask(prompt, password)
+                    answer = (
+                        {"value": value} if value is not None else {"error": "this frontend does not support input"}
+                    )
             except asyncio.CancelledError:
                 return  # interrupted: the guest raises KeyboardInterrupt by itself
-            sandbox.answer(number, {"value": value})
+            except (ValueError, KeyError) as exc:
+                answer = {"error": {"type": "SkillError", "message": f"bad request from the sandbox: {exc}"}}
+            sandbox.answer(number, answer)
 
-        def on_input(event: dict[str, Any]) -> None:
-            from .guest_events import input_request
+        def on_request(event: dict[str, Any]) -> None:
+            task = asyncio.ensure_future(serve(event))
+            self._blocking.add(task)
+            task.add_done_callback(self._blocking.discard)
 
-            number, prompt, password = input_request(event)
-            self._input_task = asyncio.ensure_future(answer(number, prompt, password))
-
-        return on_input
+        return on_request
 
     # ---- requests ----------------------------------------------------------------------
     def _publisher(self) -> Any:
@@ -327,7 +404,7 @@ class SandboxKernel(Kernel):
             sandbox = await self._get_sandbox()
         except (SandboxStartError, SandboxDied) as exc:
             return self._error_reply("SandboxUnavailable", f"the sandbox could not be started: {exc}", router)
-        router.set_input_handler(self._input_handler(sandbox, allow_stdin))
+        router.set_request_handler(self._request_handler(sandbox, allow_stdin, True, count))
         if self._unreported_death:
             router.notice(
                 f"SandboxRestarted: {self._unreported_death}; the sandbox was restarted and all variables were lost.\n"
@@ -364,6 +441,7 @@ class SandboxKernel(Kernel):
         try:
             sandbox = await self._get_sandbox()
             router = OutputRouter(self._publisher(), self.log)
+            router.set_request_handler(self._request_handler(sandbox, False, False, self._next_count))
             return await asyncio.wait_for(sandbox.request(op, payload, router.on_event), timeout=30)
         except (SandboxStartError, SandboxDied, asyncio.TimeoutError, ValueError) as exc:
             self.log.warning("%s failed: %s", op, exc)

@@ -19,11 +19,11 @@ class OutputRouter:
         self,
         send: Callable[[str, dict[str, Any]], None],
         log: logging.Logger,
-        on_input: Callable[[dict[str, Any]], None] | None = None,
+        on_request: Callable[[dict[str, Any]], None] | None = None,
     ) -> None:
         self._send = send
         self._log = log
-        self._on_input = on_input
+        self._on_request = on_request
         self._streams: list[list[str]] = []  # [name, text] segments not yet sent
         self._timer: asyncio.TimerHandle | None = None
         self.last_result_text: str | None = None
@@ -40,9 +40,9 @@ class OutputRouter:
                 if event["msg_type"] == "execute_result":
                     self.last_result_text = content["data"].get("text/plain")
                 self._send(event["msg_type"], content)
-            elif kind == "input_request" and self._on_input is not None:
+            elif kind in ("input_request", "skill_call") and self._on_request is not None:
                 self.flush()
-                self._on_input(event)
+                self._on_request(event)
             else:
                 raise guest_events.InvalidGuestEvent(f"unknown event type {kind!r}")
         except guest_events.InvalidGuestEvent as exc:
@@ -56,9 +56,9 @@ class OutputRouter:
         if self._timer is None:
             self._timer = asyncio.get_running_loop().call_later(FLUSH_INTERVAL, self.flush)
 
-    def set_input_handler(self, on_input: Callable[[dict[str, Any]], None]) -> None:
-        """Where the guest's input() requests go."""
-        self._on_input = on_input
+    def set_request_handler(self, on_request: Callable[[dict[str, Any]], None]) -> None:
+        """Where the guest's blocking requests (input(), skill calls) go."""
+        self._on_request = on_request
 
     def publish(self, msg_type: str, content: dict[str, Any]) -> None:
         """A message from the kernel itself, after any pending stream text."""

@@ -161,7 +161,19 @@ def _is_complete(req: dict[str, Any]) -> dict[str, Any]:
     return reply
 
 
-_HANDLERS = {"complete": _complete, "inspect": _inspect, "is_complete": _is_complete}
+def _configure(req: dict[str, Any]) -> dict[str, Any]:
+    """Install `device` with the host's skill catalog (after every sandbox start)."""
+    from .device import Device
+
+    assert _shell is not None
+    device = Device(req.get("skills") or {}, int(req.get("max_bytes") or 1 << 20))
+    builtins.device = device  # type: ignore[attr-defined]  # survives %reset
+    _shell.user_ns["device"] = device
+    _shell.user_ns_hidden["device"] = device
+    return {"status": "ok"}
+
+
+_HANDLERS = {"complete": _complete, "inspect": _inspect, "is_complete": _is_complete, "configure": _configure}
 
 
 async def handle(request_json: str) -> str:

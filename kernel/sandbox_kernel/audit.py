@@ -1,0 +1,36 @@
+"""Append-only JSON-lines audit log of skill calls, flushed per call."""
+
+from __future__ import annotations
+
+import datetime
+import hashlib
+import json
+from pathlib import Path
+from typing import Any, TextIO
+
+
+def digest(args: Any, kwargs: Any) -> str:
+    """A SHA-256 of the call's arguments (the log never holds the arguments themselves)."""
+    text = json.dumps({"args": args, "kwargs": kwargs}, sort_keys=True, default=repr)
+    return "sha256:" + hashlib.sha256(text.encode()).hexdigest()
+
+
+class AuditLog:
+    """One line per skill call, flushed to the OS before the call's answer goes back.
+
+    The file stays open in append mode; a flush per line means a dying kernel loses nothing.
+    """
+
+    def __init__(self, path: Path | None) -> None:
+        self.path = path
+        self._file: TextIO | None = None
+        if path is not None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self._file = open(path, "a", encoding="utf-8")
+
+    def record(self, **entry: Any) -> None:
+        if self._file is None:
+            return
+        entry = {"time": datetime.datetime.now(datetime.timezone.utc).isoformat(), **entry}
+        self._file.write(json.dumps(entry, default=repr) + "\n")
+        self._file.flush()

@@ -1,0 +1,138 @@
+"""Serving the guest's `device.Skill.method(...)` calls: gatekeeper, approval, run, audit."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import re
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from . import bridge_data
+from .audit import AuditLog, digest
+from .gatekeeper import Gatekeeper, SkillRefused, parse_approval
+
+# Asks a person (or an approver) about one call; returns their raw answer, None if nobody can answer.
+AskPerson = Callable[[str], Awaitable[str | None]]
+Approver = Callable[[str, str, list[Any], dict[str, Any]], Any]
+
+
+def approval_prompt(skill: str, method: str, args: list[Any], kwargs: dict[str, Any]) -> str:
+    shown = ", ".join([*(repr(a) for a in args), *(f"{k}={v!r}" for k, v in kwargs.items())])
+    if len(shown) > 200:
+        shown = shown[:197] + "..."
+    return f"Allow {skill}.{method}({shown})? [y]es once / [a]lways this session / [N]o: "
+
+
+class SkillService:
+    """Runs allowed skill calls on the host and answers the guest."""
+
+    def __init__(
+        self,
+        gatekeeper: Gatekeeper,
+        audit: AuditLog,
+        timeout: float,
+        max_bytes: int,
+        approver: Approver | None = None,
+    ) -> None:
+        self.gatekeeper = gatekeeper
+        self.audit = audit
+        self.timeout = timeout
+        self.max_bytes = max_bytes
+        self.approver = approver
+
+    async def call(self, event: dict[str, Any], ask: AskPerson | None, execution_count: int) -> dict[str, Any]:
+        """The answer for the guest: {"value": data} or {"error": {type, message, exception}}."""
+        started = time.monotonic()
+        skill, method = event.get("skill"), event.get("method")
+        args, kwargs = event.get("args", []), event.get("kwargs", {})
+        decision, outcome = "refused", "refused"
+        try:
+            found, name = self.gatekeeper.resolve(skill, method)
+            if not isinstance(args, list) or not isinstance(kwargs, dict):
+                raise bridge_data.BridgeDataError("arguments must be a list and keyword arguments an object")
+            bridge_data.dumps_limited({"args": args, "kwargs": kwargs}, self.max_bytes, "the arguments")
+            args, kwargs = bridge_data.decode(args), bridge_data.decode(kwargs)
+            decision = await self._decide(found.name, name, args, kwargs, ask)
+            try:
+                result = await asyncio.wait_for(self._run(found.bound(name), args, kwargs), self.timeout)
+            except asyncio.TimeoutError:
+                outcome = "timeout"
+                return _error(
+                    "SkillTimeout",
+                    f"{found.name}.{name} took longer than {self.timeout:g}s (SandboxKernel.skill_timeout)",
+                )
+            except asyncio.CancelledError:
+                outcome = "interrupted"
+                raise
+            except Exception as exc:
+                outcome = f"error: {type(exc).__name__}"
+                message = scrub_paths(f"{found.name}.{name} failed: {type(exc).__name__}: {exc}")
+                return _error("SkillError", message, type(exc).__name__)
+            encoded = bridge_data.encode(result)
+            bridge_data.dumps_limited(encoded, self.max_bytes, f"the result of {found.name}.{name}")
+            outcome = "ok"
+            return {"value": encoded}
+        except SkillRefused as exc:
+            return _error("SkillRefused", str(exc))
+        except bridge_data.BridgeDataError as exc:
+            outcome = "bad data"
+            return _error("SkillDataError", str(exc))
+        finally:
+            self.audit.record(
+                execution_count=execution_count,
+                call=f"{skill}.{method}"[:200],
+                args_digest=digest(args, kwargs),
+                decision=decision,
+                duration_s=round(time.monotonic() - started, 6),
+                outcome=outcome,
+            )
+
+    async def _decide(
+        self, skill: str, method: str, args: list[Any], kwargs: dict[str, Any], ask: AskPerson | None
+    ) -> str:
+        policy = self.gatekeeper.policy_for(skill, method)
+        if policy == "allow":
+            return "allow"
+        if policy == "deny":
+            raise SkillRefused(f"{skill}.{method} is denied by SandboxKernel.skill_policy")
+        if self.approver is not None:
+            answer = self.approver(skill, method, args, kwargs)
+            if asyncio.iscoroutine(answer):
+                answer = await answer
+            verdict = answer if answer in ("once", "always") else ("once" if answer is True else "no")
+        elif ask is not None:
+            reply = await ask(approval_prompt(skill, method, args, kwargs))
+            if reply is None:
+                raise SkillRefused(
+                    f"{skill}.{method} needs approval (policy 'ask'), but this frontend cannot answer input "
+                    f"requests. Pre-approve it with SandboxKernel.skill_policy = {{'{skill}.{method}': 'allow'}}"
+                )
+            verdict = parse_approval(reply)
+        else:
+            verdict = "no"
+        if verdict == "always":
+            self.gatekeeper.approved.add(f"{skill}.{method}")
+        if verdict == "no":
+            raise SkillRefused(f"{skill}.{method} was not approved")
+        return f"ask: {verdict}"
+
+    @staticmethod
+    async def _run(fn: Callable[..., Any], args: list[Any], kwargs: dict[str, Any]) -> Any:
+        """Async skills run on the loop; sync ones in a thread, so the kernel never blocks."""
+        if inspect.iscoroutinefunction(fn):
+            return await fn(*args, **kwargs)
+        return await asyncio.to_thread(fn, *args, **kwargs)
+
+
+HOST_PATH = re.compile(r"""(?<![^\s'"(=])/(?:[^\s/'",;)]+/)*[^\s/'",;)]+""")
+
+
+def scrub_paths(text: str) -> str:
+    """Hide host file paths in a message that goes to the guest."""
+    return HOST_PATH.sub("<host path>", text)
+
+
+def _error(kind: str, message: str, exception: str = "") -> dict[str, Any]:
+    return {"error": {"type": kind, "message": message, "exception": exception}}

@@ -1,0 +1,126 @@
+"""Host skills: Python classes whose public methods the guest may call through `device`."""
+
+from __future__ import annotations
+
+import importlib.util
+import inspect
+import re
+import sys
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from importlib.metadata import entry_points
+from pathlib import Path
+from typing import Any
+
+ENTRY_POINT_GROUP = "sandbox_kernel.skills"
+NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
+
+
+class SkillLoadError(Exception):
+    """A skill file or entry point could not be loaded; the message says which and why."""
+
+
+@dataclass(frozen=True)
+class MethodInfo:
+    name: str
+    signature: str
+    doc: str
+    is_async: bool
+
+
+@dataclass
+class Skill:
+    """One loaded skill: its instance and the methods the guest may see."""
+
+    name: str
+    instance: Any
+    doc: str
+    methods: dict[str, MethodInfo]
+    source: str
+
+    def bound(self, method: str) -> Callable[..., Any]:
+        return getattr(self.instance, method)
+
+
+def public_methods(obj: Any) -> dict[str, MethodInfo]:
+    """Callable attributes of a skill instance whose names do not start with `_`."""
+    found = {}
+    for name, member in inspect.getmembers(type(obj)):
+        if name.startswith("_") or not NAME.fullmatch(name) or not callable(member):
+            continue
+        bound = getattr(obj, name)
+        try:
+            signature = str(inspect.signature(bound))
+        except (TypeError, ValueError):
+            signature = "(...)"
+        found[name] = MethodInfo(
+            name=name,
+            signature=signature,
+            doc=inspect.getdoc(member) or "",
+            is_async=inspect.iscoroutinefunction(member),
+        )
+    return found
+
+
+def make_skill(cls: type, source: str) -> Skill:
+    try:
+        instance = cls()
+    except Exception as exc:
+        raise SkillLoadError(f"skill {cls.__name__} from {source} could not be created: {exc}") from None
+    return Skill(cls.__name__, instance, inspect.getdoc(cls) or "", public_methods(instance), source)
+
+
+def skill_classes(module: Any) -> list[type]:
+    """Classes defined in `module` whose names end in `Skill`."""
+    return [
+        obj
+        for name, obj in vars(module).items()
+        if inspect.isclass(obj)
+        and name.endswith("Skill")
+        and obj.__module__ == module.__name__
+        and NAME.fullmatch(name)
+    ]
+
+
+def load_directory(folder: Path) -> list[Skill]:
+    """Every `*.py` in `folder`: each class named `...Skill` becomes a skill."""
+    if not folder.is_dir():
+        raise SkillLoadError(f"SandboxKernel.skills_path {str(folder)!r} is not a directory")
+    skills = []
+    for path in sorted(folder.glob("*.py")):
+        module_name = f"sandbox_kernel_skills_{path.stem}"
+        spec = importlib.util.spec_from_file_location(module_name, path)
+        if spec is None or spec.loader is None:
+            continue
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[module_name] = module
+        try:
+            spec.loader.exec_module(module)
+        except Exception as exc:
+            raise SkillLoadError(f"skill file {path} failed to import: {type(exc).__name__}: {exc}") from None
+        skills.extend(make_skill(cls, str(path)) for cls in skill_classes(module))
+    return skills
+
+
+def load_entry_points(names: Iterable[Any] | None = None) -> list[Skill]:
+    """Skills published by installed packages under the `sandbox_kernel.skills` group."""
+    skills = []
+    for ep in names if names is not None else entry_points(group=ENTRY_POINT_GROUP):
+        try:
+            obj = ep.load()
+        except Exception as exc:
+            raise SkillLoadError(f"entry point {ep.name!r} ({ep.value}) failed to load: {exc}") from None
+        classes = [obj] if inspect.isclass(obj) else skill_classes(obj)
+        skills.extend(make_skill(cls, f"entry point {ep.name}") for cls in classes)
+    return skills
+
+
+def catalog(skills: dict[str, Skill]) -> dict[str, Any]:
+    """What the guest learns about the skills: names, signatures, docstrings (no host paths)."""
+    return {
+        name: {
+            "doc": skill.doc,
+            "methods": {m.name: {"signature": m.signature, "doc": m.doc} for m in skill.methods.values()},
+        }
+        for name, skill in sorted(skills.items())
+    }

@@ -1,0 +1,1 @@
+"""Example host skills shipped with sandbox-kernel (registered as entry points)."""
