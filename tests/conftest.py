@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from collections.abc import Iterator
@@ -62,9 +63,11 @@ def execute(kc: BlockingKernelClient, code: str, timeout: float = 60, **kwargs: 
     return Run(reply, outputs)
 
 
-def start_kernel(extra_arguments: list[str] | None = None) -> tuple[KernelManager, BlockingKernelClient]:
+def start_kernel(
+    extra_arguments: list[str] | None = None, env: dict[str, str] | None = None
+) -> tuple[KernelManager, BlockingKernelClient]:
     km = KernelManager(kernel_name=KERNEL_NAME)
-    km.start_kernel(extra_arguments=extra_arguments or [])
+    km.start_kernel(extra_arguments=extra_arguments or [], **({"env": {**os.environ, **env}} if env else {}))
     kc = km.client()
     kc.start_channels()
     kc.wait_for_ready(timeout=START_TIMEOUT)
