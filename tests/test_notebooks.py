@@ -97,7 +97,31 @@ def check_quickstart(nb: NotebookNode) -> None:
     assert "list indices must be integers" in error.evalue
 
 
-CHECKS: dict[str, Callable[[NotebookNode], None]] = {"quickstart.ipynb": check_quickstart}
+def check_skills(nb: NotebookNode) -> None:
+    out = stdout(nb)
+    assert "Skills: KeyValueSkill, SignerSkill, TimeSkill\n" in out
+    assert "Host time is an ISO timestamp: True\n" in out
+    assert "Two days after 2024-02-28: 2024-03-01\n" in out
+    assert "TimeSkill.get_current_time(tz: 'str' = 'UTC') -> 'str'\n" in out
+    assert "Key visible in the sandbox: False\n" in out
+    assert ("Signed by the host; signature length 64" in out) or ("The host has no key set:" in out)
+    assert any("'raw': b'\\x00\\x01'" in text for text in rich(nb, "text/plain")), rich(nb, "text/plain")
+    failing = [cell for cell in code_cells(nb) if RAISES in cell.metadata.get("tags", [])]
+    errors = [out for cell in failing for out in cell.outputs if out.output_type == "error"]
+    assert [(e.ename, e.evalue) for e in errors] == [
+        (
+            "AttributeError",
+            "device has no skill 'WeatherSkill'. Available skills: KeyValueSkill, SignerSkill, TimeSkill",
+        ),
+        ("SkillError", "KeyValueSkill.delete failed: KeyError: 'no such key'"),
+    ]
+    assert "sandbox_guest" not in "".join(errors[1].traceback)
+
+
+CHECKS: dict[str, Callable[[NotebookNode], None]] = {
+    "quickstart.ipynb": check_quickstart,
+    "skills.ipynb": check_skills,
+}
 
 
 def test_known_notebooks_exist() -> None:

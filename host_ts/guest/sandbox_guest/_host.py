@@ -41,6 +41,7 @@ def iopub(msg_type: str, content: dict[str, Any]) -> None:
 
 def request(event: dict[str, Any]) -> Any:
     """Ask the kernel something and block until it answers; KeyboardInterrupt if interrupted."""
+    __tracebackhide__ = True
     number = next(_numbers)
     emit({**event, "n": number})
     raw = _js.wait_reply(number)
@@ -51,5 +52,6 @@ def request(event: dict[str, Any]) -> Any:
 
 def sleep(seconds: float) -> None:
     """Sleep without burning CPU; an interrupt raises KeyboardInterrupt."""
+    __tracebackhide__ = True
     if _js.sleep(max(0.0, float(seconds)) * 1000.0):
         raise KeyboardInterrupt

@@ -23,6 +23,7 @@ _task: asyncio.Task[Any] | None = None
 
 
 def _input(prompt: object = "", password: bool = False) -> str:
+    __tracebackhide__ = True
     from IPython.core.error import StdinNotImplementedError
 
     what = "getpass" if password else "input"
@@ -44,6 +45,7 @@ def _getpass(prompt: str = "Password: ", stream: Any = None) -> str:
 
 
 def _no_system(command: str) -> int:
+    __tracebackhide__ = True
     from .shell import no_shell
 
     raise no_shell(f"os.system({command!r})")

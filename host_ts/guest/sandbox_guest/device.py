@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import base64
 import json
+import re
+import traceback
 from typing import Any
 
 from . import _host
 
 BYTES_KEY = "__bytes__"
+_INTERNAL = re.compile(r"/(sandbox_guest|IPython)/")
 
 
 class SkillError(Exception):
@@ -17,6 +20,12 @@ class SkillError(Exception):
     def __init__(self, message: str, exception_type: str = "") -> None:
         super().__init__(message)
         self.exception_type = exception_type
+
+    def _render_traceback_(self) -> list[str]:
+        """The user's own frames and the message; the bridge's frames say nothing useful."""
+        frames = [f for f in traceback.extract_tb(self.__traceback__) if not _INTERNAL.search(f.filename)]
+        lines = ["Traceback (most recent call last):\n", *traceback.format_list(frames)] if frames else []
+        return [*lines, f"{type(self).__name__}: {self}"]
 
 
 class SkillRefused(SkillError):
@@ -76,6 +85,7 @@ class Device:
         self._max_bytes = max_bytes
 
     def __getattr__(self, name: str) -> Any:
+        __tracebackhide__ = True  # the guest sees its own call, not the proxy
         if name.startswith("_") or name not in self._catalog:
             available = ", ".join(sorted(self._catalog)) or "none"
             raise AttributeError(f"device has no skill {name!r}. Available skills: {available}")
@@ -107,6 +117,7 @@ class Device:
         return {"name": name, "signature": info["signature"], "doc": info["doc"]}
 
     def _call(self, skill: str, method: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        __tracebackhide__ = True  # the guest sees its own call, not the proxy
         payload = {"args": _encode(list(args)), "kwargs": _encode(kwargs)}
         size = len(json.dumps(payload))
         if size > self._max_bytes:
@@ -133,6 +144,7 @@ class SkillProxy:
         return self._device._catalog[self._name]["methods"]
 
     def __getattr__(self, method: str) -> Any:
+        __tracebackhide__ = True  # the guest sees its own call, not the proxy
         methods = self._methods()
         if method.startswith("_") or method not in methods:
             raise AttributeError(
@@ -159,6 +171,7 @@ class MethodProxy:
         self.__doc__ = f"{skill}.{method}{info['signature']}\n\n{info['doc']}".strip()
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        __tracebackhide__ = True  # the guest sees its own call, not the proxy
         return self._device._call(self._skill, self._method, args, kwargs)
 
     def __repr__(self) -> str:
