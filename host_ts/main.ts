@@ -13,6 +13,9 @@ type InitConfig = {
   socket: string;
   token: string;
   workerRead: string[];
+  workerWrite: string[];
+  workerNet: string[];
+  mounts: { host: string; guest: string }[];
   wheels: string[];
   guestDir: string;
   ringBytes: number;
@@ -93,8 +96,8 @@ const worker = new Worker(new URL("./worker.ts", import.meta.url).href, {
   deno: {
     permissions: {
       read: init.workerRead,
-      write: false,
-      net: false,
+      write: init.workerWrite.length ? init.workerWrite : false,
+      net: init.workerNet.length ? init.workerNet : false,
       env: false,
       run: false,
       ffi: false,
@@ -125,6 +128,7 @@ worker.postMessage({
   reply: replySab,
   life: lifeSab,
   wheels: init.wheels,
+  mounts: init.mounts,
   guestDir: init.guestDir,
   maxEventBytes: init.maxEventBytes,
 });

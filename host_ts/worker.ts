@@ -11,7 +11,7 @@ import { GUEST_EVENT, STDERR, STDOUT } from "./protocol.ts";
 
 type Request = { op: string; [key: string]: unknown };
 type Message =
-  | { type: "init"; ring: SharedArrayBuffer; interrupt: SharedArrayBuffer; reply: SharedArrayBuffer; life: SharedArrayBuffer; wheels: string[]; guestDir: string; maxEventBytes: number }
+  | { type: "init"; ring: SharedArrayBuffer; interrupt: SharedArrayBuffer; reply: SharedArrayBuffer; life: SharedArrayBuffer; wheels: string[]; mounts: { host: string; guest: string }[]; guestDir: string; maxEventBytes: number }
   | { type: "request"; id: number; request: Request }
   | { type: "interrupt"; id: number };
 
@@ -55,8 +55,18 @@ async function start(init: Extract<Message, { type: "init" }>): Promise<void> {
   pyodide.setStdout({ write: (buf: Uint8Array) => (ring.writeBytes(STDOUT, currentId, buf), buf.length) });
   pyodide.setStderr({ write: (buf: Uint8Array) => (ring.writeBytes(STDERR, currentId, buf), buf.length) });
 
-  for (const wheel of init.wheels) pyodide.unpackArchive(await Deno.readFile(wheel), "wheel");
   const sitePackages = pyodide.runPython("import site; site.getsitepackages()[0]") as string;
+  for (const wheel of init.wheels) {
+    pyodide.unpackArchive(await Deno.readFile(wheel), "wheel", { extractDir: sitePackages });
+  }
+  // Host folders: Deno's permissions decide what may be read or written. A refused
+  // access must reach Python as EACCES (PermissionError), not as a fatal JS error.
+  (Deno.errors.NotCapable.prototype as unknown as { code: string }).code = "EACCES";
+  (Deno.errors.PermissionDenied.prototype as unknown as { code: string }).code = "EACCES";
+  for (const mount of init.mounts) {
+    pyodide.FS.mkdirTree(mount.guest);
+    pyodide.mountNodeFS(mount.guest, mount.host);
+  }
   const target = `${sitePackages}/sandbox_guest`;
   pyodide.FS.mkdirTree(target);
   for await (const entry of Deno.readDir(init.guestDir)) {

@@ -12,10 +12,10 @@ from typing import Any
 import zmq
 from ipykernel.kernelbase import Kernel
 from jupyter_core.paths import jupyter_data_dir
-from traitlets import Bool, Dict, Float, Int, TraitError, Unicode, default, validate
+from traitlets import Bool, Dict, Float, Int, List, TraitError, Unicode, default, validate
 from traitlets.utils.importstring import import_item
 
-from . import __version__, skill_loader
+from . import __version__, mounts, netpolicy, skill_loader
 from .audit import AuditLog
 from .gatekeeper import Gatekeeper, check_policy
 from .guest_events import input_request
@@ -45,6 +45,25 @@ class SandboxKernel(Kernel):
     )
     start_timeout = Float(120.0, help="Seconds the sandbox may take to start.").tag(config=True)
     max_frame_bytes = Int(64 << 20, help="Largest message accepted from the sandbox, in bytes.").tag(config=True)
+    mounts = List(
+        Unicode(),
+        help="Host folders shown in the sandbox: 'host_folder:/guest/path[:ro|rw]' (default ro). "
+        "Relative host folders are relative to the kernel's working directory.",
+    ).tag(config=True)
+    mount_limits = Dict(
+        help="Per guest mount path: {'suffixes': ['.csv', ...], 'max_file_bytes': N} for files written there."
+    ).tag(config=True)
+    allow_net = List(
+        Unicode(),
+        help="Hosts the sandbox may connect to: 'host', 'host:port', 'IP' or 'IP:port'. None by default; "
+        "loopback, private and link-local addresses stay blocked unless listed as IPs.",
+    ).tag(config=True)
+    memory_limit_mb = Int(1024, help="Memory for the sandbox: WebAssembly memory and the JS heap, each, in MiB.").tag(
+        config=True
+    )
+    max_output_bytes = Int(
+        10 << 20, help="Output one cell may send to the frontend; the rest is dropped with a notice."
+    ).tag(config=True)
     skills_path = Unicode(
         None, allow_none=True, help="A folder of skill files: every *.py in it, classes named ...Skill."
     ).tag(config=True)
@@ -78,6 +97,11 @@ class SandboxKernel(Kernel):
         super().__init__(**kwargs)
         self._history = History()
         self._skills = self._load_skills()
+        try:
+            self._mounts = mounts.parse_all(list(self.mounts), Path.cwd(), dict(self.mount_limits))
+            netpolicy.deno_flags(list(self.allow_net))
+        except (mounts.MountError, netpolicy.NetPolicyError) as exc:
+            raise TraitError(str(exc)) from None
         self._blocking: set[asyncio.Task[None]] = set()
         self._next_count = 1
         self._sandbox: Sandbox | None = None
@@ -108,6 +132,16 @@ class SandboxKernel(Kernel):
             self.skill_max_bytes,
             approver,
         )
+
+    def _guest_config(self) -> dict[str, Any]:
+        """What the guest needs to know to explain its limits (no host paths, no secrets)."""
+        return {
+            "skills": skill_loader.catalog(self._skills.gatekeeper.skills),
+            "max_bytes": self.skill_max_bytes,
+            "mounts": mounts.guest_config(self._mounts),
+            "allow_net": list(self.allow_net),
+            "memory_limit_mb": self.memory_limit_mb,
+        }
 
     # ---- execution count (as IPython counts: only cells stored in history) ------------
     @property  # type: ignore[override]
@@ -175,6 +209,9 @@ class SandboxKernel(Kernel):
             start_timeout=self.start_timeout,
             max_frame_bytes=self.max_frame_bytes,
             reply_bytes=2 * self.skill_max_bytes + (64 << 10),
+            mounts=self._mounts,
+            allow_net=list(self.allow_net),
+            memory_limit_mb=self.memory_limit_mb,
         )
 
     async def _start_sandbox(self) -> Sandbox:
@@ -182,11 +219,7 @@ class SandboxKernel(Kernel):
         self._sandbox = sandbox  # visible at once, so that shutdown can kill it mid-start
         try:
             self._guest_info = await sandbox.start()
-            catalog = {
-                "skills": skill_loader.catalog(self._skills.gatekeeper.skills),
-                "max_bytes": self.skill_max_bytes,
-            }
-            await sandbox.request("configure", catalog, lambda event: None)
+            await sandbox.request("configure", self._guest_config(), lambda event: None)
         except BaseException:
             await sandbox.kill("its start failed")
             raise
@@ -396,7 +429,7 @@ class SandboxKernel(Kernel):
         cell_meta: Any = None,
         cell_id: str | None = None,
     ) -> dict[str, Any]:
-        router = OutputRouter(self._publisher(), self.log)
+        router = OutputRouter(self._publisher(), self.log, max_bytes=self.max_output_bytes)
         store_history = store_history and not silent
         count = self._next_count
         entry = self._history.add(count, code) if store_history else None

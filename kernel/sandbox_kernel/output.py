@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 from collections.abc import Callable
 from typing import Any
@@ -20,6 +21,7 @@ class OutputRouter:
         send: Callable[[str, dict[str, Any]], None],
         log: logging.Logger,
         on_request: Callable[[dict[str, Any]], None] | None = None,
+        max_bytes: int | None = None,
     ) -> None:
         self._send = send
         self._log = log
@@ -27,15 +29,26 @@ class OutputRouter:
         self._streams: list[list[str]] = []  # [name, text] segments not yet sent
         self._timer: asyncio.TimerHandle | None = None
         self.last_result_text: str | None = None
+        self._budget = max_bytes
+        self._max_bytes = max_bytes
+        self.truncated = False
 
     def on_event(self, event: dict[str, Any]) -> None:
         kind = event.get("type")
         if kind == "stream":
-            self._stream(event["name"], event["text"])
+            text = event["text"]
+            if self._budget is not None and not self.truncated and len(text.encode()) > self._budget:
+                text = text.encode()[: self._budget].decode(errors="ignore")  # what still fits
+                self._stream(event["name"], text)
+                self._spend(self._budget + 1)
+            elif self._spend(len(text.encode())):
+                self._stream(event["name"], text)
             return
         try:
             if kind == "iopub":
                 content = guest_events.iopub_content(event.get("msg_type"), event.get("content"))
+                if event["msg_type"] not in ("error", "clear_output") and not self._spend(len(json.dumps(content))):
+                    return
                 self.flush()
                 if event["msg_type"] == "execute_result":
                     self.last_result_text = content["data"].get("text/plain")
@@ -47,6 +60,21 @@ class OutputRouter:
                 raise guest_events.InvalidGuestEvent(f"unknown event type {kind!r}")
         except guest_events.InvalidGuestEvent as exc:
             self._log.warning("dropped an invalid message from the sandbox: %s", exc)
+
+    def _spend(self, size: int) -> bool:
+        """Whether output of `size` bytes still fits this cell's max_output_bytes."""
+        if self._budget is None:
+            return True
+        if not self.truncated and size <= self._budget:
+            self._budget -= size
+            return True
+        if not self.truncated:
+            self.truncated = True
+            self.notice(
+                f"\n[output truncated: this cell's output passed max_output_bytes={self._max_bytes} bytes; "
+                "the rest is dropped. Raise the limit with SandboxKernel.max_output_bytes.]\n"
+            )
+        return False
 
     def _stream(self, name: str, text: str) -> None:
         if self._streams and self._streams[-1][0] == name:

@@ -25,8 +25,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import frames, paths, provision
+from . import frames, netpolicy, paths, provision
 from .guest_events import reply_content
+from .mounts import Mount
 
 EventHandler = Callable[[dict[str, Any]], None]
 
@@ -53,6 +54,9 @@ class SandboxOptions:
     max_frame_bytes: int = 64 << 20
     max_event_bytes: int = 32 << 20
     v8_flags: list[str] = field(default_factory=list)
+    mounts: list[Mount] = field(default_factory=list)
+    allow_net: list[str] = field(default_factory=list)
+    memory_limit_mb: int = 1024
 
 
 @dataclass
@@ -112,15 +116,20 @@ class Sandbox:
     def command(self, socket_path: Path, pyodide_dir: Path, wheels_dir: Path) -> list[str]:
         """The exact Deno command line: least privilege, no prompts, cached code only."""
         host = paths.host_dir()
-        # The supervisor also reads its socket; the worker gets only the first three.
-        read = ",".join(str(p) for p in (host, pyodide_dir, wheels_dir, socket_path))
+        mounts = self.options.mounts
+        # The supervisor also uses its socket; the worker gets everything else, nothing more.
+        read = ",".join(str(p) for p in (host, pyodide_dir, wheels_dir, *(m.host for m in mounts), socket_path))
+        write = ",".join(str(p) for p in (*(m.host for m in mounts if m.writable), socket_path))
+        allowed, denied = netpolicy.deno_flags(self.options.allow_net)
+        net = ",".join([f"unix:{socket_path}", *allowed])
         argv = [
             paths.deno_executable(), "run", "--no-prompt", "--cached-only",
             f"--config={host / 'deno.json'}", "--unstable-worker-options",
-            f"--allow-read={read}", f"--allow-write={socket_path}", f"--allow-net=unix:{socket_path}",
+            f"--allow-read={read}", f"--allow-write={write}", f"--allow-net={net}", f"--deny-net={','.join(denied)}",
         ]  # fmt: skip
-        if self.options.v8_flags:
-            argv.append("--v8-flags=" + ",".join(self.options.v8_flags))
+        limit = self.options.memory_limit_mb
+        v8 = [f"--wasm-max-mem-pages={limit * 16}", f"--max-old-space-size={limit}", *self.options.v8_flags]
+        argv.append("--v8-flags=" + ",".join(v8))
         argv.append(str(host / "main.ts"))
         return argv
 
@@ -167,7 +176,15 @@ class Sandbox:
         init = {
             "socket": str(socket_path),
             "token": token,
-            "workerRead": [str(paths.host_dir()), str(pyodide_dir), str(provision.wheels_dir())],
+            "workerRead": [
+                str(paths.host_dir()),
+                str(pyodide_dir),
+                str(provision.wheels_dir()),
+                *(str(m.host) for m in self.options.mounts),
+            ],
+            "workerWrite": [str(m.host) for m in self.options.mounts if m.writable],
+            "workerNet": netpolicy.deno_flags(self.options.allow_net)[0],
+            "mounts": [{"host": str(m.host), "guest": m.guest} for m in self.options.mounts],
             "wheels": [str(w) for w in wheels],
             "guestDir": str(paths.host_dir() / "guest" / "sandbox_guest"),
             "ringBytes": self.options.ring_bytes,

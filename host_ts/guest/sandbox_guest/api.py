@@ -165,9 +165,11 @@ def _is_complete(req: dict[str, Any]) -> dict[str, Any]:
 
 def _configure(req: dict[str, Any]) -> dict[str, Any]:
     """Install `device` with the host's skill catalog (after every sandbox start)."""
+    from . import guards
     from .device import Device
 
     assert _shell is not None
+    guards.install(req)
     device = Device(req.get("skills") or {}, int(req.get("max_bytes") or 1 << 20))
     builtins.device = device  # type: ignore[attr-defined]  # survives %reset
     _shell.user_ns["device"] = device

@@ -88,6 +88,11 @@ class SandboxShell(InteractiveShell):
             # An interrupt while the cell awaited: report it as ipykernel would.
             etype, evalue = KeyboardInterrupt, KeyboardInterrupt("Interrupted by user while awaiting")
             stb = [f"KeyboardInterrupt: {evalue}"]
+        if issubclass(etype, MemoryError):
+            from .guards import memory_message
+
+            evalue = MemoryError(memory_message())
+            stb = [*stb[:-1], f"MemoryError: {evalue}"]
         error = {"traceback": stb, "ename": etype.__name__, "evalue": str(evalue)}
         self.last_error = error
         _host.iopub("error", error)

@@ -1,0 +1,152 @@
+"""Clear errors for what the sandbox does not allow: host files, network, memory.
+
+Deno's permissions enforce the rules; these guards only turn a refusal into a message
+that says what IS allowed (useful to people and to LLMs writing the code).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlsplit
+
+GUEST_WRITABLE = ("/tmp", "/home/pyodide")  # in memory, lost on restart
+
+
+@dataclass
+class Limits:
+    mounts: list[dict[str, Any]] = field(default_factory=list)
+    allow_net: list[str] = field(default_factory=list)
+    memory_limit_mb: int = 0
+    own_roots: tuple[str, ...] = ()  # top-level folders of the sandbox's own file system
+
+
+LIMITS = Limits()
+
+
+def roots_text() -> str:
+    readable = ", ".join(m["guest"] for m in LIMITS.mounts) or "none"
+    writable = ", ".join(m["guest"] for m in LIMITS.mounts if m["writable"]) or "none"
+    return (
+        f"Host folders visible here (SandboxKernel.mounts): readable: {readable}; writable: {writable}. "
+        f"The sandbox's own scratch space (in memory, lost on restart): {', '.join(GUEST_WRITABLE)}."
+    )
+
+
+def _mount_of(path: str) -> dict[str, Any] | None:
+    for mount in LIMITS.mounts:
+        root = mount["guest"]
+        if path == root or path.startswith(root + "/"):
+            return mount
+    return None
+
+
+def _refuse(path: str, why: str) -> PermissionError:
+    return PermissionError(13, f"{why}. {roots_text()}", path)
+
+
+def check_path(path: Any, writing: bool) -> None:
+    """Raise a PermissionError that names the roots if `path` may not be used this way."""
+    if isinstance(path, int):
+        return
+    if isinstance(path, bytes):
+        path = os.fsdecode(path)
+    path = os.path.normpath(os.path.join(os.getcwd(), os.fspath(path)))
+    mount = _mount_of(path)
+    if mount is not None:
+        if writing and not mount["writable"]:
+            raise _refuse(path, f"{mount['guest']} is a read-only mount")
+        suffixes = mount.get("suffixes") or []
+        if writing and suffixes and not path.lower().endswith(tuple(suffixes)) and path != mount["guest"]:
+            raise _refuse(path, f"files written to {mount['guest']} must end in {', '.join(suffixes)}")
+        return
+    top = path.split("/")[1] if path != "/" else ""
+    if top and LIMITS.own_roots and top not in LIMITS.own_roots:
+        raise _refuse(path, f"{path!r} is not in the sandbox: the host's files are not visible here")
+
+
+_WRITE_EVENTS = {
+    "os.remove", "os.rename", "os.mkdir", "os.rmdir", "os.chmod", "os.utime", "os.truncate",
+    "os.symlink", "os.link", "shutil.rmtree", "shutil.copyfile", "shutil.move",
+}  # fmt: skip
+_READ_EVENTS = {"os.listdir", "os.scandir"}
+
+
+def _audit(event: str, args: tuple[Any, ...]) -> None:
+    if event == "open":
+        path, mode, flags = args
+        if path is None:
+            return
+        writing = bool(mode and any(c in str(mode) for c in "wax+")) or bool(
+            flags and flags & (os.O_WRONLY | os.O_RDWR)
+        )
+        check_path(path, writing)
+    elif event in _WRITE_EVENTS:
+        for arg in args[:2]:
+            if isinstance(arg, (str, bytes, os.PathLike)):
+                check_path(arg, True)
+    elif event in _READ_EVENTS and args and isinstance(args[0], (str, bytes, os.PathLike)):
+        check_path(args[0], False)
+
+
+def blocked_url(url: str, error: BaseException) -> PermissionError:
+    host = urlsplit(url).netloc or url
+    allowed = ", ".join(LIMITS.allow_net) or "none"
+    return PermissionError(
+        f"network access to {host} is blocked ({type(error).__name__}). Hosts the sandbox may reach "
+        f"(SandboxKernel.allow_net): {allowed}. Loopback and private addresses stay blocked unless listed."
+    )
+
+
+def _guard_fetch() -> None:
+    import pyodide.http
+
+    original = pyodide.http.pyfetch
+
+    async def pyfetch(url: str, **kwargs: Any) -> Any:
+        __tracebackhide__ = True
+        try:
+            return await original(url, **kwargs)
+        except Exception as exc:
+            if "net access" in str(exc) or "NotCapable" in str(exc) or "NetworkError" in str(exc):
+                raise blocked_url(url, exc) from None
+            raise
+
+    pyodide.http.pyfetch = pyfetch
+
+
+def _guard_urllib() -> None:
+    import urllib.request
+
+    def urlopen(url: Any, *args: Any, **kwargs: Any) -> Any:
+        __tracebackhide__ = True
+        target = url if isinstance(url, str) else getattr(url, "full_url", str(url))
+        raise OSError(
+            f"urllib cannot open connections in the sandbox (no sockets): use "
+            f"`await pyodide.http.pyfetch({target!r})`. Allowed hosts (SandboxKernel.allow_net): "
+            f"{', '.join(LIMITS.allow_net) or 'none'}"
+        )
+
+    urllib.request.urlopen = urlopen
+
+
+def memory_message() -> str:
+    return (
+        f"the sandbox ran out of memory: its limit is SandboxKernel.memory_limit_mb={LIMITS.memory_limit_mb} MiB "
+        "(raise it to allow more)"
+    )
+
+
+def install(config: dict[str, Any]) -> None:
+    """Apply the kernel's limits (called after every sandbox start)."""
+    first = not LIMITS.own_roots
+    LIMITS.mounts = list(config.get("mounts") or [])
+    LIMITS.allow_net = list(config.get("allow_net") or [])
+    LIMITS.memory_limit_mb = int(config.get("memory_limit_mb") or 0)
+    LIMITS.own_roots = tuple(sorted({*os.listdir("/"), "tmp", "home", "lib", "dev", "proc"}))
+    if first:
+        sys.addaudithook(_audit)
+        _guard_fetch()
+        _guard_urllib()
