@@ -462,6 +462,9 @@ class SandboxKernel(Kernel):
                 ename = "SandboxRestarted"
             return self._error_reply(ename, f"{reason}; the sandbox was restarted and all variables were lost.", router)
         finally:
+            for mount in self._mounts:
+                for notice in await asyncio.to_thread(mounts.enforce_limits, mount):
+                    router.notice(f"[{notice}]\n")
             router.flush()
             if store_history:
                 self._next_count += 1

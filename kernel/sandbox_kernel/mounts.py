@@ -84,3 +84,30 @@ def guest_config(mounts: list[Mount]) -> list[dict]:
         {"guest": m.guest, "writable": m.writable, "suffixes": list(m.suffixes), "max_file_bytes": m.max_file_bytes}
         for m in mounts
     ]
+
+
+MAX_SCAN = 10_000  # files looked at per mount after a cell
+
+
+def enforce_limits(mount: Mount) -> list[str]:
+    """Remove files in a writable mount that break its limits; returns notices for the user.
+
+    The guest's own checks give friendly errors first; this is the host's backstop for
+    anything written around them (e.g. through JS file APIs).
+    """
+    if not mount.writable or not (mount.suffixes or mount.max_file_bytes):
+        return []
+    notices = []
+    for count, path in enumerate(p for p in mount.host.rglob("*") if p.is_file() and not p.is_symlink()):
+        if count >= MAX_SCAN:
+            break
+        guest = f"{mount.guest}/{path.relative_to(mount.host).as_posix()}"
+        if mount.suffixes and not path.name.lower().endswith(mount.suffixes):
+            why = f"files there must end in {', '.join(mount.suffixes)}"
+        elif mount.max_file_bytes and path.stat().st_size > mount.max_file_bytes:
+            why = f"files there may be at most {mount.max_file_bytes} bytes"
+        else:
+            continue
+        path.unlink()
+        notices.append(f"removed {guest}: {why} (SandboxKernel.mount_limits[{mount.guest!r}])")
+    return notices

@@ -45,6 +45,11 @@ def _split(entry: str) -> tuple[str, int | None]:
 
 def check_entry(entry: str) -> str:
     """The entry as Deno takes it, or NetPolicyError."""
+    if "/" in entry or "@" in entry:
+        raise NetPolicyError(
+            f"allow_net entry {entry!r}: use host, host:port, IP or IP:port, without scheme or path "
+            "(e.g. 'pypi.org:443')"
+        )
     host, port = _split(entry.strip())
     try:
         ip = ipaddress.ip_address(host)

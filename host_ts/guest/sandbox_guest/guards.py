@@ -6,6 +6,9 @@ that says what IS allowed (useful to people and to LLMs writing the code).
 
 from __future__ import annotations
 
+import builtins
+import errno
+import io
 import os
 import sys
 from dataclasses import dataclass, field
@@ -91,6 +94,61 @@ def _audit(event: str, args: tuple[Any, ...]) -> None:
         check_path(args[0], False)
 
 
+class SizeLimitedFile:
+    """A file on a mount with max_file_bytes: writes past the limit raise OSError(EFBIG)."""
+
+    def __init__(self, file: Any, path: str, mount: dict[str, Any]) -> None:
+        self._file = file
+        self._path = path
+        self._mount = mount
+
+    def write(self, data: Any) -> int:
+        __tracebackhide__ = True
+        size = len(data.encode()) if isinstance(data, str) else len(data)
+        limit = self._mount["max_file_bytes"]
+        if self._file.tell() + size > limit:
+            raise OSError(
+                errno.EFBIG,
+                f"files in {self._mount['guest']} may be at most {limit} bytes "
+                f"(SandboxKernel.mount_limits); writing {size} more bytes would pass it",
+                self._path,
+            )
+        return self._file.write(data)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._file, name)
+
+    def __enter__(self) -> SizeLimitedFile:
+        self._file.__enter__()
+        return self
+
+    def __exit__(self, *exc: Any) -> Any:
+        return self._file.__exit__(*exc)
+
+    def __iter__(self) -> Any:
+        return iter(self._file)
+
+
+def _guard_open() -> None:
+    real_open = io.open
+
+    def open(file: Any, mode: str = "r", *args: Any, **kwargs: Any) -> Any:
+        __tracebackhide__ = True
+        handle = real_open(file, mode, *args, **kwargs)
+        if isinstance(file, (str, bytes, os.PathLike)) and any(c in mode for c in "wax+"):
+            path = os.path.normpath(os.path.join(os.getcwd(), os.fsdecode(os.fspath(file))))
+            mount = _mount_of(path)
+            if mount is not None and mount.get("max_file_bytes"):
+                return SizeLimitedFile(handle, path, mount)
+        return handle
+
+    builtins.open = open
+    io.open = open
+    import IPython.core.interactiveshell as ipython_shell
+
+    ipython_shell.io_open = open  # the `open` IPython puts in the user's namespace calls this
+
+
 def blocked_url(url: str, error: BaseException) -> PermissionError:
     host = urlsplit(url).netloc or url
     allowed = ", ".join(LIMITS.allow_net) or "none"
@@ -148,5 +206,6 @@ def install(config: dict[str, Any]) -> None:
     LIMITS.own_roots = tuple(sorted({*os.listdir("/"), "tmp", "home", "lib", "dev", "proc"}))
     if first:
         sys.addaudithook(_audit)
+        _guard_open()
         _guard_fetch()
         _guard_urllib()

@@ -1,0 +1,203 @@
+"""Mounts, mount limits, the network allow-list and resource limits, as a user configures them."""
+
+from __future__ import annotations
+
+import socket
+import threading
+
+import pytest
+
+from conftest import execute, start_kernel, stop_kernel
+
+
+def value(run) -> str:
+    assert run.content["status"] == "ok", run.content
+    return run.of_type("execute_result")[0]["data"]["text/plain"]
+
+
+@pytest.fixture(scope="module")
+def folders(tmp_path_factory):
+    root = tmp_path_factory.mktemp("mounts")
+    (root / "data").mkdir()
+    (root / "out").mkdir()
+    (root / "data" / "input.csv").write_text("a,b\n1,2\n")
+    return root
+
+
+@pytest.fixture(scope="module")
+def mounted(folders):
+    km, kc = start_kernel(
+        [
+            f"--SandboxKernel.mounts=['{folders / 'data'}:/data:ro', '{folders / 'out'}:/out:rw']",
+            """--SandboxKernel.mount_limits={"/out": {"suffixes": [".csv", ".txt"], "max_file_bytes": 1000}}""",
+            "--SandboxKernel.memory_limit_mb=512",
+            "--SandboxKernel.max_output_bytes=50000",
+        ]
+    )
+    yield km, kc
+    stop_kernel(km, kc)
+
+
+def test_read_only_mount_reads(mounted):
+    _, kc = mounted
+    assert value(execute(kc, "open('/data/input.csv').read()")) == "'a,b\\n1,2\\n'"
+    assert value(execute(kc, "import os; sorted(os.listdir('/data'))")) == "['input.csv']"
+
+
+def test_read_only_mount_refuses_writes_naming_the_roots(mounted, folders):
+    _, kc = mounted
+    run = execute(kc, "open('/data/new.csv', 'w').write('x')")
+    assert run.content["ename"] == "PermissionError"
+    assert "/data is a read-only mount" in run.content["evalue"]
+    assert "readable: /data, /out; writable: /out" in run.content["evalue"]
+    run = execute(kc, "import pyodide_js\npyodide_js.FS.writeFile('/data/js.csv', 'x')")
+    assert run.content["status"] == "error"
+    assert sorted(p.name for p in (folders / "data").iterdir()) == ["input.csv"]
+    assert value(execute(kc, "1+1")) == "2"
+
+
+def test_writable_mount_writes_to_the_host(mounted, folders):
+    _, kc = mounted
+    execute(kc, "with open('/out/result.csv', 'w') as f:\n    f.write('x,y\\n')")
+    assert (folders / "out" / "result.csv").read_text() == "x,y\n"
+
+
+def test_host_paths_outside_mounts_name_the_roots(mounted):
+    _, kc = mounted
+    run = execute(kc, "open('/etc/passwd').read()")
+    assert run.content["ename"] == "PermissionError"
+    assert "not in the sandbox" in run.content["evalue"] and "writable: /out" in run.content["evalue"]
+
+
+def test_mount_suffix_and_size_limits(mounted, folders):
+    _, kc = mounted
+    run = execute(kc, "open('/out/tool.exe', 'w')")
+    assert run.content["ename"] == "PermissionError"
+    assert "must end in .csv, .txt" in run.content["evalue"]
+    run = execute(kc, "with open('/out/big.txt', 'w') as f:\n    f.write('z' * 2000)")
+    assert run.content["ename"] == "OSError"
+    assert "at most 1000 bytes" in run.content["evalue"] and "mount_limits" in run.content["evalue"]
+
+
+def test_host_removes_files_written_around_the_limits(mounted, folders):
+    _, kc = mounted
+    run = execute(kc, "import pyodide_js\npyodide_js.FS.writeFile('/out/sneaky.txt', 'q' * 5000)")
+    assert "removed /out/sneaky.txt" in run.stream("stderr")
+    assert "at most 1000 bytes" in run.stream("stderr")
+    assert not (folders / "out" / "sneaky.txt").exists()
+
+
+def test_memory_limit_is_named(mounted):
+    _, kc = mounted
+    run = execute(kc, "hog = bytearray(1024 * 1024 * 1024)")
+    assert run.content["ename"] == "MemoryError"
+    assert "memory_limit_mb=512" in run.content["evalue"]
+    assert value(execute(kc, "1+1")) == "2"
+
+
+def test_output_cap_truncates_with_a_notice(mounted):
+    _, kc = mounted
+    run = execute(kc, "for i in range(2000):\n    print('x' * 99)")
+    assert run.content["status"] == "ok"
+    out = run.stream("stdout")
+    assert 40000 < len(out) <= 50000
+    assert "max_output_bytes=50000" in run.stream("stderr")
+    assert value(execute(kc, "'next cell'")) == "'next cell'"
+
+
+def test_recursion_is_a_clean_error(mounted):
+    _, kc = mounted
+    run = execute(kc, "def f(n):\n    return f(n + 1)\nf(0)", timeout=120)
+    assert run.content["ename"] in ("RecursionError", "SandboxRestarted")
+    assert value(execute(kc, "1+1", timeout=120)) == "2"
+
+
+class Listener:
+    """A TCP listener on 127.0.0.1 that records every connection."""
+
+    def __init__(self) -> None:
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(16)
+        self.sock.settimeout(0.2)
+        self.port = self.sock.getsockname()[1]
+        self.connections = 0
+        self.running = True
+        self.thread = threading.Thread(target=self.serve, daemon=True)
+        self.thread.start()
+
+    def serve(self) -> None:
+        while self.running:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                continue
+            self.connections += 1
+            conn.recv(4096)
+            conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nAccess-Control-Allow-Origin: *\r\n\r\nhello")
+            conn.close()
+
+    def close(self) -> None:
+        self.running = False
+        self.thread.join(timeout=2)
+        self.sock.close()
+
+
+@pytest.fixture
+def listener():
+    server = Listener()
+    yield server
+    server.close()
+
+
+def fetch(port: int, host: str = "127.0.0.1") -> str:
+    return f"from pyodide.http import pyfetch\nr = await pyfetch('http://{host}:{port}/')\nawait r.string()"
+
+
+def test_no_network_by_default(kc, listener):
+    run = execute(kc, fetch(listener.port))
+    assert run.content["ename"] == "PermissionError"
+    assert "allow_net): none" in run.content["evalue"]
+    assert listener.connections == 0
+
+
+def test_allow_list_permits_exactly_what_is_listed(listener):
+    other = Listener()
+    km, kc = start_kernel([f"--SandboxKernel.allow_net=['127.0.0.1:{listener.port}']"])
+    try:
+        assert value(execute(kc, fetch(listener.port))) == "'hello'"
+        assert listener.connections == 1
+        run = execute(kc, fetch(other.port))
+        assert run.content["ename"] == "PermissionError"
+        assert f"127.0.0.1:{listener.port}" in run.content["evalue"]
+        assert other.connections == 0
+        run = execute(kc, fetch(listener.port, host="localhost"))
+        assert run.content["status"] == "error"
+        assert listener.connections == 1
+    finally:
+        other.close()
+        stop_kernel(km, kc)
+
+
+@pytest.mark.parametrize(
+    ("setting", "message"),
+    [
+        ("--SandboxKernel.mounts=['/nonexistent/folder:/data']", "does not exist"),
+        ("--SandboxKernel.mounts=['/tmp:/lib/x']", "/lib belongs to the sandbox itself"),
+        ("--SandboxKernel.mounts=['/tmp:/data:rx']", "the mode must be 'ro' or 'rw'"),
+        ("--SandboxKernel.allow_net=['http://example.com/']", "use host, host:port"),
+        ("--SandboxKernel.allow_net=['example.com:99999']", "the port must be 1-65535"),
+    ],
+)
+def test_bad_isolation_settings_fail_the_start(tmp_path, setting, message):
+    import subprocess
+    import sys
+
+    proc = subprocess.run(
+        [sys.executable, "-m", "sandbox_kernel", "-f", str(tmp_path / "k.json"), setting],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode != 0
+    assert message in proc.stderr
