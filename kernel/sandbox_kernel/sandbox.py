@@ -30,6 +30,7 @@ from .guest_events import reply_content
 from .mounts import Mount
 
 EventHandler = Callable[[dict[str, Any]], None]
+OUT_OF_MEMORY_MARKS = ("out of memory", "heap limit", "Out of memory", "allocation failed")
 
 
 class SandboxDied(Exception):
@@ -275,6 +276,11 @@ class Sandbox:
             reason = f"the sandbox was stopped because {self._killed_because}"
         elif self._fatal:
             reason = self._fatal
+        elif any(mark in line for line in self._stderr_tail for mark in OUT_OF_MEMORY_MARKS):
+            reason = (
+                f"the sandbox ran out of memory (SandboxKernel.memory_limit_mb={self.options.memory_limit_mb}; "
+                "raise it to allow more)"
+            )
         else:
             reason = _describe_exit(code)
         self.log.warning("sandbox process %s ended: %s", self.pid, reason)
