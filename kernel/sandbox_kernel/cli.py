@@ -32,9 +32,34 @@ def _fetch(args: argparse.Namespace) -> int:
     return 0
 
 
+def _run(args: argparse.Namespace) -> int:
+    """Run a script or `-c` code in a fresh sandbox; output streams through; exit 1 on error."""
+    from .agent import Sandbox
+
+    if (args.code is None) == (args.script is None):
+        print("sandbox-kernel run: give a script file or -c CODE (one of them)", file=sys.stderr)
+        return 2
+    code = args.code if args.code is not None else open(args.script, encoding="utf-8").read()
+    options = {
+        "cell_timeout": args.timeout,
+        "mounts": args.mount or None,
+        "allow_net": args.allow_net or None,
+        "on_stdout": lambda text: print(text, end="", flush=True),
+        "on_stderr": lambda text: print(text, end="", file=sys.stderr, flush=True),
+    }
+    with Sandbox(**options) as sandbox:
+        result = sandbox.run(code)
+    if result.text is not None:
+        print(result.text)
+    if result.error is not None:
+        print(result.error.traceback or f"{result.error.ename}: {result.error.evalue}", file=sys.stderr)
+        return 1
+    return 0
+
+
 def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
-    if not argv or argv[0] not in {"install", "fetch", "--version", "-h", "--help"}:
+    if not argv or argv[0] not in {"install", "fetch", "run", "--version", "-h", "--help"}:
         # Kernel launch: `sandbox-kernel -f {connection_file} [--SandboxKernel.x=...]`.
         if argv and argv[0] == "kernel":
             argv = argv[1:]
@@ -56,5 +81,12 @@ def main(argv: list[str] | None = None) -> None:
     inst.set_defaults(func=_install)
     fetch = sub.add_parser("fetch", help="download and cache Pyodide and the guest wheels now")
     fetch.set_defaults(func=_fetch)
+    run = sub.add_parser("run", help="run a script (or -c code) in a fresh sandbox and exit")
+    run.add_argument("script", nargs="?", help="a Python file to run in the sandbox")
+    run.add_argument("-c", dest="code", help="code to run instead of a file")
+    run.add_argument("--timeout", type=float, help="seconds before the code is stopped (cell_timeout)")
+    run.add_argument("--mount", action="append", help="host_folder:/guest/path[:ro|rw] (repeatable)")
+    run.add_argument("--allow-net", action="append", help="host or host:port the code may reach (repeatable)")
+    run.set_defaults(func=_run)
     args = parser.parse_args(argv)
     sys.exit(args.func(args))

@@ -12,6 +12,7 @@ from . import _host
 
 BYTES_KEY = "__bytes__"
 _INTERNAL = re.compile(r"/(sandbox_guest|IPython)/")
+_CELL = re.compile(r'File "<ipython-input-(\d+)-[0-9a-f]+>"')
 
 
 class SkillError(Exception):
@@ -24,7 +25,8 @@ class SkillError(Exception):
     def _render_traceback_(self) -> list[str]:
         """The user's own frames and the message; the bridge's frames say nothing useful."""
         frames = [f for f in traceback.extract_tb(self.__traceback__) if not _INTERNAL.search(f.filename)]
-        lines = ["Traceback (most recent call last):\n", *traceback.format_list(frames)] if frames else []
+        shown = [_CELL.sub(r"Cell In[\1]", line) for line in traceback.format_list(frames)]
+        lines = ["Traceback (most recent call last):\n", *shown] if shown else []
         return [*lines, f"{type(self).__name__}: {self}"]
 
 

@@ -118,7 +118,7 @@ def make_shell() -> SandboxShell:
 
     config = Config()
     config.HistoryManager.enabled = False
-    config.InteractiveShell.colors = "linux"
+    config.InteractiveShell.colors = "neutral"  # readable on light (JupyterLab) and dark backgrounds
     config.InteractiveShell.xmode = "Context"
     return SandboxShell.instance(
         config=config,

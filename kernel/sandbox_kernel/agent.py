@@ -1,0 +1,269 @@
+"""A small API for programs (LLM agents) that run code in the sandbox, on top of jupyter_client.
+
+with Sandbox(cell_timeout=30) as sb:
+    r = sb.run("print(1)")
+    print(r.stdout, r.to_llm())
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import re
+import threading
+import time
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass
+from pathlib import Path
+from queue import Empty
+from typing import Any, TypeVar
+
+from jupyter_client.manager import AsyncKernelManager
+
+from .install import KERNEL_NAME
+from .results import ExecutionResult, ResultBuilder
+
+T = TypeVar("T")
+APPROVAL = re.compile(r"Allow (\w+)\.(\w+)\((.*)\)\? \[y\]es once")
+CHUNK = 1 << 20  # bytes per upload/download step
+
+
+@dataclass(frozen=True)
+class ApprovalRequest:
+    """A skill call the kernel asks about (policy 'ask')."""
+
+    skill: str
+    method: str
+    arguments: str  # as the kernel shows them
+    prompt: str
+
+
+# True / "once": allow this call; "always": allow for the session; False / None: refuse.
+Approver = Callable[[ApprovalRequest], Any]
+
+
+def _approval_answer(verdict: Any) -> str:
+    if verdict == "always":
+        return "a"
+    return "y" if verdict is True or verdict == "once" else "n"
+
+
+class AsyncSandbox:
+    """One sandboxed kernel, driven with asyncio."""
+
+    def __init__(
+        self,
+        *,
+        cell_timeout: float | None = None,
+        skills_path: str | Path | None = None,
+        mounts: list[str] | None = None,
+        allow_net: list[str] | None = None,
+        memory_limit_mb: int | None = None,
+        approver: Approver | None = None,
+        on_stdout: Callable[[str], None] | None = None,
+        on_stderr: Callable[[str], None] | None = None,
+        on_output: Callable[[dict[str, Any]], None] | None = None,
+        extra_arguments: list[str] | None = None,
+        kernel_name: str = KERNEL_NAME,
+        cwd: str | Path | None = None,
+        startup_timeout: float = 180,
+    ) -> None:
+        settings: dict[str, Any] = {
+            "cell_timeout": cell_timeout,
+            "skills_path": str(skills_path) if skills_path else None,
+            "mounts": mounts,
+            "allow_net": allow_net,
+            "memory_limit_mb": memory_limit_mb,
+        }
+        self.arguments = [
+            f"--SandboxKernel.{k}={json.dumps(v) if isinstance(v, list) else v}"
+            for k, v in settings.items()
+            if v is not None
+        ]
+        self.arguments += extra_arguments or []
+        self.approver = approver
+        self.callbacks = (on_stdout, on_stderr, on_output)
+        self.kernel_name = kernel_name
+        self.cwd = str(cwd) if cwd else None
+        self.startup_timeout = startup_timeout
+        self.km: AsyncKernelManager | None = None
+        self.kc: Any = None
+
+    async def start(self) -> AsyncSandbox:
+        self.km = AsyncKernelManager(kernel_name=self.kernel_name)
+        await self.km.start_kernel(extra_arguments=self.arguments, **({"cwd": self.cwd} if self.cwd else {}))
+        self.kc = self.km.client()
+        self.kc.start_channels()
+        await self.kc.wait_for_ready(timeout=self.startup_timeout)
+        return self
+
+    async def __aenter__(self) -> AsyncSandbox:
+        return await self.start()
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        if self.kc is not None:
+            self.kc.stop_channels()
+        if self.km is not None and await self.km.is_alive():
+            await self.km.shutdown_kernel(now=False)
+
+    async def run(
+        self,
+        code: str,
+        *,
+        timeout: float | None = None,
+        on_stdout: Callable[[str], None] | None = None,
+        on_stderr: Callable[[str], None] | None = None,
+        on_output: Callable[[dict[str, Any]], None] | None = None,
+    ) -> ExecutionResult:
+        """Run `code`; returns when the kernel is idle again. `timeout` bounds the wait (client side)."""
+        assert self.kc is not None, "call start() first (or use the sandbox as a context manager)"
+        default_out, default_err, default_output = self.callbacks
+        builder = ResultBuilder(on_stdout or default_out, on_stderr or default_err, on_output or default_output)
+        started = time.monotonic()
+        msg_id = self.kc.execute(code, allow_stdin=self.approver is not None, stop_on_error=False)
+        deadline = None if timeout is None else started + timeout
+        stdin = asyncio.ensure_future(self._serve_stdin()) if self.approver else None
+        try:
+            while True:
+                wait = 1.0 if deadline is None else max(0.01, min(1.0, deadline - time.monotonic()))
+                try:
+                    msg = await self.kc.get_iopub_msg(timeout=wait)
+                except Empty:
+                    if deadline is not None and time.monotonic() > deadline:
+                        await self.interrupt()
+                        deadline = None
+                    continue
+                if msg["parent_header"].get("msg_id") != msg_id:
+                    continue
+                if msg["msg_type"] == "status" and msg["content"]["execution_state"] == "idle":
+                    break
+                builder.feed(msg)
+            while True:
+                reply = await self.kc.get_shell_msg(timeout=60)
+                if reply["parent_header"].get("msg_id") == msg_id:
+                    break
+        finally:
+            if stdin is not None:
+                stdin.cancel()
+        return builder.finish(reply["content"], time.monotonic() - started)
+
+    async def _serve_stdin(self) -> None:
+        """Answer the kernel's input requests: skill approvals via the approver, anything else with EOF."""
+        while True:
+            try:
+                msg = await self.kc.get_stdin_msg(timeout=0.2)
+            except Empty:
+                continue
+            prompt = msg["content"].get("prompt", "")
+            match = APPROVAL.match(prompt)
+            if match and self.approver is not None:
+                verdict = self.approver(ApprovalRequest(match[1], match[2], match[3], prompt))
+                if asyncio.iscoroutine(verdict):
+                    verdict = await verdict
+                self.kc.input(_approval_answer(verdict))
+            else:
+                self.kc.input("\x04")  # input() in the guest gets EOFError: an agent has no keyboard
+
+    async def interrupt(self) -> None:
+        assert self.km is not None
+        await self.km.interrupt_kernel()
+
+    async def restart(self) -> None:
+        """A fresh sandbox: every variable is gone."""
+        assert self.km is not None and self.kc is not None
+        await self.km.restart_kernel(now=False)
+        await self.kc.wait_for_ready(timeout=self.startup_timeout)
+
+    async def upload(self, host_path: str | Path, guest_path: str) -> int:
+        """Copy a host file into the sandbox's own file system; returns the byte count."""
+        data = await asyncio.to_thread(Path(host_path).read_bytes)
+        await self._quiet(
+            f"import os\nos.makedirs(os.path.dirname({guest_path!r}) or '.', exist_ok=True)\nopen({guest_path!r}, 'wb').close()"
+        )
+        for start in range(0, len(data), CHUNK):
+            chunk = base64.b64encode(data[start : start + CHUNK]).decode()
+            await self._quiet(
+                f"import base64\nwith open({guest_path!r}, 'ab') as _f:\n    _f.write(base64.b64decode({chunk!r}))"
+            )
+        return len(data)
+
+    async def download(self, guest_path: str) -> bytes:
+        """The bytes of a file in the sandbox's file system."""
+        size = int(await self._quiet(f"import os\nos.path.getsize({guest_path!r})", expression=True))
+        parts = []
+        for start in range(0, max(size, 1), CHUNK):
+            code = f"import base64\nwith open({guest_path!r}, 'rb') as _f:\n    _f.seek({start})\n    _chunk = base64.b64encode(_f.read({CHUNK})).decode()"
+            parts.append(base64.b64decode(await self._quiet(code, result="_chunk")))
+        return b"".join(parts)
+
+    async def _quiet(self, code: str, expression: bool = False, result: str | None = None) -> str:
+        """Run helper code without touching history or the execution count; returns a value's str."""
+        lines = code.split("\n")
+        if expression:
+            code, result = "\n".join(lines[:-1]), lines[-1]
+        msg_id = self.kc.execute(
+            code, silent=True, store_history=False, user_expressions={"v": result} if result else {}
+        )
+        while True:
+            reply = await self.kc.get_shell_msg(timeout=120)
+            if reply["parent_header"].get("msg_id") == msg_id:
+                break
+        content = reply["content"]
+        if content["status"] != "ok":
+            raise OSError(f"{content.get('ename')}: {content.get('evalue')}")
+        if not result:
+            return ""
+        value = content["user_expressions"]["v"]
+        if value.get("status") != "ok":
+            raise OSError(f"{value.get('ename')}: {value.get('evalue')}")
+        text = value["data"]["text/plain"]
+        return text[1:-1] if text[:1] in "'\"" else text
+
+
+class Sandbox:
+    """The synchronous twin of AsyncSandbox (it drives one in a background event loop)."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        self._async = AsyncSandbox(**kwargs)
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="sandbox-loop", daemon=True)
+        self._thread.start()
+
+    def _call(self, coro: Coroutine[Any, Any, T]) -> T:
+        return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
+
+    def start(self) -> Sandbox:
+        self._call(self._async.start())
+        return self
+
+    def __enter__(self) -> Sandbox:
+        return self.start()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def close(self) -> None:
+        try:
+            self._call(self._async.close())
+        finally:
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(timeout=10)
+
+    def run(self, code: str, **kwargs: Any) -> ExecutionResult:
+        return self._call(self._async.run(code, **kwargs))
+
+    def interrupt(self) -> None:
+        self._call(self._async.interrupt())
+
+    def restart(self) -> None:
+        self._call(self._async.restart())
+
+    def upload(self, host_path: str | Path, guest_path: str) -> int:
+        return self._call(self._async.upload(host_path, guest_path))
+
+    def download(self, guest_path: str) -> bytes:
+        return self._call(self._async.download(guest_path))

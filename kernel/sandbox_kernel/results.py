@@ -1,0 +1,129 @@
+"""ExecutionResult: what one cell produced, built from Jupyter messages (pure logic)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+
+
+def strip_ansi(text: str) -> str:
+    return ANSI.sub("", text)
+
+
+@dataclass
+class ErrorInfo:
+    ename: str
+    evalue: str
+    traceback: str  # plain text, no ANSI codes
+
+
+@dataclass
+class ExecutionResult:
+    """The outcome of `Sandbox.run(code)`."""
+
+    stdout: str = ""
+    stderr: str = ""
+    outputs: list[dict[str, Any]] = field(default_factory=list)  # {"type", "data", "metadata"} per rich output
+    result: dict[str, Any] | None = None  # the execute_result mimebundle
+    error: ErrorInfo | None = None
+    duration_s: float = 0.0
+    execution_count: int | None = None
+    timed_out: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+    @property
+    def text(self) -> str | None:
+        """The result's text/plain, if the cell's last expression had a value."""
+        return None if self.result is None else self.result.get("text/plain")
+
+    def to_llm(self, max_chars: int = 4000) -> str:
+        """A compact rendering for a language model: output, result, images noticed, error summary."""
+        parts = []
+        if self.stdout:
+            parts.append(self.stdout.rstrip("\n"))
+        if self.stderr:
+            parts.append("[stderr]\n" + self.stderr.rstrip("\n"))
+        for out in self.outputs:
+            data = out.get("data", {})
+            images = [m for m in data if m.startswith("image/")]
+            if images:
+                parts.append(f"[{images[0]} image displayed]")
+            elif "text/plain" in data:
+                parts.append(data["text/plain"])
+        if self.text is not None:
+            parts.append(f"Out: {self.text}")
+        if self.error is not None:
+            last = [line for line in self.error.traceback.splitlines() if line.strip()][-6:]
+            parts.append(f"[error] {self.error.ename}: {self.error.evalue}\n" + "\n".join(last))
+        if self.timed_out:
+            parts.append("[the cell was stopped: time limit]")
+        text = "\n".join(parts) if parts else "[no output]"
+        if len(text) > max_chars:
+            head = max_chars * 2 // 3
+            tail = max_chars - head - 40
+            text = f"{text[:head]}\n[... {len(text) - head - tail} characters cut ...]\n{text[-tail:]}"
+        return text
+
+
+class ResultBuilder:
+    """Feeds IOPub messages of one execution into an ExecutionResult, with optional callbacks."""
+
+    def __init__(
+        self,
+        on_stdout: Callable[[str], None] | None = None,
+        on_stderr: Callable[[str], None] | None = None,
+        on_output: Callable[[dict[str, Any]], None] | None = None,
+    ) -> None:
+        self.result = ExecutionResult()
+        self.on_stdout = on_stdout
+        self.on_stderr = on_stderr
+        self.on_output = on_output
+
+    def feed(self, msg: dict[str, Any]) -> None:
+        kind, content = msg["msg_type"], msg["content"]
+        r = self.result
+        if kind == "stream":
+            if content["name"] == "stdout":
+                r.stdout += content["text"]
+                if self.on_stdout:
+                    self.on_stdout(content["text"])
+            else:
+                r.stderr += content["text"]
+                if self.on_stderr:
+                    self.on_stderr(content["text"])
+        elif kind in ("display_data", "update_display_data", "execute_result"):
+            out = {"type": kind, "data": content.get("data", {}), "metadata": content.get("metadata", {})}
+            if kind == "execute_result":
+                r.result = out["data"]
+            else:
+                r.outputs.append(out)
+            if self.on_output:
+                self.on_output(out)
+        elif kind == "clear_output":
+            r.outputs.clear()
+        elif kind == "error":
+            r.error = ErrorInfo(
+                content.get("ename", ""), content.get("evalue", ""), strip_ansi("\n".join(content.get("traceback", [])))
+            )
+
+    def finish(self, reply: dict[str, Any], duration_s: float) -> ExecutionResult:
+        r = self.result
+        r.duration_s = duration_s
+        r.execution_count = reply.get("execution_count")
+        if reply.get("status") == "error" and r.error is None:
+            r.error = ErrorInfo(
+                reply.get("ename", ""), reply.get("evalue", ""), strip_ansi("\n".join(reply.get("traceback", [])))
+            )
+        if r.error is not None and r.error.ename == "SandboxTimeout":
+            r.timed_out = True
+        if reply.get("ename") == "SandboxTimeout":
+            r.timed_out = True
+            r.error = ErrorInfo(reply["ename"], reply.get("evalue", ""), r.error.traceback if r.error else "")
+        return r

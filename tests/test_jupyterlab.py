@@ -1,0 +1,210 @@
+"""JupyterLab in a real browser (Debian's Chromium, driven by Playwright) runs cells on the sandbox kernel."""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from playwright.sync_api import BrowserContext, Locator, Page, expect, sync_playwright
+
+REPO = Path(__file__).resolve().parent.parent
+ARTIFACTS = REPO / "tests" / "artifacts"
+JUPYTER = str(Path(sys.executable).parent / "jupyter")
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+KERNEL = "Python 3 (Pyodide sandbox)"
+LAB_START = 180  # seconds for `jupyter lab` to answer /api/status
+UI_MS = 60_000  # JupyterLab's first page load (webpack bundles)
+KERNEL_MS = 120_000  # a new sandbox kernel becomes idle
+CELL_MS = 60_000  # a cell's output appears
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.timeout(600),
+    pytest.mark.skipif(not os.access(CHROMIUM, os.X_OK), reason=f"Chromium not found at {CHROMIUM}"),
+]
+
+
+@dataclass
+class Lab:
+    url: str
+    token: str
+    root: Path
+    log: Path
+
+    def api(self, method: str, path: str) -> Any:
+        request = urllib.request.Request(
+            self.url + path, method=method, headers={"Authorization": f"token {self.token}"}
+        )
+        with urllib.request.urlopen(request, timeout=10) as response:
+            body = response.read()
+        return json.loads(body) if body else None
+
+    def page_url(self, path: str = "lab") -> str:
+        return f"{self.url}/{path}{'&' if '?' in path else '?'}token={self.token}"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
+    """`jupyter lab` from this venv, on a free port, serving a temporary folder that holds skills.ipynb."""
+    tmp = tmp_path_factory.mktemp("jupyterlab")
+    root = tmp / "root"
+    root.mkdir()
+    shutil.copy(REPO / "notebooks" / "skills.ipynb", root)
+    # Fresh settings and workspaces; no "get Jupyter news?" toast and no request for news.
+    notification = tmp / "settings" / "@jupyterlab" / "apputils-extension" / "notification.jupyterlab-settings"
+    notification.parent.mkdir(parents=True)
+    notification.write_text(json.dumps({"fetchNews": "false", "checkForUpdates": False}))
+    env = {
+        **os.environ,
+        "JUPYTERLAB_SETTINGS_DIR": str(tmp / "settings"),
+        "JUPYTERLAB_WORKSPACES_DIR": str(tmp / "workspaces"),
+    }
+    port, token = free_port(), secrets.token_hex(16)
+    lab = Lab(f"http://127.0.0.1:{port}", token, root, tmp / "lab.log")
+    argv = [JUPYTER, "lab", "--no-browser", "--ip=127.0.0.1", f"--port={port}", "--ServerApp.port_retries=0"]
+    argv += [f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={root}", "--allow-root"]
+    with lab.log.open("w") as log:
+        proc = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + LAB_START
+        while True:
+            assert proc.poll() is None, f"jupyter lab exited with {proc.returncode}:\n{lab.log.read_text()}"
+            assert time.monotonic() < deadline, f"jupyter lab did not answer in {LAB_START} s:\n{lab.log.read_text()}"
+            try:
+                lab.api("GET", "/api/status")
+                break
+            except OSError:
+                time.sleep(0.5)
+        yield lab
+    finally:
+        try:
+            lab.api("POST", "/api/shutdown")  # shuts its kernels down, then stops the server
+            proc.wait(timeout=60)
+        except (OSError, subprocess.TimeoutExpired):
+            proc.kill()
+            proc.wait(timeout=10)
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrowserContext]:
+    with sync_playwright() as playwright:
+        context = playwright.chromium.launch_persistent_context(
+            tmp_path_factory.mktemp("chromium-profile"),
+            executable_path=CHROMIUM,
+            headless=True,
+            args=CHROMIUM_ARGS,
+            viewport={"width": 1400, "height": 900},
+        )
+        context.set_default_timeout(30_000)
+        yield context
+        context.close()
+
+
+@pytest.fixture
+def page(browser: BrowserContext, request: pytest.FixtureRequest) -> Iterator[Page]:
+    """A new tab; if the test fails, a screenshot of it goes to tests/artifacts/<test>-failed.png."""
+    ARTIFACTS.mkdir(exist_ok=True)
+    failed_before = request.session.testsfailed
+    page = browser.new_page()
+    yield page
+    if request.session.testsfailed > failed_before:
+        page.screenshot(path=ARTIFACTS / f"{request.node.name}-failed.png")
+    page.close()
+
+
+def kernel_status(page: Page) -> Locator:
+    return page.locator(".jp-NotebookPanel-toolbar .jp-Notebook-ExecutionIndicator")
+
+
+def wait_idle(page: Page, timeout: float = KERNEL_MS) -> None:
+    expect(page.locator(".jp-StatusBar-Widget")).to_contain_text(f"{KERNEL} | Idle", timeout=timeout)
+    expect(kernel_status(page)).to_have_attribute("data-status", "idle", timeout=timeout)
+
+
+def run_cell(page: Page, code: str) -> Locator:
+    """Type `code` into the notebook's last cell and press Shift+Enter; the cell that ran."""
+    cells = page.locator(".jp-Notebook .jp-Cell")
+    cell = cells.nth(cells.count() - 1)
+    cell.locator(".cm-content").click()
+    page.keyboard.type(code)
+    page.keyboard.press("Shift+Enter")
+    return cell
+
+
+def test_new_notebook_runs_renders_and_interrupts(lab: Lab, page: Page) -> None:
+    page.goto(lab.page_url())
+    page.locator(f'.jp-LauncherCard[data-category="Notebook"][title="{KERNEL}"]').click(timeout=UI_MS)
+    expect(page.locator(".jp-NotebookPanel-toolbar .jp-Toolbar-kernelName")).to_have_text(KERNEL, timeout=UI_MS)
+    wait_idle(page)
+
+    cell = run_cell(
+        page,
+        "print('hello from the sandbox'); from IPython.display import HTML, display; "
+        "display(HTML('<b id=\"sbx\">bold html</b>'))",
+    )
+    expect(cell.locator(".jp-OutputArea-output").first).to_have_text("hello from the sandbox", timeout=CELL_MS)
+    expect(cell.locator(".jp-RenderedHTML b#sbx")).to_have_text("bold html")
+
+    cell = run_cell(page, "while True: pass")
+    expect(kernel_status(page)).to_have_attribute("data-status", "busy")
+    page.wait_for_timeout(2_000)
+    page.locator('.jp-NotebookPanel-toolbar jp-button[data-command="notebook:interrupt-kernel"]').click()
+    expect(cell.locator(".jp-OutputArea-output")).to_contain_text("KeyboardInterrupt", timeout=CELL_MS)
+    wait_idle(page, CELL_MS)
+
+    cell = run_cell(page, "1+1")
+    expect(cell.locator(".jp-OutputArea-executeResult .jp-OutputArea-output")).to_have_text("2", timeout=CELL_MS)
+    page.screenshot(path=ARTIFACTS / "jupyterlab.png")
+
+
+def test_skills_notebook_runs_all(lab: Lab, page: Page) -> None:
+    """Run > Run All Cells. JupyterLab sends cells tagged raises-exception with stop_on_error=False, so the
+    run goes on past their errors; the expected lines come before the first error in any case."""
+    code_cells = [c for c in json.loads((lab.root / "skills.ipynb").read_text())["cells"] if c["cell_type"] == "code"]
+    page.set_viewport_size({"width": 1400, "height": 2000})  # the whole notebook in one screenshot
+    page.goto(lab.page_url("lab/tree/skills.ipynb?reset"))
+    expect(page.locator(".jp-NotebookPanel")).to_have_count(1, timeout=UI_MS)
+    wait_idle(page)
+    page.locator(".lm-MenuBar-item", has_text="Run").click()
+    page.locator(".lm-Menu-item", has_text="Run All Cells").first.click()
+
+    notebook = page.locator(".jp-Notebook")
+    for text in [
+        "Skills: KeyValueSkill, SignerSkill, TimeSkill",
+        "Two days after 2024-02-28: 2024-03-01",
+        "AttributeError: device has no skill 'WeatherSkill'. Available skills: KeyValueSkill, SignerSkill, TimeSkill",
+        "SkillError: KeyValueSkill.delete failed: KeyError: 'no such key'",
+    ]:
+        expect(notebook).to_contain_text(text, timeout=CELL_MS)
+    wait_idle(page, CELL_MS)
+    prompts = notebook.locator(".jp-CodeCell .jp-InputArea-prompt")
+    expect(prompts).to_have_text([f"[{n}]:" for n in range(1, len(code_cells) + 1)])
+    page.screenshot(path=ARTIFACTS / "jupyterlab-skills.png")
