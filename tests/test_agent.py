@@ -1,0 +1,162 @@
+"""The agent API (Sandbox, AsyncSandbox, ExecutionResult) and `sandbox-kernel run`, on real kernels."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from sandbox_kernel.agent import ApprovalRequest, AsyncSandbox, Sandbox
+from sandbox_kernel.results import ErrorInfo, ExecutionResult
+
+FIXTURES = Path(__file__).parent / "skill_fixtures"
+
+
+@pytest.fixture(scope="module")
+def sandbox():
+    with Sandbox(cell_timeout=3, skills_path=FIXTURES) as sb:
+        yield sb
+
+
+def test_run_collects_everything(sandbox):
+    r = sandbox.run(
+        "import sys\nprint('out')\nprint('err', file=sys.stderr)\nfrom IPython.display import HTML, display\ndisplay(HTML('<i>x</i>'))\n6*7"
+    )
+    assert r.ok and r.error is None
+    assert r.stdout == "out\n" and r.stderr == "err\n"
+    assert r.outputs[0]["data"]["text/html"] == "<i>x</i>"
+    assert r.result == {"text/plain": "42"} and r.text == "42"
+    assert r.execution_count >= 1 and r.duration_s > 0 and not r.timed_out
+
+
+def test_state_persists_and_errors_are_plain_text(sandbox):
+    sandbox.run("kept = 5")
+    assert sandbox.run("kept + 1").text == "6"
+    r = sandbox.run("def boom():\n    raise ValueError('bad value')\nboom()")
+    assert r.error.ename == "ValueError" and r.error.evalue == "bad value"
+    assert "\x1b[" not in r.error.traceback and "boom()" in r.error.traceback
+    assert r.to_llm().startswith("[error] ValueError: bad value")
+
+
+def test_streaming_callbacks_arrive_while_running(sandbox):
+    seen: list[tuple[float, str]] = []
+    started = time.monotonic()
+    r = sandbox.run(
+        "import time\nfor i in range(3):\n    print(i)\n    time.sleep(0.3)",
+        on_stdout=lambda text: seen.append((time.monotonic() - started, text)),
+    )
+    assert "".join(t for _, t in seen) == "0\n1\n2\n" == r.stdout
+    assert seen[0][0] < r.duration_s - 0.4, "the first line should arrive well before the end"
+
+
+def test_timeout_is_reported(sandbox):
+    r = sandbox.run("while True: pass")
+    assert r.timed_out and r.error.ename == "SandboxTimeout"
+    assert "[the cell was stopped: time limit]" in r.to_llm()
+    assert sandbox.run("kept").text == "5"
+
+
+def test_interrupt_from_another_thread(sandbox):
+    threading.Timer(0.5, sandbox.interrupt).start()
+    r = sandbox.run("import time; time.sleep(2.5)")
+    assert r.error.ename == "KeyboardInterrupt"
+
+
+def test_upload_and_download_round_trip(sandbox, tmp_path):
+    payload = bytes(range(256)) * 9000  # > 2 MiB: several chunks
+    (tmp_path / "in.bin").write_bytes(payload)
+    assert sandbox.upload(tmp_path / "in.bin", "/tmp/work/in.bin") == len(payload)
+    assert sandbox.run("import os; os.path.getsize('/tmp/work/in.bin')").text == str(len(payload))
+    sandbox.run("open('/tmp/work/out.txt', 'w').write('made in the sandbox')")
+    assert sandbox.download("/tmp/work/out.txt") == b"made in the sandbox"
+    assert sandbox.download("/tmp/work/in.bin") == payload
+    with pytest.raises(OSError, match="FileNotFoundError"):
+        sandbox.download("/tmp/work/missing.bin")
+
+
+def test_file_helpers_do_not_touch_history_or_count(sandbox, tmp_path):
+    before = sandbox.run("1").execution_count
+    (tmp_path / "f.txt").write_text("x")
+    sandbox.upload(tmp_path / "f.txt", "/tmp/f.txt")
+    sandbox.download("/tmp/f.txt")
+    assert sandbox.run("2").execution_count == before + 1
+
+
+def test_input_gets_eof_for_an_agent(sandbox):
+    r = sandbox.run("input('name? ')")
+    assert r.error.ename in ("StdinNotImplementedError", "EOFError")
+
+
+def test_restart_clears_state(sandbox):
+    sandbox.run("temporary = 1")
+    sandbox.restart()
+    assert sandbox.run("temporary").error.ename == "NameError"
+
+
+def test_approver_decides_skill_calls():
+    asked: list[ApprovalRequest] = []
+
+    def approver(request: ApprovalRequest) -> bool:
+        asked.append(request)
+        return request.method == "touch"
+
+    with Sandbox(
+        skills_path=FIXTURES,
+        extra_arguments=['--SandboxKernel.skill_policy={"GuardedSkill": "ask"}'],
+        approver=approver,
+    ) as sb:
+        assert sb.run("device.GuardedSkill.touch()").text == "'touched'"
+        r = sb.run("device.GuardedSkill.other()")
+        assert r.error.ename == "SkillRefused" and "not approved" in r.error.evalue
+    assert [(a.skill, a.method) for a in asked] == [("GuardedSkill", "touch"), ("GuardedSkill", "other")]
+
+
+def test_async_sandbox():
+    async def main() -> list[str]:
+        async with AsyncSandbox(cell_timeout=10) as sb:
+            first = await sb.run("a = 20")
+            second = await sb.run("a + 22")
+            return [str(first.ok), second.text or ""]
+
+    assert asyncio.run(main()) == ["True", "42"]
+
+
+def test_to_llm_is_capped_and_mentions_images():
+    r = ExecutionResult(stdout="line\n" * 5000, outputs=[{"type": "display_data", "data": {"image/png": "AAAA"}}])
+    text = r.to_llm(max_chars=500)
+    assert len(text) <= 560 and "characters cut" in text
+    assert "[image/png image displayed]" in r.to_llm(max_chars=100_000)
+    r = ExecutionResult(error=ErrorInfo("KeyError", "'k'", "Traceback\n  frame\nKeyError: 'k'"))
+    assert r.to_llm() == "[error] KeyError: 'k'\nTraceback\n  frame\nKeyError: 'k'"
+
+
+def cli(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "sandbox_kernel", "run", *args], input=stdin, capture_output=True, text=True, timeout=180
+    )
+
+
+def test_cli_runs_a_script(tmp_path):
+    script = tmp_path / "job.py"
+    script.write_text("import sys\nprint('to stdout')\nprint('to stderr', file=sys.stderr)\nsum(range(10))\n")
+    proc = cli(str(script))
+    assert proc.returncode == 0
+    assert proc.stdout == "to stdout\n45\n"
+    assert "to stderr" in proc.stderr
+
+
+def test_cli_exit_code_on_error():
+    proc = cli("-c", "raise SystemError('nope')")
+    assert proc.returncode == 1
+    assert "SystemError: nope" in proc.stderr and proc.stdout == ""
+
+
+def test_cli_timeout():
+    proc = cli("--timeout", "2", "-c", "while True: pass")
+    assert proc.returncode == 1
+    assert "SandboxTimeout" in proc.stderr
