@@ -118,9 +118,34 @@ def check_skills(nb: NotebookNode) -> None:
     assert "sandbox_guest" not in "".join(errors[1].traceback)
 
 
+def check_agents(nb: NotebookNode) -> None:
+    out = stdout(nb)
+    assert out.startswith("285 True ")
+    for step in ("--- step 1: ok=True", "mean 3.875", "--- step 2: ok=False", "[error] NameError: name 'dta' is not defined",
+                 "[1, 1, 2, 3, 4, 5, 6, 9]", "--- step 5: ok=False timed_out=True", "cell_timeout=3s",
+                 "still have 8 values", "Out: '2025-01-01'", r"['tick 0\n', 'tick 1\n', 'tick 2\n']",
+                 "total computed in the sandbox: 4950"):  # fmt: skip
+        assert step in out, step
+
+
+def check_files_and_network(nb: NotebookNode) -> None:
+    out = stdout(nb)
+    assert "item,price\napple,3\npear,5" in out
+    assert "[error] PermissionError: [Errno 13] /data is a read-only mount" in out
+    assert "readable: /data, /out; writable: /out" in out
+    assert "written on the host: 8" in out
+    assert "'/etc/passwd' is not in the sandbox" in out
+    assert "is blocked" in out and "allow_net): none" in out
+    assert "allowed: 'hello from the host'" in out
+    assert "sandbox_guest" not in out
+
+
+ORCHESTRATORS = {"agents.ipynb": "python3", "files_and_network.ipynb": "python3"}
 CHECKS: dict[str, Callable[[NotebookNode], None]] = {
     "quickstart.ipynb": check_quickstart,
     "skills.ipynb": check_skills,
+    "agents.ipynb": check_agents,
+    "files_and_network.ipynb": check_files_and_network,
 }
 
 
@@ -133,7 +158,8 @@ def test_notebook_is_stored_clean(path: Path) -> None:
     nb = nbformat.read(path, as_version=4)
     nbformat.validate(nb)
     assert nb.nbformat == 4
-    assert nb.metadata.kernelspec.name == "pyodide-sandbox"
+    # Notebooks that drive sandboxes through the agent API run in ipykernel's python3 kernel.
+    assert nb.metadata.kernelspec.name == ORCHESTRATORS.get(path.name, "pyodide-sandbox")
     for cell in code_cells(nb):
         assert cell.outputs == [] and cell.execution_count is None, f"stored with outputs:\n{cell.source}"
 

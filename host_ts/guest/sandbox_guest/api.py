@@ -13,7 +13,10 @@ import sys
 import time
 from typing import Any
 
+from IPython.core import error
+
 from . import _host
+from .cleantb import CleanTraceback
 from .shell import SandboxShell, make_shell
 from .streams import BridgeStream
 
@@ -22,10 +25,12 @@ _allow_stdin = False
 _task: asyncio.Task[Any] | None = None
 
 
+class StdinNotImplementedError(CleanTraceback, error.StdinNotImplementedError):
+    """IPython's error (same name, caught the same), shown without the sandbox's frames."""
+
+
 def _input(prompt: object = "", password: bool = False) -> str:
     __tracebackhide__ = True
-    from IPython.core.error import StdinNotImplementedError
-
     what = "getpass" if password else "input"
     if not _allow_stdin:
         raise StdinNotImplementedError(

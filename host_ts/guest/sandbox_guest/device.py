@@ -4,30 +4,20 @@ from __future__ import annotations
 
 import base64
 import json
-import re
-import traceback
 from typing import Any
 
 from . import _host
+from .cleantb import CleanTraceback
 
 BYTES_KEY = "__bytes__"
-_INTERNAL = re.compile(r"/(sandbox_guest|IPython)/")
-_CELL = re.compile(r'File "<ipython-input-(\d+)-[0-9a-f]+>"')
 
 
-class SkillError(Exception):
+class SkillError(CleanTraceback, Exception):
     """A skill call failed on the host. `exception_type` names the host-side exception."""
 
     def __init__(self, message: str, exception_type: str = "") -> None:
         super().__init__(message)
         self.exception_type = exception_type
-
-    def _render_traceback_(self) -> list[str]:
-        """The user's own frames and the message; the bridge's frames say nothing useful."""
-        frames = [f for f in traceback.extract_tb(self.__traceback__) if not _INTERNAL.search(f.filename)]
-        shown = [_CELL.sub(r"Cell In[\1]", line) for line in traceback.format_list(frames)]
-        lines = ["Traceback (most recent call last):\n", *shown] if shown else []
-        return [*lines, f"{type(self).__name__}: {self}"]
 
 
 class SkillRefused(SkillError):

@@ -15,7 +15,17 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
+from .cleantb import CleanTraceback
+
 GUEST_WRITABLE = ("/tmp", "/home/pyodide")  # in memory, lost on restart
+
+
+class PermissionError(CleanTraceback, builtins.PermissionError):
+    """The builtin PermissionError (same name, caught the same), shown without the guard's frames."""
+
+
+class OSError(CleanTraceback, builtins.OSError):
+    """The builtin OSError, shown without the guard's frames."""
 
 
 @dataclass
