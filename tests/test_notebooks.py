@@ -82,7 +82,9 @@ def check_quickstart(nb: NotebookNode) -> None:
         r"Defined squares\n"
         r"Sum of squares: 285\n"
         r"The PNG from earlier is \d+ bytes long\n"
-        r"Still here after the error: squares\[3\] = 9\n",
+        r"Still here after the error: squares\[3\] = 9\n"
+        r"No keyboard here: input\(\) raised StdinNotImplementedError\n"
+        r"Hello, headless runner!\n",
         stdout(nb),
     ), stdout(nb)
     assert any("<b>bold</b>" in html for html in rich(nb, "text/html"))
