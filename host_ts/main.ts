@@ -16,6 +16,8 @@ type InitConfig = {
   workerWrite: string[];
   workerNet: string[];
   mounts: { host: string; guest: string }[];
+  pyodideLock: string | null;
+  pyodidePackages: string | null;
   wheels: string[];
   guestDir: string;
   ringBytes: number;
@@ -129,6 +131,8 @@ worker.postMessage({
   life: lifeSab,
   wheels: init.wheels,
   mounts: init.mounts,
+  pyodideLock: init.pyodideLock,
+  pyodidePackages: init.pyodidePackages,
   guestDir: init.guestDir,
   maxEventBytes: init.maxEventBytes,
 });

@@ -11,7 +11,7 @@ import { GUEST_EVENT, STDERR, STDOUT } from "./protocol.ts";
 
 type Request = { op: string; [key: string]: unknown };
 type Message =
-  | { type: "init"; ring: SharedArrayBuffer; interrupt: SharedArrayBuffer; reply: SharedArrayBuffer; life: SharedArrayBuffer; wheels: string[]; mounts: { host: string; guest: string }[]; guestDir: string; maxEventBytes: number }
+  | { type: "init"; ring: SharedArrayBuffer; interrupt: SharedArrayBuffer; reply: SharedArrayBuffer; life: SharedArrayBuffer; wheels: string[]; mounts: { host: string; guest: string }[]; pyodideLock: string | null; pyodidePackages: string | null; guestDir: string; maxEventBytes: number }
   | { type: "request"; id: number; request: Request }
   | { type: "interrupt"; id: number };
 
@@ -50,7 +50,11 @@ async function start(init: Extract<Message, { type: "init" }>): Promise<void> {
 
   let currentId = 0;
 
-  const pyodide = await loadPyodide({ env: { HOME: "/home/pyodide" } });
+  // Pyodide's own packages load from a folder the host fills (the guest has no network for them).
+  const packages = init.pyodidePackages
+    ? { lockFileContents: init.pyodideLock ?? undefined, packageBaseUrl: init.pyodidePackages, packageCacheDir: init.pyodidePackages }
+    : {};
+  const pyodide = await loadPyodide({ env: { HOME: "/home/pyodide" }, ...packages });
   pyodide.setInterruptBuffer(interrupt);
   pyodide.setStdout({ write: (buf: Uint8Array) => (ring.writeBytes(STDOUT, currentId, buf), buf.length) });
   pyodide.setStderr({ write: (buf: Uint8Array) => (ring.writeBytes(STDERR, currentId, buf), buf.length) });

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import hashlib
 import signal
 import sys
 from pathlib import Path
@@ -15,7 +16,7 @@ from jupyter_core.paths import jupyter_data_dir
 from traitlets import Bool, Dict, Float, Int, List, TraitError, Unicode, default, validate
 from traitlets.utils.importstring import import_item
 
-from . import __version__, mounts, netpolicy, skill_loader
+from . import __version__, mounts, netpolicy, packages, paths, provision, skill_loader
 from .audit import AuditLog
 from .gatekeeper import Gatekeeper, check_policy
 from .guest_events import input_request
@@ -64,6 +65,21 @@ class SandboxKernel(Kernel):
     max_output_bytes = Int(
         10 << 20, help="Output one cell may send to the frontend; the rest is dropped with a notice."
     ).tag(config=True)
+    packages = List(
+        Unicode(),
+        help="Packages installed in the sandbox at every start, e.g. ['six', 'attrs==23.2']: resolved on the host "
+        "(pip, or SandboxKernel.wheelhouse); pure-Python or Pyodide wheels only.",
+    ).tag(config=True)
+    wheelhouse = Unicode(
+        None, allow_none=True, help="A local folder of wheels to resolve `packages` from (offline)."
+    ).tag(config=True)
+    pyodide_index = Unicode(
+        help="Where Pyodide's compiled packages (numpy, ...) come from: a URL or a local folder with pyodide-lock.json. "
+        "Default: the CDN of the pinned Pyodide version."
+    ).tag(config=True)
+    auto_load_packages = Bool(
+        True, help="Load Pyodide packages that a cell imports before it runs (as Pyodide's loadPackagesFromImports)."
+    ).tag(config=True)
     skills_path = Unicode(
         None, allow_none=True, help="A folder of skill files: every *.py in it, classes named ...Skill."
     ).tag(config=True)
@@ -80,6 +96,10 @@ class SandboxKernel(Kernel):
     skill_timeout = Float(30.0, help="Seconds one skill call may take on the host.").tag(config=True)
     skill_max_bytes = Int(1 << 20, help="Largest skill arguments or result, in bytes of JSON.").tag(config=True)
     audit_log = Unicode(help="JSON-lines file that records every skill call ('' to disable).").tag(config=True)
+
+    @default("pyodide_index")
+    def _default_pyodide_index(self) -> str:
+        return packages.default_pyodide_index()
 
     @default("audit_log")
     def _default_audit_log(self) -> str:
@@ -103,6 +123,8 @@ class SandboxKernel(Kernel):
         except (mounts.MountError, netpolicy.NetPolicyError) as exc:
             raise TraitError(str(exc)) from None
         self._blocking: set[asyncio.Task[None]] = set()
+        self._pyodide_index: packages.PyodideIndex | None = None
+        self._pip_installs: list[dict[str, Any]] = []  # replayed after a sandbox restart
         self._next_count = 1
         self._sandbox: Sandbox | None = None
         self._starting: asyncio.Task[Sandbox] | None = None
@@ -141,6 +163,8 @@ class SandboxKernel(Kernel):
             "mounts": mounts.guest_config(self._mounts),
             "allow_net": list(self.allow_net),
             "memory_limit_mb": self.memory_limit_mb,
+            "auto_load_packages": self.auto_load_packages,
+            "pyodide_index": self.pyodide_index,
         }
 
     # ---- execution count (as IPython counts: only cells stored in history) ------------
@@ -204,8 +228,29 @@ class SandboxKernel(Kernel):
     def _say(self, message: str) -> None:
         print(message, file=sys.__stderr__, flush=True)
 
-    def _options(self) -> SandboxOptions:
+    async def _package_options(self) -> dict[str, Any]:
+        """Wheels for `packages` and the Pyodide index, both resolved on the host (cached)."""
+        await provision.ensure_pyodide(self._say)
+        extra: dict[str, Any] = {"extra_wheels": [], "extra_read": []}
+        if self.packages:
+            wheelhouse = Path(self.wheelhouse) if self.wheelhouse else None
+            folder, wheels = await packages.preinstall_wheels(list(self.packages), wheelhouse, self._say)
+            extra = {"extra_wheels": wheels, "extra_read": [folder]}
+        if self._pyodide_index is None:
+            digest = hashlib.sha256(self.pyodide_index.encode()).hexdigest()[:12]
+            cache = paths.cache_dir() / "pyodide-packages" / paths.pyodide_version() / digest
+            bundled = paths.pyodide_dir(provision.deno_dir()) / "pyodide-lock.json"
+            self._pyodide_index = await asyncio.to_thread(packages.PyodideIndex, self.pyodide_index, cache, bundled)
+            await asyncio.to_thread(cache.mkdir, parents=True, exist_ok=True)
+        index = self._pyodide_index
+        extra["extra_read"].append(index.cache)
+        extra["pyodide_lock"] = await asyncio.to_thread(index.lock_path.read_text)
+        extra["pyodide_packages"] = index.cache
+        return extra
+
+    def _options(self, **extra: Any) -> SandboxOptions:
         return SandboxOptions(
+            **extra,
             start_timeout=self.start_timeout,
             max_frame_bytes=self.max_frame_bytes,
             reply_bytes=2 * self.skill_max_bytes + (64 << 10),
@@ -215,11 +260,21 @@ class SandboxKernel(Kernel):
         )
 
     async def _start_sandbox(self) -> Sandbox:
-        sandbox = Sandbox(self._options(), self.log, self._say)
+        try:
+            extra = await self._package_options()
+        except (packages.PackageError, provision.ProvisionError) as exc:
+            raise SandboxStartError(str(exc)) from None
+        sandbox = Sandbox(self._options(**extra), self.log, self._say)
         self._sandbox = sandbox  # visible at once, so that shutdown can kill it mid-start
         try:
             self._guest_info = await sandbox.start()
             await sandbox.request("configure", self._guest_config(), lambda event: None)
+            if self._pip_installs:  # what %pip installed before a restart
+                router = OutputRouter(self._publisher(), self.log)
+                router.set_request_handler(self._request_handler(sandbox, False, False, self._next_count))
+                for install in self._pip_installs:
+                    await sandbox.request("pip_install", install, router.on_event)
+                router.flush()
         except BaseException:
             await sandbox.kill("its start failed")
             raise
@@ -370,7 +425,12 @@ class SandboxKernel(Kernel):
             if not isinstance(number, int):
                 return
             try:
-                if event["type"] == "skill_call":
+                if event["type"] == "load_packages":
+                    answer = await self._load_packages(event)
+                elif event["type"] == "pip_installed":
+                    self._pip_installs.append({"specs": list(event["specs"]), "index_urls": event.get("index_urls")})
+                    answer = {"value": True}
+                elif event["type"] == "skill_call":
                     if not in_cell:
                         answer: dict[str, Any] = {
                             "error": {"type": "SkillRefused", "message": "skills can only be called while a cell runs"}
@@ -395,6 +455,20 @@ class SandboxKernel(Kernel):
             task.add_done_callback(self._blocking.discard)
 
         return on_request
+
+    async def _load_packages(self, event: dict[str, Any]) -> dict[str, Any]:
+        """Fetch the Pyodide packages that provide `imports` into the guest's package folder."""
+        index = self._pyodide_index
+        if index is None:
+            return {"value": []}
+        wanted = {index.by_import[i] for i in event.get("imports", []) if i in index.by_import}
+        wanted |= {index.canonical(n) for n in event.get("packages", []) if index.canonical(n) in index.packages}
+        names = sorted(wanted)
+        try:
+            await asyncio.to_thread(index.fetch, names)
+        except packages.PackageError as exc:
+            return {"error": {"type": "PackageError", "message": str(exc)}}
+        return {"value": names}
 
     # ---- requests ----------------------------------------------------------------------
     def _publisher(self) -> Any:

@@ -53,7 +53,10 @@ class OutputRouter:
                 if event["msg_type"] == "execute_result":
                     self.last_result_text = content["data"].get("text/plain")
                 self._send(event["msg_type"], content)
-            elif kind in ("input_request", "skill_call") and self._on_request is not None:
+            elif (
+                kind in ("input_request", "skill_call", "load_packages", "pip_installed")
+                and self._on_request is not None
+            ):
                 self.flush()
                 self._on_request(event)
             else:

@@ -58,6 +58,10 @@ class SandboxOptions:
     mounts: list[Mount] = field(default_factory=list)
     allow_net: list[str] = field(default_factory=list)
     memory_limit_mb: int = 1024
+    extra_wheels: list[Path] = field(default_factory=list)  # SandboxKernel.packages, resolved on the host
+    extra_read: list[Path] = field(default_factory=list)  # folders of those wheels and of Pyodide packages
+    pyodide_lock: str | None = None  # lock file contents of SandboxKernel.pyodide_index
+    pyodide_packages: Path | None = None  # where the host puts Pyodide package files for the guest
 
 
 @dataclass
@@ -119,7 +123,8 @@ class Sandbox:
         host = paths.host_dir()
         mounts = self.options.mounts
         # The supervisor also uses its socket; the worker gets everything else, nothing more.
-        read = ",".join(str(p) for p in (host, pyodide_dir, wheels_dir, *(m.host for m in mounts), socket_path))
+        readable = (host, pyodide_dir, wheels_dir, *self.options.extra_read, *(m.host for m in mounts), socket_path)
+        read = ",".join(str(p) for p in readable)
         write = ",".join(str(p) for p in (*(m.host for m in mounts if m.writable), socket_path))
         allowed, denied = netpolicy.deno_flags(self.options.allow_net)
         net = ",".join([f"unix:{socket_path}", *allowed])
@@ -181,12 +186,15 @@ class Sandbox:
                 str(paths.host_dir()),
                 str(pyodide_dir),
                 str(provision.wheels_dir()),
+                *(str(p) for p in self.options.extra_read),
                 *(str(m.host) for m in self.options.mounts),
             ],
             "workerWrite": [str(m.host) for m in self.options.mounts if m.writable],
             "workerNet": netpolicy.deno_flags(self.options.allow_net)[0],
             "mounts": [{"host": str(m.host), "guest": m.guest} for m in self.options.mounts],
-            "wheels": [str(w) for w in wheels],
+            "wheels": [str(w) for w in [*wheels, *self.options.extra_wheels]],
+            "pyodideLock": self.options.pyodide_lock,
+            "pyodidePackages": str(self.options.pyodide_packages) if self.options.pyodide_packages else None,
             "guestDir": str(paths.host_dir() / "guest" / "sandbox_guest"),
             "ringBytes": self.options.ring_bytes,
             "replyBytes": self.options.reply_bytes,

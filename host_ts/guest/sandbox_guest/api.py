@@ -15,7 +15,7 @@ from typing import Any
 
 from IPython.core import error
 
-from . import _host
+from . import _host, pkgs
 from .cleantb import CleanTraceback
 from .shell import SandboxShell, make_shell
 from .streams import BridgeStream
@@ -91,6 +91,11 @@ async def _execute(req: dict[str, Any]) -> dict[str, Any]:
     except Exception:
         transformed = code
         preprocessing_exc = sys.exc_info()
+    try:
+        await pkgs.load_for(transformed if preprocessing_exc is None else code)
+    except pkgs.PackageLoadError:
+        shell.showtraceback()
+        return {"status": "error", **(shell.last_error or {}), "user_expressions": {}, "payload": []}
     result = await shell.run_cell_async(
         code,
         store_history=bool(req.get("store_history")),
@@ -175,10 +180,24 @@ def _configure(req: dict[str, Any]) -> dict[str, Any]:
 
     assert _shell is not None
     guards.install(req)
+    pkgs.SETTINGS.update(
+        auto_load=bool(req.get("auto_load_packages", True)),
+        allow_net=list(req.get("allow_net") or []),
+        pyodide_index=str(req.get("pyodide_index") or ""),
+    )
     device = Device(req.get("skills") or {}, int(req.get("max_bytes") or 1 << 20))
     builtins.device = device  # type: ignore[attr-defined]  # survives %reset
     _shell.user_ns["device"] = device
     _shell.user_ns_hidden["device"] = device
+    return {"status": "ok"}
+
+
+async def _pip_replay(req: dict[str, Any]) -> dict[str, Any]:
+    """Install again what %pip installed before the sandbox was restarted."""
+    try:
+        await pkgs.pip_install(list(req["specs"]), req.get("index_urls"))
+    except pkgs.PackageLoadError as exc:
+        print(f"[after the restart, %pip install {' '.join(req['specs'])} failed again: {exc}]", file=sys.stderr)
     return {"status": "ok"}
 
 
@@ -201,6 +220,8 @@ async def handle(request_json: str) -> str:
             content = {"status": "error", **error, "user_expressions": {}, "payload": []}
         finally:
             _task = None
+    elif op == "pip_install":
+        content = await _pip_replay(req)
     elif op in _HANDLERS:
         content = _HANDLERS[op](req)
     else:

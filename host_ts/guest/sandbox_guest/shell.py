@@ -69,6 +69,9 @@ class SandboxShell(InteractiveShell):
     def init_magics(self) -> None:
         super().init_magics()
         self.register_magics(NoShellMagics)
+        from .pkgs import PipMagics
+
+        self.register_magics(PipMagics)
         for name in ("perl", "ruby", "python2", "python3", "pypy", "js", "javascript", "html"):
             if name in ("js", "javascript", "html"):
                 continue

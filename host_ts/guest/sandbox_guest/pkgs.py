@@ -1,0 +1,143 @@
+"""Packages in the guest: Pyodide packages a cell imports, and `%pip install` through micropip."""
+
+from __future__ import annotations
+
+import importlib.util
+import shlex
+from typing import Any
+
+from IPython.core.magic import Magics, line_magic, magics_class
+
+from . import _host
+from .cleantb import CleanTraceback
+
+SETTINGS: dict[str, Any] = {"auto_load": True, "allow_net": [], "pyodide_index": ""}
+
+
+class PackageLoadError(CleanTraceback, ImportError):
+    """A package the cell needs could not be provided; the message says what to configure."""
+
+
+def missing_imports(source: str) -> list[str]:
+    """Top-level modules that `source` imports and that are not importable yet."""
+    from pyodide.code import find_imports
+
+    try:
+        names = find_imports(source)
+    except SyntaxError:
+        return []
+    return sorted({n for n in names if importlib.util.find_spec(n) is None})
+
+
+async def load_for(source: str) -> None:
+    """Before a cell runs: have the host fetch the Pyodide packages it imports, then load them."""
+    if not SETTINGS["auto_load"]:
+        return
+    missing = missing_imports(source)
+    if missing:
+        await load_packages({"imports": missing})
+
+
+def _object(pairs: Any) -> Any:
+    import js
+
+    return js.Object.fromEntries(pairs)
+
+
+def _pip_help_for(error: BaseException, index_urls: list[str] | None) -> str:
+    text = f"{type(error).__name__}: {error}"
+    if any(mark in text for mark in ("net access", "NotCapable", "NetworkError", "AbortError", "Failed to fetch")):
+        hosts = "the index's host" if index_urls else "pypi.org:443 and files.pythonhosted.org:443"
+        return (
+            f"%pip needs network access to the package index, which the sandbox does not have: allow {hosts} in "
+            f"SandboxKernel.allow_net (now: {', '.join(SETTINGS['allow_net']) or 'none'}), or preinstall packages "
+            "without network with SandboxKernel.packages (resolved on the host, optionally from "
+            f"SandboxKernel.wheelhouse). ({text})"
+        )
+    return text
+
+
+async def load_packages(request: dict[str, Any]) -> None:
+    """Have the host fetch Pyodide packages (by import or by name), then load them."""
+    reply = _host.request({"type": "load_packages", **request})
+    if "error" in reply:
+        raise PackageLoadError(reply["error"]["message"])
+    names = reply.get("value") or []
+    if names:
+        import pyodide_js
+        from pyodide.ffi import create_proxy, to_js
+
+        say = create_proxy(lambda message: print(message))
+        try:
+            await pyodide_js.loadPackage(to_js(names), to_js({"messageCallback": say}, dict_converter=_object))
+        finally:
+            say.destroy()
+
+
+def _blocked_hosts(index_urls: list[str] | None) -> list[str]:
+    """The index hosts (host:port) that SandboxKernel.allow_net does not let the sandbox reach."""
+    from urllib.parse import urlsplit
+
+    urls = index_urls or ["https://pypi.org/simple", "https://files.pythonhosted.org/"]
+    allowed = set(SETTINGS["allow_net"])
+    blocked = []
+    for url in urls:
+        parts = urlsplit(url)
+        host = parts.hostname or ""
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+        if host not in allowed and f"{host}:{port}" not in allowed:
+            blocked.append(f"{host}:{port}")
+    return blocked
+
+
+async def pip_install(specs: list[str], index_urls: list[str] | None = None, pre: bool = False) -> None:
+    import micropip
+
+    await load_packages({"packages": specs})  # those in Pyodide's lock file come from its index, via the host
+    blocked = _blocked_hosts(index_urls)
+    if blocked:
+        raise PackageLoadError(
+            f"%pip needs network access to the package index, which the sandbox does not have: allow "
+            f"{', '.join(blocked)} in SandboxKernel.allow_net (now: {', '.join(SETTINGS['allow_net']) or 'none'}), "
+            "or preinstall packages without network with SandboxKernel.packages (resolved on the host, optionally "
+            "from SandboxKernel.wheelhouse)."
+        )
+    try:
+        await micropip.install(specs, index_urls=index_urls, pre=pre)
+    except Exception as exc:
+        raise PackageLoadError(_pip_help_for(exc, index_urls)) from None
+
+
+@magics_class
+class PipMagics(Magics):
+    """`%pip install ...` runs micropip inside the sandbox (there is no pip process to start)."""
+
+    @line_magic
+    def pip(self, line: str) -> None:
+        __tracebackhide__ = True
+        from pyodide.ffi import can_run_sync, run_sync
+
+        words = shlex.split(line)
+        if not words or words[0] != "install":
+            raise PackageLoadError(
+                "the sandbox supports `%pip install NAME[==VERSION] ... [--index-url URL] [--pre]` only"
+            )
+        specs, index_urls, pre, args = [], [], False, iter(words[1:])
+        for word in args:
+            if word in ("-i", "--index-url", "--extra-index-url"):
+                index_urls.append(next(args, ""))
+            elif word.startswith("--index-url="):
+                index_urls.append(word.split("=", 1)[1])
+            elif word == "--pre":
+                pre = True
+            elif word.startswith("-"):
+                raise PackageLoadError(f"%pip install: option {word!r} is not supported here")
+            else:
+                specs.append(word)
+        if not specs:
+            raise PackageLoadError("%pip install: name at least one package")
+        if not can_run_sync():
+            raise PackageLoadError("%pip cannot run here; use `import micropip; await micropip.install(...)`")
+        run_sync(pip_install(specs, index_urls or None, pre))
+        _host.request({"type": "pip_installed", "specs": specs, "index_urls": index_urls or None})
+        print(f"Installed {', '.join(specs)} in the sandbox (micropip)")

@@ -1,0 +1,210 @@
+"""Packages in the sandbox: preloaded wheels, %pip under the allow-list, the Pyodide index."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import http.server
+import io
+import json
+import threading
+import time
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from conftest import execute, start_kernel, stop_kernel
+from sandbox_kernel import paths, provision
+
+
+def make_wheel(folder: Path, name: str, version: str = "1.0", tag: str = "py3-none-any", body: str = "") -> Path:
+    """A minimal wheel whose module `name` has VALUE = '<name> <version>'."""
+    dist = f"{name}-{version}"
+    files = {
+        f"{name}/__init__.py": body or f"VALUE = '{name} {version}'\n",
+        f"{dist}.dist-info/METADATA": f"Metadata-Version: 2.1\nName: {name.replace('_', '-')}\nVersion: {version}\n",
+        f"{dist}.dist-info/WHEEL": f"Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: {tag}\n",
+    }
+    record = []
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as zf:
+        for path, text in files.items():
+            data = text.encode()
+            zf.writestr(path, data)
+            digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+            record.append(f"{path},sha256={digest},{len(data)}")
+        zf.writestr(f"{dist}.dist-info/RECORD", "\n".join([*record, f"{dist}.dist-info/RECORD,,"]) + "\n")
+    wheel = folder / f"{dist}-{tag}.whl"
+    wheel.write_bytes(buffer.getvalue())
+    return wheel
+
+
+def value(run) -> str:
+    assert run.content["status"] == "ok", run.content
+    return run.of_type("execute_result")[0]["data"]["text/plain"]
+
+
+# ---- SandboxKernel.packages ------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def wheelhouse(tmp_path_factory) -> Path:
+    folder = tmp_path_factory.mktemp("wheelhouse")
+    make_wheel(folder, "sbk_demo")
+    return folder
+
+
+def test_packages_from_a_wheelhouse_are_there_at_start_and_after_a_restart(wheelhouse):
+    km, kc = start_kernel(["--SandboxKernel.packages=['sbk-demo==1.0']", f"--SandboxKernel.wheelhouse={wheelhouse}"])
+    try:
+        assert value(execute(kc, "import sbk_demo; sbk_demo.VALUE")) == "'sbk_demo 1.0'"
+        assert execute(kc, "import js; js.Deno.exit(0)", timeout=60).content["ename"] == "SandboxRestarted"
+        assert value(execute(kc, "import sbk_demo; sbk_demo.VALUE", timeout=120)) == "'sbk_demo 1.0'"
+    finally:
+        stop_kernel(km, kc)
+    cached = list((paths.cache_dir() / "packages").glob("*/sbk_demo-1.0-py3-none-any.whl"))
+    assert cached, "the resolved wheel is cached on the host"
+
+
+def test_native_wheels_are_refused_clearly(tmp_path):
+    make_wheel(tmp_path, "sbk_native", tag="cp311-cp311-linux_x86_64")
+    km, kc = start_kernel(["--SandboxKernel.packages=['sbk-native']", f"--SandboxKernel.wheelhouse={tmp_path}"])
+    try:
+        run = execute(kc, "1+1", timeout=120)
+        assert run.content["ename"] == "SandboxUnavailable"
+        assert "no pure-Python (py3-none-any) wheels" in run.content["evalue"]
+        assert "sbk-native" in run.content["evalue"]
+    finally:
+        stop_kernel(km, kc)
+
+
+# ---- %pip and micropip -----------------------------------------------------------------------
+
+
+class Index:
+    """A PEP 503 simple index on 127.0.0.1 that serves one wheel and records every request."""
+
+    def __init__(self, wheel: Path) -> None:
+        self.wheel = wheel
+        self.requests: list[str] = []
+        digest = hashlib.sha256(wheel.read_bytes()).hexdigest()
+        page = f'<html><body><a href="/files/{wheel.name}#sha256={digest}">{wheel.name}</a></body></html>'
+        outer = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                outer.requests.append(self.path)
+                if self.path.rstrip("/") == "/simple/sbk-demo":
+                    body, kind = page.encode(), "text/html"
+                elif self.path == f"/files/{wheel.name}":
+                    body, kind = wheel.read_bytes(), "application/octet-stream"
+                else:
+                    self.send_response(404)
+                    self.end_headers()
+                    return
+                self.send_response(200)
+                self.send_header("Content-Type", kind)
+                self.send_header("Access-Control-Allow-Origin", "*")
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.port = self.server.server_address[1]
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+
+
+@pytest.fixture
+def index(wheelhouse):
+    server = Index(wheelhouse / "sbk_demo-1.0-py3-none-any.whl")
+    yield server
+    server.close()
+
+
+def test_pip_without_network_says_what_to_allow(kc, index):
+    run = execute(kc, f"%pip install sbk-demo --index-url http://127.0.0.1:{index.port}/simple", timeout=120)
+    assert run.content["status"] == "error"
+    assert "needs network access to the package index" in run.content["evalue"]
+    assert "SandboxKernel.allow_net" in run.content["evalue"] and "SandboxKernel.packages" in run.content["evalue"]
+    assert index.requests == []
+
+
+def test_pip_from_an_allowed_index(index):
+    km, kc = start_kernel([f"--SandboxKernel.allow_net=['127.0.0.1:{index.port}']"])
+    try:
+        run = execute(kc, f"%pip install sbk-demo --index-url http://127.0.0.1:{index.port}/simple", timeout=120)
+        assert run.content["status"] == "ok", run.content
+        assert "Installed sbk-demo" in run.stream()
+        assert value(execute(kc, "import sbk_demo; sbk_demo.VALUE")) == "'sbk_demo 1.0'"
+        assert f"/files/{index.wheel.name}" in index.requests
+        assert execute(kc, "import js; js.Deno.exit(0)", timeout=60).content["ename"] == "SandboxRestarted"
+        # %pip installs are replayed after the restart (from the same index)
+        assert value(execute(kc, "import sbk_demo; sbk_demo.VALUE", timeout=120)) == "'sbk_demo 1.0'"
+        run = execute(
+            kc,
+            f"import micropip\nawait micropip.install('sbk-demo', index_urls=['http://127.0.0.1:{index.port}/simple'])",
+        )
+        assert run.content["status"] == "ok"
+    finally:
+        stop_kernel(km, kc)
+
+
+# ---- Pyodide's own packages ----------------------------------------------------------------------
+
+
+def test_numpy_without_a_reachable_index_fails_fast(kc):
+    started = time.monotonic()
+    run = execute(kc, "import numpy", timeout=120)
+    assert time.monotonic() - started < 20
+    assert run.content["ename"] == "PackageLoadError"
+    evalue = run.content["evalue"]
+    assert "numpy is provided by the Pyodide index" in evalue
+    assert f"cdn.jsdelivr.net/pyodide/v{paths.pyodide_version()}/full/" in evalue
+    assert "SandboxKernel.pyodide_index" in evalue
+    assert value(execute(kc, "1+1")) == "2"
+
+
+@pytest.fixture(scope="module")
+def local_index(tmp_path_factory) -> Path:
+    """A Pyodide index folder: a lock file naming one package, and its wheel."""
+    folder = tmp_path_factory.mktemp("pyodide-index")
+    wheel = make_wheel(folder, "sbk_pyo", body="VALUE = 'from the local Pyodide index'\n")
+    bundled = json.loads((paths.pyodide_dir(provision.deno_dir()) / "pyodide-lock.json").read_text())
+    entry = {
+        "name": "sbk-pyo", "version": "1.0", "file_name": wheel.name, "install_dir": "site",
+        "sha256": hashlib.sha256(wheel.read_bytes()).hexdigest(), "package_type": "package",
+        "imports": ["sbk_pyo"], "depends": [], "unvendored_tests": False,
+    }  # fmt: skip
+    (folder / "pyodide-lock.json").write_text(json.dumps({"info": bundled["info"], "packages": {"sbk-pyo": entry}}))
+    return folder
+
+
+def test_imports_load_from_a_local_pyodide_index(local_index):
+    km, kc = start_kernel([f"--SandboxKernel.pyodide_index={local_index}"])
+    try:
+        run = execute(kc, "import sbk_pyo\nsbk_pyo.VALUE", timeout=120)
+        assert value(run) == "'from the local Pyodide index'"
+        assert "sbk-pyo" in run.stream()  # Pyodide says what it loads
+    finally:
+        stop_kernel(km, kc)
+
+
+def test_auto_loading_can_be_switched_off(local_index):
+    km, kc = start_kernel([f"--SandboxKernel.pyodide_index={local_index}", "--SandboxKernel.auto_load_packages=False"])
+    try:
+        assert execute(kc, "import sbk_pyo").content["ename"] == "ModuleNotFoundError"
+    finally:
+        stop_kernel(km, kc)
+
+
+def test_the_package_cache_is_not_writable_by_the_guest(kc):
+    cache = paths.cache_dir() / "pyodide-packages"
+    run = execute(kc, f"import js\njs.Deno.writeTextFileSync({str(cache / 'planted.whl')!r}, 'x')")
+    assert run.content["status"] == "error" and "NotCapable" in run.content["evalue"]
+    assert not (cache / "planted.whl").exists()
