@@ -19,6 +19,8 @@ type InitConfig = {
   pyodideLock: string | null;
   pyodidePackages: string | null;
   wheels: string[];
+  guestSite: string;
+  snapshot: string | null;
   guestDir: string;
   ringBytes: number;
   replyBytes: number;
@@ -130,6 +132,8 @@ worker.postMessage({
   reply: replySab,
   life: lifeSab,
   wheels: init.wheels,
+  guestSite: init.guestSite,
+  snapshot: init.snapshot,
   mounts: init.mounts,
   pyodideLock: init.pyodideLock,
   pyodidePackages: init.pyodidePackages,

@@ -8,10 +8,32 @@
 import { loadPyodide } from "pyodide";
 import { RingWriter } from "./ring.ts";
 import { GUEST_EVENT, STDERR, STDOUT } from "./protocol.ts";
+import { mountGuestFolders, PREIMPORT } from "./snapshot_layout.ts";
+
+/** Run `load` with WebAssembly memory grown to `bytes` before Pyodide makes its views of it. */
+async function withMemoryAtLeast<T>(bytes: number, load: () => Promise<T>): Promise<T> {
+  const wasm = WebAssembly as unknown as Record<string, (...args: unknown[]) => Promise<unknown>>;
+  const originals = { instantiate: wasm.instantiate, instantiateStreaming: wasm.instantiateStreaming };
+  for (const name of ["instantiate", "instantiateStreaming"] as const) {
+    const original = originals[name];
+    wasm[name] = async (...args: unknown[]) => {
+      const result = (await original.apply(WebAssembly, args)) as { instance?: WebAssembly.Instance };
+      const instance = (result.instance ?? result) as WebAssembly.Instance;
+      const memory = instance.exports?.memory as WebAssembly.Memory | undefined;
+      if (memory && memory.buffer.byteLength < bytes) memory.grow(Math.ceil((bytes - memory.buffer.byteLength) / 65536));
+      return result;
+    };
+  }
+  try {
+    return await load();
+  } finally {
+    Object.assign(wasm, originals);
+  }
+}
 
 type Request = { op: string; [key: string]: unknown };
 type Message =
-  | { type: "init"; ring: SharedArrayBuffer; interrupt: SharedArrayBuffer; reply: SharedArrayBuffer; life: SharedArrayBuffer; wheels: string[]; mounts: { host: string; guest: string }[]; pyodideLock: string | null; pyodidePackages: string | null; guestDir: string; maxEventBytes: number }
+  | { type: "init"; ring: SharedArrayBuffer; interrupt: SharedArrayBuffer; reply: SharedArrayBuffer; life: SharedArrayBuffer; wheels: string[]; guestSite: string; snapshot: string | null; mounts: { host: string; guest: string }[]; pyodideLock: string | null; pyodidePackages: string | null; guestDir: string; maxEventBytes: number }
   | { type: "request"; id: number; request: Request }
   | { type: "interrupt"; id: number };
 
@@ -54,11 +76,28 @@ async function start(init: Extract<Message, { type: "init" }>): Promise<void> {
   const packages = init.pyodidePackages
     ? { lockFileContents: init.pyodideLock ?? undefined, packageBaseUrl: init.pyodidePackages, packageCacheDir: init.pyodidePackages }
     : {};
-  const pyodide = await loadPyodide({ env: { HOME: "/home/pyodide" }, ...packages });
+  const options = { env: { HOME: "/home/pyodide" }, ...packages };
+  let pyodide: Awaited<ReturnType<typeof loadPyodide>>;
+  let restored = false;
+  if (init.snapshot) {
+    try {
+      const bytes = await Deno.readFile(init.snapshot);
+      pyodide = await withMemoryAtLeast(bytes.length, () => loadPyodide({ ...options, _loadSnapshot: bytes } as typeof options));
+      restored = true;
+    } catch (err) {
+      // A stale or broken snapshot: start from scratch; the kernel rebuilds it.
+      console.error(`sandbox: snapshot not used: ${String(err).slice(0, 300)}`);
+      pyodide = await loadPyodide(options);
+    }
+  } else {
+    pyodide = await loadPyodide(options);
+  }
   pyodide.setInterruptBuffer(interrupt);
   pyodide.setStdout({ write: (buf: Uint8Array) => (ring.writeBytes(STDOUT, currentId, buf), buf.length) });
   pyodide.setStderr({ write: (buf: Uint8Array) => (ring.writeBytes(STDERR, currentId, buf), buf.length) });
 
+  // IPython and friends, extracted once on the host, mounted read-only (no unpacking per start).
+  mountGuestFolders(pyodide, init.guestSite, init.guestDir);
   const sitePackages = pyodide.runPython("import site; site.getsitepackages()[0]") as string;
   for (const wheel of init.wheels) {
     pyodide.unpackArchive(await Deno.readFile(wheel), "wheel", { extractDir: sitePackages });
@@ -71,14 +110,6 @@ async function start(init: Extract<Message, { type: "init" }>): Promise<void> {
     pyodide.FS.mkdirTree(mount.guest);
     pyodide.mountNodeFS(mount.guest, mount.host);
   }
-  const target = `${sitePackages}/sandbox_guest`;
-  pyodide.FS.mkdirTree(target);
-  for await (const entry of Deno.readDir(init.guestDir)) {
-    if (entry.isFile && entry.name.endsWith(".py")) {
-      pyodide.FS.writeFile(`${target}/${entry.name}`, await Deno.readFile(`${init.guestDir}/${entry.name}`));
-    }
-  }
-
   const host = {
     write(kind: number, text: string): void {
       ring.writeText(kind === STDERR ? STDERR : STDOUT, currentId, text);
@@ -121,11 +152,12 @@ async function start(init: Extract<Message, { type: "init" }>): Promise<void> {
     },
   };
   pyodide.registerJsModule("_sandbox_host", host);
+  if (!restored) pyodide.runPython(PREIMPORT);
   const guest = pyodide.pyimport("sandbox_guest.api");
   const handle = guest.handle;
   const interruptAsync = guest.interrupt_async;
-  const info = JSON.parse(guest.boot() as string);
-  ring.writeText(GUEST_EVENT, 0, JSON.stringify({ type: "ready", ...info }));
+  const info = JSON.parse(guest.attach() as string);
+  ring.writeText(GUEST_EVENT, 0, JSON.stringify({ type: "ready", snapshot: restored, ...info }));
 
   let chain: Promise<void> = Promise.resolve();
   let busy = false;

@@ -21,14 +21,18 @@ def _install(args: argparse.Namespace) -> int:
 
 
 def _fetch(args: argparse.Namespace) -> int:
-    from .provision import ProvisionError, ensure_all
+    from .provision import ProvisionError, build_snapshot, ensure_all, guest_wheels, snapshot_if_ready
+
+    def say(message: str) -> None:
+        print(message, file=sys.stderr, flush=True)
 
     try:
-        pyodide, wheels = asyncio.run(ensure_all(lambda m: print(m, file=sys.stderr, flush=True)))
+        pyodide, _ = asyncio.run(ensure_all(say))
+        snapshot = snapshot_if_ready() or asyncio.run(build_snapshot(say))
     except ProvisionError as exc:
         print(f"sandbox-kernel: {exc}", file=sys.stderr)
         return 1
-    print(f"Pyodide cached in {pyodide}; {len(wheels)} guest wheels cached.")
+    print(f"Pyodide cached in {pyodide}; {len(guest_wheels())} guest wheels cached; start-up snapshot {snapshot}.")
     return 0
 
 

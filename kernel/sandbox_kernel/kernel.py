@@ -77,6 +77,9 @@ class SandboxKernel(Kernel):
         help="Where Pyodide's compiled packages (numpy, ...) come from: a URL or a local folder with pyodide-lock.json. "
         "Default: the CDN of the pinned Pyodide version."
     ).tag(config=True)
+    use_snapshot = Bool(
+        True, help="Start sandboxes from a memory snapshot of initialised Python (built once, cached per version)."
+    ).tag(config=True)
     auto_load_packages = Bool(
         True, help="Load Pyodide packages that a cell imports before it runs (as Pyodide's loadPackagesFromImports)."
     ).tag(config=True)
@@ -125,6 +128,7 @@ class SandboxKernel(Kernel):
         self._blocking: set[asyncio.Task[None]] = set()
         self._pyodide_index: packages.PyodideIndex | None = None
         self._pip_installs: list[dict[str, Any]] = []  # replayed after a sandbox restart
+        self._snapshot_task: asyncio.Task[Path] | None = None
         self._next_count = 1
         self._sandbox: Sandbox | None = None
         self._starting: asyncio.Task[Sandbox] | None = None
@@ -254,6 +258,7 @@ class SandboxKernel(Kernel):
             start_timeout=self.start_timeout,
             max_frame_bytes=self.max_frame_bytes,
             reply_bytes=2 * self.skill_max_bytes + (64 << 10),
+            use_snapshot=self.use_snapshot,
             mounts=self._mounts,
             allow_net=list(self.allow_net),
             memory_limit_mb=self.memory_limit_mb,
@@ -268,6 +273,7 @@ class SandboxKernel(Kernel):
         self._sandbox = sandbox  # visible at once, so that shutdown can kill it mid-start
         try:
             self._guest_info = await sandbox.start()
+            self._check_snapshot(sandbox)
             await sandbox.request("configure", self._guest_config(), lambda event: None)
             if self._pip_installs:  # what %pip installed before a restart
                 router = OutputRouter(self._publisher(), self.log)
@@ -293,6 +299,16 @@ class SandboxKernel(Kernel):
             self._restart_sandbox_soon()
         assert self._starting is not None
         return await asyncio.shield(self._starting)
+
+    def _check_snapshot(self, sandbox: Sandbox) -> None:
+        """Build the start-up snapshot in the background if this start could not use one."""
+        if not self.use_snapshot or self._guest_info.get("snapshot") or self._snapshot_task is not None:
+            return
+        if sandbox.snapshot is not None:
+            self.log.warning("the start-up snapshot %s could not be restored; rebuilding it", sandbox.snapshot)
+            provision.drop_snapshot()
+        self._snapshot_task = asyncio.get_event_loop().create_task(provision.build_snapshot(self._say))
+        self._snapshot_task.add_done_callback(lambda t: t.cancelled() or t.exception())
 
     def _restart_sandbox_soon(self) -> None:
         self._starting = asyncio.get_event_loop().create_task(self._start_sandbox())

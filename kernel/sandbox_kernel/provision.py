@@ -8,6 +8,7 @@ import os
 import shutil
 import sys
 import tempfile
+import zipfile
 from collections.abc import Callable
 from pathlib import Path
 
@@ -113,8 +114,77 @@ def _publish(staging: Path, folder: Path) -> None:
     staging.rename(folder)
 
 
-async def ensure_all(say: Callable[[str], None]) -> tuple[Path, list[Path]]:
-    """Everything a sandbox start needs; fast when already cached."""
-    pyodide = await ensure_pyodide(say)
+def guest_site_dir() -> Path:
+    """The guest wheels, extracted once: the sandbox mounts this folder read-only."""
+    return wheels_dir() / "site"
+
+
+def _extract(wheels: list[Path], target: Path) -> None:
+    staging = Path(tempfile.mkdtemp(prefix=".site-", dir=target.parent))
+    for wheel in wheels:
+        with zipfile.ZipFile(wheel) as zf:
+            zf.extractall(staging)
+    (staging / ".complete").write_text("ok\n")
+    shutil.rmtree(target, ignore_errors=True)
+    staging.rename(target)
+
+
+async def ensure_guest_site(say: Callable[[str], None]) -> Path:
+    """Download and extract the guest wheels unless that was done before."""
     wheels = await ensure_guest_wheels(say)
-    return pyodide, wheels
+    site = guest_site_dir()
+    if not (site / ".complete").is_file():
+        await asyncio.to_thread(_extract, wheels, site)
+    return site
+
+
+async def ensure_all(say: Callable[[str], None]) -> tuple[Path, Path]:
+    """Everything a sandbox start needs (Pyodide, the guest's site folder); fast when cached."""
+    pyodide = await ensure_pyodide(say)
+    site = await ensure_guest_site(say)
+    return pyodide, site
+
+
+def snapshot_path() -> Path:
+    """The memory snapshot for this exact set of Pyodide, Deno, guest wheels and builder code."""
+    from importlib.metadata import version
+
+    host = paths.host_dir()
+    key = hashlib.sha256()
+    for part in (paths.pyodide_version(), version("deno"), GUEST_REQUIREMENTS.read_text()):
+        key.update(part.encode())
+    for name in ("snapshot.ts", "snapshot_layout.ts"):
+        key.update((host / name).read_bytes())
+    for source in sorted((host / "guest").rglob("*.py")):  # the guest's own code is in the snapshot too
+        key.update(source.read_bytes())
+    return paths.cache_dir() / "snapshots" / f"pyodide-{paths.pyodide_version()}-{key.hexdigest()[:16]}.bin"
+
+
+def snapshot_if_ready() -> Path | None:
+    path = snapshot_path()
+    return path if path.is_file() else None
+
+
+async def build_snapshot(say: Callable[[str], None]) -> Path:
+    """Make the snapshot (a Deno run of host_ts/snapshot.ts that may write only that file's folder)."""
+    pyodide = await ensure_pyodide(say)
+    site = await ensure_guest_site(say)
+    target = snapshot_path()
+    target.parent.mkdir(parents=True, exist_ok=True)
+    host = paths.host_dir()
+    say(f"sandbox-kernel: building the start-up snapshot {target.name} (once, a few seconds)")
+    env = {"DENO_DIR": str(deno_dir()), "NO_COLOR": "1", "DENO_NO_UPDATE_CHECK": "1"}
+    argv = [
+        paths.deno_executable(), "run", "--no-prompt", "--cached-only", f"--config={host / 'deno.json'}",
+        f"--allow-read={host},{pyodide},{site},{target.parent}", f"--allow-write={target.parent}",
+        str(host / "snapshot.ts"), str(site), str(host / "guest"), str(target),
+    ]  # fmt: skip
+    code, out = await _run(argv, env, target.parent)
+    if code != 0 or not target.is_file():
+        raise ProvisionError(f"could not build the start-up snapshot (exit {code}):\n{out[-2000:]}")
+    return target
+
+
+def drop_snapshot() -> None:
+    """Forget a snapshot that failed to restore (it is rebuilt)."""
+    snapshot_path().unlink(missing_ok=True)

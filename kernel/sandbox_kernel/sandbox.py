@@ -62,6 +62,7 @@ class SandboxOptions:
     extra_read: list[Path] = field(default_factory=list)  # folders of those wheels and of Pyodide packages
     pyodide_lock: str | None = None  # lock file contents of SandboxKernel.pyodide_index
     pyodide_packages: Path | None = None  # where the host puts Pyodide package files for the guest
+    use_snapshot: bool = True
 
 
 @dataclass
@@ -100,6 +101,7 @@ class Sandbox:
         self.say = say
         self.info: dict[str, Any] = {}
         self.pid: int | None = None
+        self.snapshot: Path | None = None  # the snapshot file offered to this sandbox, if any
         self.death_reported = False  # set once a user was told that this sandbox died
         self._proc: asyncio.subprocess.Process | None = None
         self._writer: asyncio.StreamWriter | None = None
@@ -123,7 +125,16 @@ class Sandbox:
         host = paths.host_dir()
         mounts = self.options.mounts
         # The supervisor also uses its socket; the worker gets everything else, nothing more.
-        readable = (host, pyodide_dir, wheels_dir, *self.options.extra_read, *(m.host for m in mounts), socket_path)
+        snapshots = provision.snapshot_path().parent
+        readable = (
+            host,
+            pyodide_dir,
+            wheels_dir,
+            snapshots,
+            *self.options.extra_read,
+            *(m.host for m in mounts),
+            socket_path,
+        )
         read = ",".join(str(p) for p in readable)
         write = ",".join(str(p) for p in (*(m.host for m in mounts if m.writable), socket_path))
         allowed, denied = netpolicy.deno_flags(self.options.allow_net)
@@ -143,9 +154,12 @@ class Sandbox:
         """Spawn the process and wait until Python is ready; returns guest facts."""
         loop = asyncio.get_running_loop()
         try:
-            pyodide_dir, wheels = await provision.ensure_all(self.say)
+            pyodide_dir, guest_site = await provision.ensure_all(self.say)
+            snapshot = provision.snapshot_if_ready() if self.options.use_snapshot else None
+            self.snapshot = snapshot
         except provision.ProvisionError as exc:
             raise SandboxStartError(str(exc)) from None
+        provision.snapshot_path().parent.mkdir(parents=True, exist_ok=True)
         self._tmp = Path(tempfile.mkdtemp(prefix="sbk-"))
         socket_path = self._tmp / "host.sock"
         token = secrets.token_hex(16)
@@ -186,16 +200,19 @@ class Sandbox:
                 str(paths.host_dir()),
                 str(pyodide_dir),
                 str(provision.wheels_dir()),
+                str(provision.snapshot_path().parent),
                 *(str(p) for p in self.options.extra_read),
                 *(str(m.host) for m in self.options.mounts),
             ],
             "workerWrite": [str(m.host) for m in self.options.mounts if m.writable],
             "workerNet": netpolicy.deno_flags(self.options.allow_net)[0],
             "mounts": [{"host": str(m.host), "guest": m.guest} for m in self.options.mounts],
-            "wheels": [str(w) for w in [*wheels, *self.options.extra_wheels]],
+            "guestSite": str(guest_site),
+            "snapshot": str(snapshot) if snapshot else None,
+            "wheels": [str(w) for w in self.options.extra_wheels],
             "pyodideLock": self.options.pyodide_lock,
             "pyodidePackages": str(self.options.pyodide_packages) if self.options.pyodide_packages else None,
-            "guestDir": str(paths.host_dir() / "guest" / "sandbox_guest"),
+            "guestDir": str(paths.host_dir() / "guest"),
             "ringBytes": self.options.ring_bytes,
             "replyBytes": self.options.reply_bytes,
             "maxFrameBytes": self.options.max_frame_bytes,

@@ -7,7 +7,16 @@ import itertools
 import json
 from typing import Any
 
-import _sandbox_host as _js  # type: ignore[import-not-found]
+_js: Any = None  # the worker's `_sandbox_host` JS module, bound by attach() after every (re)start
+
+
+def attach() -> None:
+    """Bind to the worker's JS functions (they cannot live in the memory snapshot)."""
+    global _js
+    import _sandbox_host  # type: ignore[import-not-found]
+
+    _js = _sandbox_host
+
 
 STDOUT = 1
 STDERR = 2

@@ -56,8 +56,8 @@ def _no_system(command: str) -> int:
     raise no_shell(f"os.system({command!r})")
 
 
-def boot() -> str:
-    """Set up streams, builtins and the IPython shell; return facts for kernel_info."""
+def boot() -> None:
+    """Set up streams, builtins and the IPython shell (done once, before the memory snapshot)."""
     global _shell
     sys.stdout = BridgeStream(_host.STDOUT, "<stdout>")
     sys.stderr = BridgeStream(_host.STDERR, "<stderr>")
@@ -66,6 +66,13 @@ def boot() -> str:
     time.sleep = _host.sleep
     os.system = posix.system = _no_system
     _shell = make_shell()
+
+
+def attach() -> str:
+    """After a (re)start: bind to the worker's JS functions; returns facts for kernel_info."""
+    if _shell is None:
+        boot()
+    _host.attach()
     return json.dumps(
         {
             "python_version": platform.python_version(),
