@@ -11,7 +11,7 @@ const [guestSite, guestCode, output] = Deno.args;
 // deno-lint-ignore no-explicit-any
 const pyodide: any = await loadPyodide({ _makeSnapshot: true, env: { HOME: "/home/pyodide" } } as any);
 mountGuestFolders(pyodide, guestSite, guestCode);
-pyodide.runPython(PREIMPORT);
+pyodide.runPython(PREIMPORT, { globals: pyodide.toPy({}) }); // not in __main__: that is the user namespace
 const snapshot: Uint8Array = pyodide.makeMemorySnapshot();
 Deno.writeFileSync(`${output}.part`, snapshot);
 Deno.renameSync(`${output}.part`, output);

@@ -98,7 +98,9 @@ async function start(init: Extract<Message, { type: "init" }>): Promise<void> {
 
   // IPython and friends, extracted once on the host, mounted read-only (no unpacking per start).
   mountGuestFolders(pyodide, init.guestSite, init.guestDir);
-  const sitePackages = pyodide.runPython("import site; site.getsitepackages()[0]") as string;
+  // Glue code runs in a private namespace: __main__ is the user's namespace.
+  const privately = () => ({ globals: pyodide.toPy({}) });
+  const sitePackages = pyodide.runPython("import site; site.getsitepackages()[0]", privately()) as string;
   for (const wheel of init.wheels) {
     pyodide.unpackArchive(await Deno.readFile(wheel), "wheel", { extractDir: sitePackages });
   }
@@ -152,11 +154,11 @@ async function start(init: Extract<Message, { type: "init" }>): Promise<void> {
     },
   };
   pyodide.registerJsModule("_sandbox_host", host);
-  if (!restored) pyodide.runPython(PREIMPORT);
+  if (!restored) pyodide.runPython(PREIMPORT, privately());
   const guest = pyodide.pyimport("sandbox_guest.api");
   const handle = guest.handle;
   const interruptAsync = guest.interrupt_async;
-  const info = JSON.parse(guest.attach() as string);
+  const info = JSON.parse(guest.attach(restored) as string);
   ring.writeText(GUEST_EVENT, 0, JSON.stringify({ type: "ready", snapshot: restored, ...info }));
 
   let chain: Promise<void> = Promise.resolve();

@@ -68,10 +68,15 @@ def boot() -> None:
     _shell = make_shell()
 
 
-def attach() -> str:
+STARTED_FROM_SNAPSHOT = False
+
+
+def attach(restored: bool = False) -> str:
     """After a (re)start: bind to the worker's JS functions; returns facts for kernel_info."""
+    global STARTED_FROM_SNAPSHOT
     if _shell is None:
         boot()
+    STARTED_FROM_SNAPSHOT = restored
     _host.attach()
     return json.dumps(
         {
