@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import os
 import platform
 import statistics
 import time
@@ -127,6 +128,92 @@ def skill_call(kc: BlockingKernelClient, target: str, calls: int) -> float:
     return float(value(kc, SKILL_LOOP.format(target=target, calls=calls)))
 
 
+def streaming(kc: BlockingKernelClient, lines: int) -> float:
+    """Seconds from execute_request to the last IOPub message of a cell printing `lines` short lines."""
+    t0 = time.perf_counter()
+    run(kc, f"for i in range({lines}):\n    print(i)")
+    return time.perf_counter() - t0
+
+
+def rich_output(kc: BlockingKernelClient, count: int) -> float:
+    t0 = time.perf_counter()
+    run(kc, f"from IPython.display import HTML, display\nfor i in range({count}):\n    display(HTML(f'<b>{{i}}</b>'))")
+    return time.perf_counter() - t0
+
+
+CPU_LOOP = """
+import time
+def _work(n):
+    total = 0
+    for i in range(n):
+        total += (i * i) % 7
+    return total
+_t0 = time.perf_counter(); _work(3_000_000); time.perf_counter() - _t0
+"""
+
+
+def cpu_bound(kc: BlockingKernelClient) -> float:
+    """Seconds for a pure-Python loop, timed inside the kernel."""
+    return float(value(kc, CPU_LOOP))
+
+
+STUBBORN = "import time\nwhile True:\n    try:\n        time.sleep(10)\n    except KeyboardInterrupt:\n        pass"
+
+
+def restart_after_timeout(trials: int) -> float:
+    """Seconds from the SandboxTimeout reply (the guest would not stop) to the next successful cell."""
+    km = KernelManager(kernel_name=OURS)
+    km.start_kernel(extra_arguments=["--SandboxKernel.cell_timeout=1", "--SandboxKernel.interrupt_grace=0.5"])
+    kc = km.client()
+    kc.start_channels()
+    kc.wait_for_ready(timeout=300)
+    try:
+        value(kc, "1+1")
+        times = []
+        for _ in range(trials):
+            reply = run(kc, STUBBORN)
+            assert reply.get("ename") == "SandboxTimeout", reply
+            t0 = time.perf_counter()
+            value(kc, "1+1")
+            times.append(time.perf_counter() - t0)
+        return statistics.median(times)
+    finally:
+        stop(km, kc)
+
+
+def restart_reference(km: KernelManager, kc: BlockingKernelClient, trials: int) -> float:
+    """ipykernel has no cell timeout: the nearest thing is a kernel restart, timed to the next result."""
+
+    def once() -> float:
+        t0 = time.perf_counter()
+        km.restart_kernel(now=True)
+        kc.wait_for_ready(timeout=300)
+        value(kc, "1+1")
+        return time.perf_counter() - t0
+
+    return median_of(trials, once)
+
+
+def rss_mb(pid: int) -> float:
+    """Resident memory of `pid` and its child processes, in MiB."""
+    pids = [pid]
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if f"PPid:\t{pid}\n" in (entry / "status").read_text():
+                    pids.append(int(entry.name))
+            except OSError:
+                pass
+    total = 0
+    for p in pids:
+        try:
+            status = (Path("/proc") / str(p) / "status").read_text()
+        except OSError:
+            continue
+        total += int(next(line.split()[1] for line in status.splitlines() if line.startswith("VmRSS:")))
+    return total / 1024
+
+
 # ---- report --------------------------------------------------------------------------------
 
 
@@ -145,49 +232,49 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trials", type=int, default=5)
     parser.add_argument("--calls", type=int, default=10_000, help="skill calls timed")
+    parser.add_argument("--lines", type=int, default=200_000, help="lines printed in the streaming test")
     parser.add_argument("--output", type=Path, default=Path(__file__).parent / "RESULTS.md")
     args = parser.parse_args()
+    trials = args.trials
 
-    rows: list[Row] = []
-    rows.append(
-        Row(
-            "cold start (launch to first `1+1` reply)",
-            "s",
-            cold_start(OURS, args.trials),
-            cold_start(REFERENCE, args.trials),
-        )
-    )
-
-    ours = start(OURS)
-    ref = start(REFERENCE)
+    rows = [
+        Row("cold start (launch to first `1+1` reply)", "s", cold_start(OURS, trials), cold_start(REFERENCE, trials))
+    ]
+    ours_km, ours = start(OURS)
+    ref_km, ref = start(REFERENCE)
+    started = (rss_mb(ours_km.provisioner.process.pid), rss_mb(ref_km.provisioner.process.pid))
     try:
         for code in ("pass", "1+1"):
-            rows.append(
-                Row(
-                    f"warm round trip `{code}`",
-                    "ms",
-                    1000 * warm_round_trip(ours[1], code, args.trials * 4),
-                    1000 * warm_round_trip(ref[1], code, args.trials * 4),
-                )
-            )
-        run(ref[1], "from sandbox_kernel.skills.time_skill import TimeSkill; _skill = TimeSkill()")
-        rows.append(
-            Row(
-                f"skill call ({args.calls:,} x `TimeSkill.get_current_time()`)",
-                "ms/call",
-                1000 * skill_call(ours[1], "device.TimeSkill.get_current_time", args.calls),
-                1000 * skill_call(ref[1], "_skill.get_current_time", args.calls),
-                "ipykernel: the same method called in-process (no bridge)",
-            )
+            ms = (1000 * warm_round_trip(ours, code, trials * 4), 1000 * warm_round_trip(ref, code, trials * 4))
+            rows.append(Row(f"warm round trip `{code}`", "ms", *ms))
+        run(ref, "from sandbox_kernel.skills.time_skill import TimeSkill; _skill = TimeSkill()")
+        per_call = (
+            1000 * skill_call(ours, "device.TimeSkill.get_current_time", args.calls),
+            1000 * skill_call(ref, "_skill.get_current_time", args.calls),
         )
+        note = "ipykernel: the same method called in-process (no bridge)"
+        rows.append(Row(f"skill call ({args.calls:,} x `TimeSkill.get_current_time()`)", "ms/call", *per_call, note))
+        seconds = (median_of(3, lambda: streaming(ours, args.lines)), median_of(3, lambda: streaming(ref, args.lines)))
+        rows.append(Row(f"streaming ({args.lines:,} printed lines, to idle)", "s", *seconds))
+        streamed = (rss_mb(ours_km.provisioner.process.pid), rss_mb(ref_km.provisioner.process.pid))
+        seconds = (median_of(3, lambda: rich_output(ours, 1000)), median_of(3, lambda: rich_output(ref, 1000)))
+        rows.append(Row("rich output (1,000 `display(HTML(...))`)", "s", *seconds))
+        seconds = (median_of(3, lambda: cpu_bound(ours)), median_of(3, lambda: cpu_bound(ref)))
+        rows.append(Row("CPU-bound pure-Python loop (3M iterations)", "s", *seconds, "CPython on wasm vs native"))
+        seconds = (restart_after_timeout(trials), restart_reference(ref_km, ref, trials))
+        note = "ipykernel: a kernel restart (it has no cell timeout)"
+        rows.append(Row("restart after a timeout, to the next result", "s", *seconds, note))
+        rows.append(Row("memory after start (kernel + Deno)", "MiB RSS", *started))
+        rows.append(Row("memory after the streaming test", "MiB RSS", *streamed))
     finally:
-        stop(*ours)
-        stop(*ref)
+        stop(ours_km, ours)
+        stop(ref_km, ref)
 
     when = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     report = (
-        f"# Benchmark results\n\nOne run of `python bench/run.py --trials {args.trials}` on {when}, "
-        f"{platform.machine()}, Python {platform.python_version()} (host). Medians; ratio = sandbox-kernel / ipykernel.\n\n"
+        f"# Benchmark results\n\nOne run of `python bench/run.py --trials {trials}` on {when}, "
+        f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()} (host). "
+        "Medians; ratio = sandbox-kernel / ipykernel.\n\n"
         f"{table(rows)}\n"
     )
     print(report)

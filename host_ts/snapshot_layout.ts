@@ -21,6 +21,7 @@ import pyodide.code, pyodide.ffi, pyodide.http
 import urllib.request, importlib.util, errno, builtins, itertools, dataclasses, codecs
 import sandbox_guest.api, sandbox_guest.device, sandbox_guest.guards, sandbox_guest.pkgs
 sandbox_guest.api.boot()
+sandbox_guest.api.warm_up()
 `;
 
 /** Mount the guest's folders read-only (again after a restore: the file system is not in the snapshot). */

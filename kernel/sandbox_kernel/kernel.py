@@ -77,6 +77,9 @@ class SandboxKernel(Kernel):
         help="Where Pyodide's compiled packages (numpy, ...) come from: a URL or a local folder with pyodide-lock.json. "
         "Default: the CDN of the pinned Pyodide version."
     ).tag(config=True)
+    spare_sandbox = Bool(
+        True, help="Keep a second, pre-warmed sandbox so that a restart after a crash or timeout is instant."
+    ).tag(config=True)
     use_snapshot = Bool(
         True, help="Start sandboxes from a memory snapshot of initialised Python (built once, cached per version)."
     ).tag(config=True)
@@ -129,6 +132,8 @@ class SandboxKernel(Kernel):
         self._pyodide_index: packages.PyodideIndex | None = None
         self._pip_installs: list[dict[str, Any]] = []  # replayed after a sandbox restart
         self._snapshot_task: asyncio.Task[Path] | None = None
+        self._spare: asyncio.Task[Sandbox] | None = None
+        self._launching: set[Sandbox] = set()
         self._next_count = 1
         self._sandbox: Sandbox | None = None
         self._starting: asyncio.Task[Sandbox] | None = None
@@ -264,17 +269,37 @@ class SandboxKernel(Kernel):
             memory_limit_mb=self.memory_limit_mb,
         )
 
-    async def _start_sandbox(self) -> Sandbox:
+    async def _launch(self) -> Sandbox:
+        """A started and configured sandbox (not yet the kernel's current one)."""
         try:
             extra = await self._package_options()
         except (packages.PackageError, provision.ProvisionError) as exc:
             raise SandboxStartError(str(exc)) from None
         sandbox = Sandbox(self._options(**extra), self.log, self._say)
-        self._sandbox = sandbox  # visible at once, so that shutdown can kill it mid-start
+        self._launching.add(sandbox)  # so that shutdown can kill it mid-start
         try:
             self._guest_info = await sandbox.start()
             self._check_snapshot(sandbox)
             await sandbox.request("configure", self._guest_config(), lambda event: None)
+        except BaseException:
+            await sandbox.kill("its start failed")
+            raise
+        finally:
+            self._launching.discard(sandbox)
+        return sandbox
+
+    async def _start_sandbox(self) -> Sandbox:
+        """Make a sandbox current: the pre-warmed spare if there is one, else a new one."""
+        spare, self._spare = self._spare, None
+        sandbox = None
+        if spare is not None and spare.done() and not spare.cancelled() and not spare.exception():
+            sandbox = spare.result() if spare.result().alive else None
+        elif spare is not None:
+            spare.cancel()
+        if sandbox is None:
+            sandbox = await self._launch()
+        self._sandbox = sandbox
+        try:
             if self._pip_installs:  # what %pip installed before a restart
                 router = OutputRouter(self._publisher(), self.log)
                 router.set_request_handler(self._request_handler(sandbox, False, False, self._next_count))
@@ -284,6 +309,9 @@ class SandboxKernel(Kernel):
         except BaseException:
             await sandbox.kill("its start failed")
             raise
+        if self.spare_sandbox:
+            self._spare = asyncio.get_event_loop().create_task(self._launch())
+            self._spare.add_done_callback(lambda t: t.cancelled() or t.exception())
         return sandbox
 
     async def _get_sandbox(self) -> Sandbox:
@@ -322,8 +350,15 @@ class SandboxKernel(Kernel):
         self._restart_sandbox_soon()
 
     def _kill_sandbox_now(self) -> None:
-        if self._sandbox is not None:
-            self._sandbox.kill_now()
+        """Kill every sandbox process of this kernel (current, spare, starting) at once."""
+        others = (
+            [self._spare.result()]
+            if self._spare and self._spare.done() and not self._spare.cancelled() and not self._spare.exception()
+            else []
+        )
+        for sandbox in [self._sandbox, *others, *self._launching]:
+            if sandbox is not None:
+                sandbox.kill_now()
 
     async def do_shutdown(self, restart: bool) -> dict[str, Any]:
         # Runs on the control thread: kill synchronously; the main loop notices the exit.

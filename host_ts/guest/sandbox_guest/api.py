@@ -68,6 +68,14 @@ def boot() -> None:
     _shell = make_shell()
 
 
+def warm_up() -> None:
+    """Run the cell machinery once (nothing is stored), so the snapshot holds its lazy imports too."""
+    assert _shell is not None
+    _shell.run_cell("pass", store_history=False, silent=True)
+    _shell.transform_cell("x = 1\n")
+    _shell.input_transformer_manager.check_complete("for i in x:")
+
+
 STARTED_FROM_SNAPSHOT = False
 
 
