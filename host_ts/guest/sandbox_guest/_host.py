@@ -32,13 +32,38 @@ def _json_default(value: Any) -> Any:
     return repr(value)
 
 
+_pending: list[str] = []
+_pending_kind = STDOUT
+FLUSH_AT = 8192  # characters held at most
+
+
 def write(kind: int, text: str) -> None:
-    """Send stream text (stdout or stderr) to the kernel."""
-    _js.write(kind, text)
+    """Send stream text (stdout or stderr) to the kernel.
+
+    A fragment without a newline waits for the rest of its line (print() writes the text
+    and its newline separately): one message per line instead of two. Anything else sent
+    to the kernel, an input request, a sleep or the end of the cell sends it first.
+    """
+    global _pending_kind
+    if _pending and kind != _pending_kind:
+        flush_streams()
+    _pending.append(text)
+    _pending_kind = kind
+    if text.endswith("\n") or len(_pending) > 64 or len(text) > FLUSH_AT:
+        flush_streams()
+
+
+def flush_streams() -> None:
+    """Send any stream text still held back."""
+    if _pending:
+        text = "".join(_pending)
+        _pending.clear()
+        _js.write(_pending_kind, text)
 
 
 def emit(event: dict[str, Any]) -> None:
     """Send one JSON event to the kernel."""
+    flush_streams()
     if not _js.emit(json.dumps(event, default=_json_default)):
         raise ValueError("output too large to send to the frontend (limit: max_event_bytes)")
 
@@ -51,6 +76,7 @@ def iopub(msg_type: str, content: dict[str, Any]) -> None:
 def request(event: dict[str, Any]) -> Any:
     """Ask the kernel something and block until it answers; KeyboardInterrupt if interrupted."""
     __tracebackhide__ = True
+    flush_streams()
     number = next(_numbers)
     emit({**event, "n": number})
     raw = _js.wait_reply(number)
@@ -62,5 +88,6 @@ def request(event: dict[str, Any]) -> Any:
 def sleep(seconds: float) -> None:
     """Sleep without burning CPU; an interrupt raises KeyboardInterrupt."""
     __tracebackhide__ = True
+    flush_streams()
     if _js.sleep(max(0.0, float(seconds)) * 1000.0):
         raise KeyboardInterrupt

@@ -124,6 +124,7 @@ async def _execute(req: dict[str, Any]) -> dict[str, Any]:
         preprocessing_exc_tuple=preprocessing_exc,
         cell_id=req.get("cell_id"),
     )
+    _host.flush_streams()
     if result.success:
         reply: dict[str, Any] = {"status": "ok"}
         reply["user_expressions"] = shell.user_expressions(req.get("user_expressions") or {})

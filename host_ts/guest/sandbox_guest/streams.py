@@ -37,4 +37,4 @@ class BridgeStream(io.TextIOBase):
         return len(s)
 
     def flush(self) -> None:
-        pass
+        _host.flush_streams()
