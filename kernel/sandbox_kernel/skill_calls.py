@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import inspect
 import re
 import time
 from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from . import bridge_data
 from .audit import AuditLog, digest
 from .gatekeeper import Gatekeeper, SkillRefused, parse_approval
+
+_SKILL_THREADS = ThreadPoolExecutor(max_workers=8, thread_name_prefix="skill")  # sync skills run here
 
 # Asks a person (or an approver) about one call; returns their raw answer, None if nobody can answer.
 AskPerson = Callable[[str], Awaitable[str | None]]
@@ -123,7 +127,8 @@ class SkillService:
         """Async skills run on the loop; sync ones in a thread, so the kernel never blocks."""
         if inspect.iscoroutinefunction(fn):
             return await fn(*args, **kwargs)
-        return await asyncio.to_thread(fn, *args, **kwargs)
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(_SKILL_THREADS, functools.partial(fn, *args, **kwargs))
 
 
 HOST_PATH = re.compile(r"""(?<![^\s'"(=])/(?:[^\s/'",;)]+/)*[^\s/'",;)]+""")
