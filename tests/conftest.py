@@ -42,6 +42,12 @@ class Run:
         return "".join(c["text"] for c in self.of_type("stream") if c["name"] == name)
 
 
+def value(run: Run) -> str:
+    """The text/plain result of a cell that must have succeeded."""
+    assert run.content["status"] == "ok", run.content
+    return run.of_type("execute_result")[0]["data"]["text/plain"]
+
+
 def execute(kc: BlockingKernelClient, code: str, timeout: float = 60, **kwargs: Any) -> Run:
     """Execute `code` and collect its IOPub messages (with arrival times) until idle."""
     msg_id = kc.execute(code, **kwargs)

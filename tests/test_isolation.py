@@ -7,12 +7,7 @@ import threading
 
 import pytest
 
-from conftest import execute, start_kernel, stop_kernel
-
-
-def value(run) -> str:
-    assert run.content["status"] == "ok", run.content
-    return run.of_type("execute_result")[0]["data"]["text/plain"]
+from conftest import execute, start_kernel, stop_kernel, value
 
 
 @pytest.fixture(scope="module")

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import execute, start_kernel, stop_kernel
+from conftest import execute, start_kernel, stop_kernel, value
 from sandbox_kernel import paths, provision
 
 
@@ -38,11 +38,6 @@ def make_wheel(folder: Path, name: str, version: str = "1.0", tag: str = "py3-no
     wheel = folder / f"{dist}-{tag}.whl"
     wheel.write_bytes(buffer.getvalue())
     return wheel
-
-
-def value(run) -> str:
-    assert run.content["status"] == "ok", run.content
-    return run.of_type("execute_result")[0]["data"]["text/plain"]
 
 
 # ---- SandboxKernel.packages ------------------------------------------------------------------

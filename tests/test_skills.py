@@ -12,15 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from conftest import execute, start_kernel, stop_kernel
+from conftest import execute, start_kernel, stop_kernel, value
 
 FIXTURES = Path(__file__).parent / "skill_fixtures"
 SECRET = "test-secret-value-7f3a"
-
-
-def value(run) -> str:
-    assert run.content["status"] == "ok", run.content
-    return run.of_type("execute_result")[0]["data"]["text/plain"]
 
 
 @pytest.fixture(scope="module")

@@ -7,15 +7,10 @@ import time
 
 import pytest
 
-from conftest import execute, start_kernel, stop_kernel
+from conftest import execute, start_kernel, stop_kernel, value
 from sandbox_kernel import provision
 
 VISIBLE = "sorted(n for n in dir() if not n.startswith('_'))"
-
-
-def value(run) -> str:
-    assert run.content["status"] == "ok", run.content
-    return run.of_type("execute_result")[0]["data"]["text/plain"]
 
 
 @pytest.fixture(scope="module")
