@@ -232,7 +232,7 @@ function handleRequest(id: number, req: Record<string, unknown>): void {
       Deno.exit(0);
       return;
     default:
-      worker.postMessage({ type: "request", id, request: req });
+      worker.postMessage({ type: "request", id, json: JSON.stringify(req) }); // this realm's JSON is safe
   }
 }
 

@@ -34,10 +34,11 @@ async function withMemoryAtLeast<T>(bytes: number, load: () => Promise<T>): Prom
 type Request = { op: string; [key: string]: unknown };
 type Message =
   | { type: "init"; ring: SharedArrayBuffer; interrupt: SharedArrayBuffer; reply: SharedArrayBuffer; life: SharedArrayBuffer; wheels: string[]; guestSite: string; snapshot: string | null; mounts: { host: string; guest: string }[]; pyodideLock: string | null; pyodidePackages: string | null; guestDir: string; maxEventBytes: number }
-  | { type: "request"; id: number; request: Request }
+  | { type: "request"; id: number; json: string }
   | { type: "interrupt"; id: number };
 
 const post = self.postMessage.bind(self);
+const stringify = JSON.stringify; // captured before guest code can replace it
 const decoder = new TextDecoder();
 const now = performance.now.bind(performance);
 const atomicsWait = Atomics.wait;
@@ -49,6 +50,7 @@ const atomicsStore = Atomics.store;
 const early: Message[] = [];
 let deliver: ((m: Message) => void) | null = null;
 self.addEventListener("message", (e: MessageEvent) => {
+  if (!e.isTrusted) return; // dispatched by guest code, not posted by the supervisor
   if (deliver) deliver(e.data as Message);
   else early.push(e.data as Message);
 });
@@ -67,6 +69,9 @@ async function start(init: Extract<Message, { type: "init" }>): Promise<void> {
     atomicsStore(life, 0, 1);
     Atomics.notify(life, 0);
   });
+  // The Web Cache API writes to Deno's own folder without any permission: no guest may use it.
+  delete (globalThis as { caches?: unknown }).caches;
+  Object.defineProperty(globalThis, "caches", { value: undefined, writable: false, configurable: false });
   // A guest that closes its own worker would leave requests unanswered forever.
   Object.defineProperty(self, "close", { value: () => {}, writable: false, configurable: false });
 
@@ -112,13 +117,16 @@ async function start(init: Extract<Message, { type: "init" }>): Promise<void> {
     pyodide.FS.mkdirTree(mount.guest);
     pyodide.mountNodeFS(mount.guest, mount.host);
   }
+  // Output goes to the request it was made for (the guest tracks that per asyncio task), but
+  // never to a later request than the one being served: the kernel drops finished ones.
+  const tag = (rid: unknown) => (typeof rid === "number" && rid > 0 && rid <= currentId ? rid : currentId);
   const host = {
-    write(kind: number, text: string): void {
-      ring.writeText(kind === STDERR ? STDERR : STDOUT, currentId, text);
+    write(kind: number, text: string, rid?: number): void {
+      ring.writeText(kind === STDERR ? STDERR : STDOUT, tag(rid), text);
     },
-    emit(json: string): boolean {
+    emit(json: string, rid?: number): boolean {
       if (json.length > init.maxEventBytes) return false;
-      ring.writeText(GUEST_EVENT, currentId, json);
+      ring.writeText(GUEST_EVENT, tag(rid), json);
       return true;
     },
     /** Block until the kernel answers request `n`; undefined (Python None) when interrupted. */
@@ -163,26 +171,27 @@ async function start(init: Extract<Message, { type: "init" }>): Promise<void> {
 
   let chain: Promise<void> = Promise.resolve();
   let busy = false;
-  const serve = async (id: number, request: Request) => {
+  const serve = async (id: number, json: string) => {
     currentId = id;
     busy = true;
     atomicsStore(interrupt, 0, 0);
     let reply: string;
     try {
-      reply = (await handle(JSON.stringify(request))) as string;
+      reply = (await handle(json, id)) as string; // JSON made by the supervisor, outside the guest's reach
     } catch (err) {
       const text = String(err);
       if (text.includes("fatal error") || (pyodide as unknown as { _api?: { fatal_error_occurred?: boolean } })._api?.fatal_error_occurred) {
         fatal(`Pyodide suffered a fatal error: ${text.slice(0, 500)}`);
         return;
       }
-      reply = JSON.stringify({ type: "reply", content: { status: "error", ename: "SandboxError", evalue: text.slice(0, 2000), traceback: [] } });
+      const evalue = stringify(text.slice(0, 2000)); // a string: no toJSON hook applies
+      reply = `{"type": "reply", "content": {"status": "error", "ename": "SandboxError", "evalue": ${evalue}, "traceback": []}}`;
     }
     busy = false;
     ring.writeText(GUEST_EVENT, id, reply);
   };
   deliver = (m: Message) => {
-    if (m.type === "request") chain = chain.then(() => serve(m.id, m.request));
+    if (m.type === "request") chain = chain.then(() => serve(m.id, m.json));
     else if (m.type === "interrupt" && busy && m.id === currentId) {
       // Python is not running (this handler could not run otherwise): the cell awaits.
       atomicsStore(interrupt, 0, 0);

@@ -309,7 +309,11 @@ def test_interrupt_request_message_on_control_channel(kernel):
     _, kc = kernel
     execute(kc, "via_message = 'kept'")
     msg_id = kc.execute("while True: pass")
-    time.sleep(1.0)
+    while True:  # wait until the cell runs
+        msg = kc.get_iopub_msg(timeout=30)
+        if msg["parent_header"].get("msg_id") == msg_id and msg["msg_type"] == "execute_input":
+            break
+    time.sleep(0.5)
     request = kc.session.msg("interrupt_request", {})
     kc.control_channel.send(request)
     assert kc.get_control_msg(timeout=30)["content"]["status"] == "ok"

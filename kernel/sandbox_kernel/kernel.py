@@ -19,7 +19,7 @@ from traitlets.utils.importstring import import_item
 from . import __version__, mounts, netpolicy, packages, paths, provision, skill_loader
 from .audit import AuditLog
 from .gatekeeper import Gatekeeper, check_policy
-from .guest_events import input_request
+from .guest_events import InvalidGuestEvent, input_request
 from .history import History
 from .output import OutputRouter
 from .sandbox import Sandbox, SandboxDied, SandboxOptions, SandboxStartError
@@ -382,6 +382,7 @@ class SandboxKernel(Kernel):
         started = loop.time()
         interrupted_at: float | None = None
         timed_out = False
+        restarted = False
         sends = 0
         try:
             while not task.done():
@@ -414,6 +415,7 @@ class SandboxKernel(Kernel):
                             else f"the cell did not stop within {self.interrupt_grace:g}s of the interrupt"
                         )
                         await self._restart_sandbox(why)
+                        restarted = True
                         raise SandboxDied(why)
                     if now >= interrupted_at + RESEND_INTERRUPT_EVERY * sends:
                         sandbox.interrupt()
@@ -431,7 +433,7 @@ class SandboxKernel(Kernel):
             return reply
         except SandboxDied:
             sandbox.death_reported = True
-            if self._sandbox is sandbox:
+            if self._sandbox is sandbox and not restarted:
                 self._restart_sandbox_soon()
             raise
         finally:
@@ -579,6 +581,8 @@ class SandboxKernel(Kernel):
         }
         try:
             reply = await self._supervise(sandbox, "execute", payload, router, self.cell_timeout)
+        except InvalidGuestEvent as exc:
+            return self._error_reply("SandboxProtocolError", f"the sandbox sent an invalid reply ({exc})", router)
         except SandboxDied as exc:
             reason = exc.reason
             if "cell_timeout" in reason:

@@ -312,12 +312,21 @@ class Sandbox:
         self._mark_dead(reason)
 
     async def _log_lines(self, stream: asyncio.StreamReader | None) -> None:
+        """Drain Deno's stdout/stderr (guest code can write there): log it, never parse it.
+
+        Read in chunks, not lines, so that no line length can stop the draining (a full
+        pipe would block the sandbox).
+        """
         if stream is None:
             return
-        while line := await stream.readline():
-            text = line.decode(errors="replace").rstrip()
-            self._stderr_tail.append(text)
-            self.log.debug("sandbox: %s", text)
+        partial = b""
+        while chunk := await stream.read(1 << 16):
+            lines = (partial + chunk).split(b"\n")
+            partial = lines.pop()[-4096:]
+            for line in lines:
+                text = line[:4096].decode(errors="replace").rstrip()
+                self._stderr_tail.append(text)
+                self.log.debug("sandbox: %s", text)
 
     # ---- frames -----------------------------------------------------------------------
     async def _read_frames(self, reader: asyncio.StreamReader) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import contextvars
 import itertools
 import json
 from typing import Any
@@ -32,8 +33,12 @@ def _json_default(value: Any) -> Any:
     return repr(value)
 
 
+# The kernel request a piece of code runs for; asyncio tasks inherit it from the cell that made them.
+REQUEST: contextvars.ContextVar[int] = contextvars.ContextVar("sandbox_request", default=0)
+
 _pending: list[str] = []
 _pending_kind = STDOUT
+_pending_request = 0
 FLUSH_AT = 8192  # characters held at most
 
 
@@ -44,11 +49,13 @@ def write(kind: int, text: str) -> None:
     and its newline separately): one message per line instead of two. Anything else sent
     to the kernel, an input request, a sleep or the end of the cell sends it first.
     """
-    global _pending_kind
-    if _pending and kind != _pending_kind:
+    global _pending_kind, _pending_request
+    request = REQUEST.get()
+    if _pending and (kind != _pending_kind or request != _pending_request):
         flush_streams()
     _pending.append(text)
     _pending_kind = kind
+    _pending_request = request
     if text.endswith("\n") or len(_pending) > 64 or len(text) > FLUSH_AT:
         flush_streams()
 
@@ -58,13 +65,13 @@ def flush_streams() -> None:
     if _pending:
         text = "".join(_pending)
         _pending.clear()
-        _js.write(_pending_kind, text)
+        _js.write(_pending_kind, text, _pending_request)
 
 
 def emit(event: dict[str, Any]) -> None:
     """Send one JSON event to the kernel."""
     flush_streams()
-    if not _js.emit(json.dumps(event, default=_json_default)):
+    if not _js.emit(json.dumps(event, default=_json_default), REQUEST.get()):
         raise ValueError("output too large to send to the frontend (limit: max_event_bytes)")
 
 

@@ -225,10 +225,11 @@ async def _pip_replay(req: dict[str, Any]) -> dict[str, Any]:
 _HANDLERS = {"complete": _complete, "inspect": _inspect, "is_complete": _is_complete, "configure": _configure}
 
 
-async def handle(request_json: str) -> str:
+async def handle(request_json: str, request_id: int = 0) -> str:
     """Serve one kernel request; the answer is a JSON `reply` event."""
     global _task
     req = json.loads(request_json)
+    _host.REQUEST.set(request_id)  # the cell's tasks (and their output) belong to this request
     op = req.get("op")
     if op == "execute":
         _task = asyncio.ensure_future(_execute(req))
