@@ -125,9 +125,12 @@ class SandboxKernel(Kernel):
         self._skills = self._load_skills()
         try:
             self._mounts = mounts.parse_all(list(self.mounts), Path.cwd(), dict(self.mount_limits))
-            netpolicy.deno_flags(list(self.allow_net))
+            allowed, _ = netpolicy.deno_flags(list(self.allow_net))
         except (mounts.MountError, netpolicy.NetPolicyError) as exc:
             raise TraitError(str(exc)) from None
+        problems = netpolicy.private_resolutions(allowed)
+        if problems:
+            raise TraitError("; ".join(problems))
         self._blocking: set[asyncio.Task[None]] = set()
         self._pyodide_index: packages.PyodideIndex | None = None
         self._pip_installs: list[dict[str, Any]] = []  # replayed after a sandbox restart

@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
+
+MAX_SCAN = 10_000  # files looked at per mount
+UNSAFE_MODE_BITS = stat.S_ISUID | stat.S_ISGID | stat.S_IWOTH
 
 # Guest folders that belong to Pyodide itself; a mount may not hide them.
 RESERVED = ("/lib", "/dev", "/proc", "/home/pyodide", "/tmp", "/bin", "/usr")
@@ -65,8 +69,32 @@ def parse(spec: str, base: Path, limits: dict[str, dict] | None = None) -> Mount
     return Mount(host_path, str(guest_path), mode == "rw", suffixes, max_bytes)
 
 
+def escaping_symlinks(mount: Mount) -> list[str]:
+    """Symlinks in a mount whose targets lie outside it.
+
+    Deno checks permissions on the path it is given, not on a symlink's target, so JS file
+    APIs in the guest could follow such a link out of the mount.
+    """
+    found = []
+    for count, path in enumerate(mount.host.rglob("*")):
+        if count >= MAX_SCAN:
+            break
+        if path.is_symlink():
+            target = Path(os.path.realpath(path))
+            if target != mount.host and not target.is_relative_to(mount.host):
+                found.append(f"{path} -> {target}")
+    return found
+
+
 def parse_all(specs: list[str], base: Path, limits: dict[str, dict] | None = None) -> list[Mount]:
     mounts = [parse(spec, base, limits) for spec in specs]
+    for mount in mounts:
+        links = escaping_symlinks(mount)
+        if links:
+            raise MountError(
+                f"mount {mount.guest}: {str(mount.host)!r} holds symlinks that lead outside it ({'; '.join(links[:3])}). "
+                "The sandbox could follow them; remove them or mount a folder without them."
+            )
     guests = [PurePosixPath(m.guest) for m in mounts]
     for i, a in enumerate(guests):
         for b in guests[i + 1 :]:
@@ -86,22 +114,25 @@ def guest_config(mounts: list[Mount]) -> list[dict]:
     ]
 
 
-MAX_SCAN = 10_000  # files looked at per mount after a cell
-
-
 def enforce_limits(mount: Mount) -> list[str]:
     """Remove files in a writable mount that break its limits; returns notices for the user.
 
     The guest's own checks give friendly errors first; this is the host's backstop for
     anything written around them (e.g. through JS file APIs).
     """
-    if not mount.writable or not (mount.suffixes or mount.max_file_bytes):
+    if not mount.writable:
         return []
     notices = []
-    for count, path in enumerate(p for p in mount.host.rglob("*") if p.is_file() and not p.is_symlink()):
+    for count, path in enumerate(p for p in mount.host.rglob("*") if not p.is_symlink()):
         if count >= MAX_SCAN:
             break
         guest = f"{mount.guest}/{path.relative_to(mount.host).as_posix()}"
+        mode = path.stat().st_mode
+        if mode & UNSAFE_MODE_BITS:  # no setuid/setgid or world-writable files left for others
+            path.chmod(stat.S_IMODE(mode) & ~UNSAFE_MODE_BITS)
+            notices.append(f"cleared setuid/setgid/world-writable bits of {guest}")
+        if not path.is_file():
+            continue
         if mount.suffixes and not path.name.lower().endswith(mount.suffixes):
             why = f"files there must end in {', '.join(mount.suffixes)}"
         elif mount.max_file_bytes and path.stat().st_size > mount.max_file_bytes:

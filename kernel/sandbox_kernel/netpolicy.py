@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ipaddress
 import re
+from typing import Any
 
 # Blocked unless an allow-list entry names an address inside them explicitly. Deno 2.9 takes
 # CIDR ranges for IPv4 only; for IPv6 it takes single addresses (see README: Security).
@@ -73,7 +74,45 @@ def deno_flags(allow: list[str]) -> tuple[list[str], list[str]]:
             pass
     denied = [] if any(_split(e)[0] == "localhost" for e in allowed) else ["localhost"]
     for cidr in PRIVATE_RANGES:
-        net = ipaddress.ip_network(cidr)
-        if not any(ip.version == net.version and ip in net for ip in named_ips):
-            denied.append(cidr if net.version == 4 else f"[{net.network_address}]")
+        nets = [ipaddress.ip_network(cidr)]
+        for ip in named_ips:  # deny the whole range except the exact addresses listed
+            nets = [part for net in nets for part in _without(net, ip)]
+        denied += [str(net) if net.version == 4 else f"[{net.network_address}]" for net in nets]
     return allowed, denied
+
+
+def _without(net: Any, ip: Any) -> list[Any]:
+    if ip.version != net.version or ip not in net:
+        return [net]
+    return list(net.address_exclude(ipaddress.ip_network(ip)))
+
+
+def private_resolutions(allowed: list[str], resolve: Any = None) -> list[str]:
+    """Allow-list host NAMES that resolve to private or loopback addresses (they must be listed as IPs)."""
+    import socket
+
+    resolve = resolve or (lambda host: {info[4][0] for info in socket.getaddrinfo(host, None)})
+    problems = []
+    for entry in allowed:
+        host, port = _split(entry)
+        try:
+            ipaddress.ip_address(host)
+            continue
+        except ValueError:
+            pass
+        try:
+            addresses = resolve(host)
+        except OSError:
+            continue  # unknown here: Deno's deny rules still apply when it connects
+        private = sorted(
+            a
+            for a in addresses
+            if any(ipaddress.ip_address(a.split("%")[0]) in ipaddress.ip_network(c) for c in PRIVATE_RANGES)
+        )
+        if private:
+            shown = f"{private[0]}:{port}" if port else private[0]
+            problems.append(
+                f"allow_net entry {entry!r} resolves to {', '.join(private)} (loopback or private): "
+                f"list the address itself (e.g. '{shown}') to allow exactly that"
+            )
+    return problems
