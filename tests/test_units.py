@@ -69,3 +69,39 @@ def test_frames_round_trip_and_limits():
         read(frames.encode_frame(frames.GUEST_EVENT, 1, b"[1]"), 100).json()
     with pytest.raises(frames.FrameError, match="invalid JSON"):
         read(frames.encode_frame(frames.GUEST_EVENT, 1, b"[" * 100000), 200000).json()
+
+
+def test_allow_list_keeps_private_ranges_denied_except_listed_addresses():
+    import ipaddress
+
+    from sandbox_kernel import netpolicy
+
+    allowed, denied = netpolicy.deno_flags(["127.0.0.1:8000", "pypi.org:443"])
+    assert allowed == ["127.0.0.1:8000", "pypi.org:443"]
+    assert "localhost" in denied and "10.0.0.0/8" in denied and "[::1]" in denied
+    v4 = [ipaddress.ip_network(d) for d in denied if d[0].isdigit()]
+    assert not any(ipaddress.ip_address("127.0.0.1") in net for net in v4)
+    assert any(ipaddress.ip_address("127.0.0.2") in net for net in v4)
+    problems = netpolicy.private_resolutions(["api.test:443", "203.0.113.5"], resolve=lambda host: {"10.1.2.3"})
+    assert problems == [
+        "allow_net entry 'api.test:443' resolves to 10.1.2.3 (loopback or private): "
+        "list the address itself (e.g. '10.1.2.3:443') to allow exactly that"
+    ]
+
+
+def test_mounts_refuse_escaping_symlinks_and_scrub_unsafe_modes(tmp_path):
+    import stat
+
+    from sandbox_kernel import mounts
+
+    (tmp_path / "rw").mkdir()
+    (tmp_path / "rw" / "inner.txt").write_text("x")
+    (tmp_path / "rw" / "ok-link").symlink_to(tmp_path / "rw" / "inner.txt")
+    (mount,) = mounts.parse_all([f"{tmp_path / 'rw'}:/out:rw"], tmp_path)
+    (tmp_path / "rw" / "inner.txt").chmod(0o6777)
+    notices = mounts.enforce_limits(mount)
+    assert notices == ["cleared setuid/setgid/world-writable bits of /out/inner.txt"]
+    assert stat.S_IMODE((tmp_path / "rw" / "inner.txt").stat().st_mode) == 0o775
+    (tmp_path / "rw" / "escape").symlink_to("/etc/passwd")
+    with pytest.raises(mounts.MountError, match="symlinks that lead outside it"):
+        mounts.parse_all([f"{tmp_path / 'rw'}:/out:rw"], tmp_path)
