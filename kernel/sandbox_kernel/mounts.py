@@ -122,7 +122,8 @@ def enforce_limits(mount: Mount) -> list[str]:
     """
     if not mount.writable:
         return []
-    notices = []
+    notices: list[str] = []
+    scrubbed: list[str] = []
     for count, path in enumerate(p for p in mount.host.rglob("*") if not p.is_symlink()):
         if count >= MAX_SCAN:
             break
@@ -130,7 +131,7 @@ def enforce_limits(mount: Mount) -> list[str]:
         mode = path.stat().st_mode
         if mode & UNSAFE_MODE_BITS:  # no setuid/setgid or world-writable files left for others
             path.chmod(stat.S_IMODE(mode) & ~UNSAFE_MODE_BITS)
-            notices.append(f"cleared setuid/setgid/world-writable bits of {guest}")
+            scrubbed.append(guest)
         if not path.is_file():
             continue
         if mount.suffixes and not path.name.lower().endswith(mount.suffixes):
@@ -141,4 +142,9 @@ def enforce_limits(mount: Mount) -> list[str]:
             continue
         path.unlink()
         notices.append(f"removed {guest}: {why} (SandboxKernel.mount_limits[{mount.guest!r}])")
+    if scrubbed:
+        more = f" and {len(scrubbed) - 3} more" if len(scrubbed) > 3 else ""
+        notices.append(f"cleared setuid/setgid/world-writable bits of {', '.join(scrubbed[:3])}{more}")
+    if len(notices) > 10:
+        notices = [*notices[:9], f"... and {len(notices) - 9} more files removed"]
     return notices

@@ -292,12 +292,14 @@ class Sandbox:
             shutil.rmtree(self._tmp, ignore_errors=True)
 
     def kill_now(self) -> None:
-        """Synchronous last resort (atexit): SIGKILL the process group."""
+        """Synchronous last resort (shutdown, atexit): SIGKILL the process group, remove its folder."""
         if self._proc is not None and self._proc.returncode is None:
             try:
                 os.killpg(self._proc.pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
+        if self._tmp is not None:
+            shutil.rmtree(self._tmp, ignore_errors=True)
 
     def _mark_dead(self, reason: str) -> None:
         assert self._dead is not None

@@ -100,6 +100,10 @@ class SandboxShell(InteractiveShell):
         self.last_error = error
         _host.iopub("error", error)
 
+    def ask_exit(self) -> None:
+        """`exit()` / `quit()`: ask the frontend to shut the kernel down, as ipykernel does."""
+        self.payload_manager.write_payload({"source": "ask_exit", "keepkernel": False})
+
     def system_piped(self, cmd: str) -> None:
         raise no_shell(f"!{cmd}")
 

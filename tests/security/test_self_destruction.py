@@ -1,0 +1,187 @@
+"""Guest code that tries to end, hang or hijack its own sandbox.
+
+Promise (README): a crashed sandbox is restarted and the cell ends with SandboxRestarted saying so; a cell
+that runs past cell_timeout is interrupted (SandboxTimeout, variables kept) and the sandbox restarted if it
+will not stop within interrupt_grace; SystemExit is an ordinary error, as in IPython. The kernel stays.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+from attack_kit import assert_alive, assert_refused, attack, error, js_cell, result
+
+from conftest import execute, start_kernel, stop_kernel
+from test_lifecycle import alive, sandbox_pids
+
+TIMEOUT = 2
+
+
+@pytest.fixture(scope="module")
+def timed():
+    km, kc = start_kernel([f"--SandboxKernel.cell_timeout={TIMEOUT}", "--SandboxKernel.interrupt_grace=1"])
+    yield km, kc
+    stop_kernel(km, kc)
+
+
+def live_sandboxes(km, settle: float = 3.0) -> list[int]:
+    """The kernel's Deno processes that are not dead, once two samples agree (or `settle` runs out)."""
+    deadline = time.monotonic() + settle
+    found = [p for p in sandbox_pids(km.provisioner.process.pid) if alive(p)]
+    while time.monotonic() < deadline:
+        time.sleep(0.3)
+        again = [p for p in sandbox_pids(km.provisioner.process.pid) if alive(p)]
+        if again == found:
+            break
+        found = again
+    return found
+
+
+# The current sandbox and, with SandboxKernel.spare_sandbox (the default), a pre-warmed spare.
+MAX_SANDBOXES = 2
+
+
+def kept(kc, value: str = "'kept'") -> bool:
+    run = execute(kc, "marker", timeout=60)
+    return run.content["status"] == "ok" and result(run) == value
+
+
+def assert_restarted_and_told(run, *fragments: str) -> None:
+    assert_refused(run, ["SandboxRestarted"], "restarted", "variables were lost", *fragments)
+
+
+@pytest.mark.parametrize(
+    ("code", "fragment"),
+    [
+        ("import js\njs.Deno.exit(0)", "worker exited"),
+        ("import js\njs.Deno.exit(1)", "worker exited"),
+        (js_cell("Deno.exit(0)"), "worker exited"),
+        ("import os\nos._exit(1)", "exit(1)"),
+        ("import os\nos.abort()", ""),
+        ("import js\njs.Deno.kill(js.Deno.pid, 'SIGTERM')", "SIGTERM"),
+        ("import js\njs.Deno.kill(js.Deno.pid, 'SIGKILL')", "SIGKILL"),
+    ],
+    ids=["deno-exit-0", "deno-exit-1", "deno-exit-js", "os._exit", "os.abort", "kill-self-TERM", "kill-self-KILL"],
+)
+def test_ending_the_sandbox_restarts_it_and_tells_the_user(timed, code, fragment):
+    km, kc = timed
+    execute(kc, "marker = 'kept'")
+    run = execute(kc, code, timeout=60)
+    if run.content["status"] == "ok":  # a signal may land after the reply: then the next cell tells
+        time.sleep(0.5)
+        run = execute(kc, "1+1", timeout=60)
+        told = run.content.get("evalue", "") + run.stream("stderr")
+        assert "SandboxRestarted" in told or run.content.get("ename") == "SandboxRestarted", told
+        assert "restarted" in told and "variables were lost" in told and fragment in told
+    else:
+        assert_restarted_and_told(run, fragment)
+    assert_alive(kc)
+    assert not kept(kc)
+    assert 1 <= len(live_sandboxes(km)) <= MAX_SANDBOXES
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        "import js\njs.close()",
+        "import js\njs.self.close()",
+        "import js\njs.eval('close()')",
+        "import js\njs.eval('self.close.call(globalThis)')",
+    ],
+    ids=["js.close", "self.close", "eval-close", "close-call"],
+)
+def test_closing_the_worker_is_a_no_op(timed, code):
+    _, kc = timed
+    execute(kc, "marker = 'kept'")
+    run = attack(kc, code + "\n'still here'")
+    assert result(run) == "'still here'"
+    assert kept(kc)
+
+
+@pytest.mark.parametrize(
+    ("code", "evalue"),
+    [("import sys\nsys.exit()", ""), ("import sys\nsys.exit(3)", "3"), ("raise SystemExit('bye')", "bye")],
+    ids=["sys.exit()", "sys.exit(3)", "raise-SystemExit"],
+)
+def test_system_exit_is_an_ordinary_error(timed, code, evalue):
+    _, kc = timed
+    execute(kc, "marker = 'kept'")
+    run = attack(kc, code)
+    assert error(run) == ("SystemExit", evalue)
+    assert kept(kc)
+
+
+def test_never_resolving_future_is_interrupted(timed):
+    km, kc = timed
+    execute(kc, "marker = 'kept'")
+    threading.Timer(1.0, km.interrupt_kernel).start()
+    started = time.monotonic()
+    run = attack(kc, "import asyncio\nawait asyncio.Future()")
+    assert time.monotonic() - started < TIMEOUT + 2
+    assert error(run)[0] in ("KeyboardInterrupt", "SandboxTimeout")
+    assert kept(kc)
+
+
+@pytest.mark.parametrize(
+    "code",
+    ["import asyncio\nawait asyncio.Future()", "while True: pass", "import time\ntime.sleep(10**6)"],
+    ids=["future", "busy-loop", "sleep"],
+)
+def test_cells_past_cell_timeout_are_interrupted_and_keep_state(timed, code):
+    _, kc = timed
+    execute(kc, "marker = 'kept'")
+    started = time.monotonic()
+    run = attack(kc, code)
+    assert time.monotonic() - started < TIMEOUT + 3
+    assert_refused(run, ["SandboxTimeout"], f"cell_timeout={TIMEOUT}", "variables were kept")
+    assert kept(kc)
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        "import time\nwhile True:\n    try:\n        time.sleep(10)\n    except KeyboardInterrupt:\n        pass",
+        "import js\njs.eval('while (true) {}')",
+        "import js\njs.eval('Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0)')",
+        "import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True: pass",
+    ],
+    ids=["ignores-KeyboardInterrupt", "js-busy-loop", "js-atomics-wait", "SIG_IGN"],
+)
+def test_cells_that_will_not_stop_get_a_fresh_sandbox(timed, code):
+    _, kc = timed
+    execute(kc, "marker = 'kept'")
+    started = time.monotonic()
+    run = attack(kc, code, timeout=60)
+    assert time.monotonic() - started < TIMEOUT + 1 + 5
+    ename, evalue = error(run)
+    assert ename == "SandboxTimeout", evalue
+    if "restarted" in evalue:
+        assert "variables were lost" in evalue and not kept(kc)
+    else:  # the interrupt got through after all
+        assert "variables were kept" in evalue
+
+
+def test_unstoppable_cells_do_not_leak_sandbox_processes():
+    """Three cells that ignore interrupts: each restart must replace the sandbox, not add one."""
+    km, kc = start_kernel(["--SandboxKernel.cell_timeout=2", "--SandboxKernel.interrupt_grace=1"])
+    try:
+        for _ in range(3):
+            run = execute(kc, "import js\njs.eval('while (true) {}')", timeout=60)
+            assert error(run)[0] == "SandboxTimeout"
+            assert_alive(kc)
+        running = live_sandboxes(km)
+        assert len(running) <= MAX_SANDBOXES, f"{len(running)} sandbox processes run for one kernel: {running}"
+    finally:
+        stop_kernel(km, kc)
+
+
+def test_tampering_with_the_interpreter_does_not_survive_a_restart(timed):
+    _, kc = timed
+    execute(kc, "import builtins\nbuiltins.print = lambda *a, **k: None\nimport sys\nsys.modules['json'] = None")
+    assert execute(kc, "print('swallowed')").stream() == ""
+    execute(kc, "import js\njs.Deno.exit(0)", timeout=60)
+    assert_alive(kc)
+    run = execute(kc, "import json\nprint(json.dumps([1]))")
+    assert run.stream() == "[1]\n"
