@@ -37,9 +37,12 @@ class Row:
         return f"{self.ours / self.reference:.2f}x"
 
 
-def start(kernel: str) -> tuple[KernelManager, BlockingKernelClient]:
+SETTLE = 3.0  # seconds after a kernel start before warm measurements
+
+
+def start(kernel: str, arguments: list[str] | None = None) -> tuple[KernelManager, BlockingKernelClient]:
     km = KernelManager(kernel_name=kernel)
-    km.start_kernel()
+    km.start_kernel(extra_arguments=arguments or [])
     kc = km.client()
     kc.start_channels()
     kc.wait_for_ready(timeout=300)
@@ -240,8 +243,13 @@ def main() -> None:
     rows = [
         Row("cold start (launch to first `1+1` reply)", "s", cold_start(OURS, trials), cold_start(REFERENCE, trials))
     ]
+    single_km, single = start(OURS, ["--SandboxKernel.spare_sandbox=False"])
+    time.sleep(SETTLE)
+    single_rss = rss_mb(single_km.provisioner.process.pid)
+    stop(single_km, single)
     ours_km, ours = start(OURS)
     ref_km, ref = start(REFERENCE)
+    time.sleep(SETTLE)  # "warm": the spare sandbox has started, nothing else is running
     started = (rss_mb(ours_km.provisioner.process.pid), rss_mb(ref_km.provisioner.process.pid))
     try:
         for code in ("pass", "1+1"):
@@ -264,7 +272,8 @@ def main() -> None:
         seconds = (restart_after_timeout(trials), restart_reference(ref_km, ref, trials))
         note = "ipykernel: a kernel restart (it has no cell timeout)"
         rows.append(Row("restart after a timeout, to the next result", "s", *seconds, note))
-        rows.append(Row("memory after start (kernel + Deno)", "MiB RSS", *started))
+        rows.append(Row("memory after start (kernel + sandbox + spare)", "MiB RSS", *started))
+        rows.append(Row("memory after start, `spare_sandbox=False`", "MiB RSS", single_rss, started[1]))
         rows.append(Row("memory after the streaming test", "MiB RSS", *streamed))
     finally:
         stop(ours_km, ours)
