@@ -55,6 +55,17 @@ function send(kind: number, id: number, payload: Uint8Array): void {
   }
 }
 
+/** The parts, one after another, in one buffer. */
+function concat(parts: Uint8Array[]): Uint8Array {
+  const all = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
+  let off = 0;
+  for (const p of parts) {
+    all.set(p, off);
+    off += p.length;
+  }
+  return all;
+}
+
 function sendHostEvent(event: Record<string, unknown>): void {
   send(HOST_EVENT, 0, encoder.encode(JSON.stringify(event)));
 }
@@ -62,17 +73,9 @@ function sendHostEvent(event: Record<string, unknown>): void {
 async function writer(): Promise<void> {
   for (;;) {
     while (outQueue.length === 0) await new Promise<void>((r) => (outWake = r));
-    const batch = outQueue;
+    const all = concat(outQueue);
     outQueue = [];
-    let size = 0;
-    for (const b of batch) size += b.length;
-    const all = new Uint8Array(size);
     let off = 0;
-    for (const b of batch) {
-      all.set(b, off);
-      off += b.length;
-    }
-    off = 0;
     while (off < all.length) off += await conn.write(all.subarray(off));
   }
 }
@@ -159,14 +162,7 @@ function pumpOnce(): void {
   let pending: { kind: number; id: number; parts: Uint8Array[] } | null = null;
   const flushPending = () => {
     if (!pending) return;
-    const size = pending.parts.reduce((n, p) => n + p.length, 0);
-    const buf = new Uint8Array(size);
-    let off = 0;
-    for (const p of pending.parts) {
-      buf.set(p, off);
-      off += p.length;
-    }
-    send(pending.kind, pending.id, buf);
+    send(pending.kind, pending.id, concat(pending.parts));
     pending = null;
   };
   for (const rec of ring.drain()) {
@@ -185,15 +181,7 @@ function pumpOnce(): void {
     eventSize += rec.payload.length;
     if (eventSize <= init.maxEventBytes) eventParts.push(rec.payload);
     if (rec.kind & MORE) continue;
-    if (eventSize <= init.maxEventBytes) {
-      const buf = new Uint8Array(eventSize);
-      let off = 0;
-      for (const p of eventParts) {
-        buf.set(p, off);
-        off += p.length;
-      }
-      send(GUEST_EVENT, rec.id, buf);
-    }
+    if (eventSize <= init.maxEventBytes) send(GUEST_EVENT, rec.id, concat(eventParts));
     eventParts = [];
     eventSize = 0;
   }

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import socket
-import threading
-
 import pytest
 
 from conftest import execute, start_kernel, stop_kernel, value
+from security.attack_kit import Listener
 
 
 @pytest.fixture(scope="module")
@@ -107,37 +105,6 @@ def test_recursion_is_a_clean_error(mounted):
     assert value(execute(kc, "1+1", timeout=120)) == "2"
 
 
-class Listener:
-    """A TCP listener on 127.0.0.1 that records every connection."""
-
-    def __init__(self) -> None:
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(16)
-        self.sock.settimeout(0.2)
-        self.port = self.sock.getsockname()[1]
-        self.connections = 0
-        self.running = True
-        self.thread = threading.Thread(target=self.serve, daemon=True)
-        self.thread.start()
-
-    def serve(self) -> None:
-        while self.running:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                continue
-            self.connections += 1
-            conn.recv(4096)
-            conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nAccess-Control-Allow-Origin: *\r\n\r\nhello")
-            conn.close()
-
-    def close(self) -> None:
-        self.running = False
-        self.thread.join(timeout=2)
-        self.sock.close()
-
-
 @pytest.fixture
 def listener():
     server = Listener()
@@ -153,7 +120,7 @@ def test_no_network_by_default(kc, listener):
     run = execute(kc, fetch(listener.port))
     assert run.content["ename"] == "PermissionError"
     assert "allow_net): none" in run.content["evalue"]
-    assert listener.connections == 0
+    assert listener.settle() == []
 
 
 def test_allow_list_permits_exactly_what_is_listed(listener):
@@ -161,14 +128,14 @@ def test_allow_list_permits_exactly_what_is_listed(listener):
     km, kc = start_kernel([f"--SandboxKernel.allow_net=['127.0.0.1:{listener.port}']"])
     try:
         assert value(execute(kc, fetch(listener.port))) == "'hello'"
-        assert listener.connections == 1
+        assert len(listener.settle()) == 1
         run = execute(kc, fetch(other.port))
         assert run.content["ename"] == "PermissionError"
         assert f"127.0.0.1:{listener.port}" in run.content["evalue"]
-        assert other.connections == 0
+        assert other.settle() == []
         run = execute(kc, fetch(listener.port, host="localhost"))
         assert run.content["status"] == "error"
-        assert listener.connections == 1
+        assert len(listener.settle()) == 1
     finally:
         other.close()
         stop_kernel(km, kc)
