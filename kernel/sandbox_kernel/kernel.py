@@ -256,7 +256,7 @@ class SandboxKernel(Kernel):
             await asyncio.to_thread(cache.mkdir, parents=True, exist_ok=True)
         index = self._pyodide_index
         extra["extra_read"].append(index.cache)
-        extra["pyodide_lock"] = await asyncio.to_thread(index.lock_path.read_text)
+        extra["pyodide_lock"] = index.lock_text
         extra["pyodide_packages"] = index.cache
         return extra
 

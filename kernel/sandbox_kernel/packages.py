@@ -99,7 +99,8 @@ class PyodideIndex:
         self.local = None if self.source.startswith(("http://", "https://")) else Path(self.source)
         own_lock = self.local / "pyodide-lock.json" if self.local else None
         self.lock_path = own_lock if own_lock and own_lock.is_file() else bundled_lock
-        self.lock: dict[str, Any] = json.loads(self.lock_path.read_text())
+        self.lock_text = self.lock_path.read_text()  # handed to every sandbox start as it is
+        self.lock: dict[str, Any] = json.loads(self.lock_text)
         self.packages: dict[str, dict[str, Any]] = self.lock["packages"]
         self.by_import = {imp: name for name, pkg in self.packages.items() for imp in pkg.get("imports", [])}
 
