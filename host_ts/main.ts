@@ -7,7 +7,7 @@
  * but not this isolate: whatever the worker writes is framed here as guest data.
  */
 import { makeRingBuffer, MORE, RingReader } from "./ring.ts";
-import { FRAME_HEADER, GUEST_EVENT, HOST_EVENT, REQUEST, STDERR, STDOUT } from "./protocol.ts";
+import { FRAME_HEADER, GUEST_EVENT, HOST_EVENT, REPLY, REQUEST, STDERR, STDOUT } from "./protocol.ts";
 
 type InitConfig = {
   socket: string;
@@ -96,6 +96,9 @@ const replyCtrl = new Int32Array(replySab, 0, 3); // state, length, reply number
 const replyData = new Uint8Array(replySab, 12);
 const lifeSab = new SharedArrayBuffer(4);
 const life = new Int32Array(lifeSab);
+// The worker's glue reports the start and the end of each request on this port. Guest code has no
+// reference to it (it lives only in the glue's closure): only the trusted side says when a request is over.
+const progress = new MessageChannel();
 
 const worker = new Worker(new URL("./worker.ts", import.meta.url).href, {
   type: "module",
@@ -130,6 +133,7 @@ worker.onmessage = (e: MessageEvent) => {
 
 worker.postMessage({
   type: "init",
+  progress: progress.port2,
   ring: ringSab,
   interrupt: interruptSab,
   reply: replySab,
@@ -142,7 +146,28 @@ worker.postMessage({
   pyodidePackages: init.pyodidePackages,
   guestDir: init.guestDir,
   maxEventBytes: init.maxEventBytes,
-});
+}, [progress.port2]);
+
+progress.port1.onmessage = (e: MessageEvent) => {
+  const { id, reply } = e.data ?? {};
+  if (typeof id !== "number" || id <= 0) return;
+  if (reply === undefined) { // the worker began to serve request `id`
+    sendHostEvent({ event: "started", id });
+    return;
+  }
+  // A reply may be as large as a frame: the kernel trims it to the cell's output budget.
+  const ok = typeof reply === "string" && reply.length * 3 <= init.maxFrameBytes;
+  const content = ok ? reply : JSON.stringify({
+    status: "error",
+    ename: "SandboxError",
+    evalue: `the reply was larger than the sandbox may send (SandboxKernel.max_frame_bytes=${init.maxFrameBytes})`,
+    traceback: [],
+    user_expressions: {},
+    payload: [],
+  });
+  pumpOnce(); // everything the request printed goes out before its reply
+  send(REPLY, id, encoder.encode(content));
+};
 
 // The worker marks `life` when it unloads (e.g. guest code called Deno.exit).
 (async () => {

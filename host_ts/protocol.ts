@@ -9,4 +9,5 @@ export const STDERR = 2; // guest stderr bytes (from the worker)
 export const GUEST_EVENT = 3; // JSON written by the worker: guest-influenced data
 export const HOST_EVENT = 4; // JSON written by the supervisor only
 export const REQUEST = 5; // JSON from the kernel
+export const REPLY = 6; // the end of a request: sent by the supervisor only, when the worker's glue says so
 export const FRAME_HEADER = 9;

@@ -33,11 +33,13 @@ async function withMemoryAtLeast<T>(bytes: number, load: () => Promise<T>): Prom
 
 type Request = { op: string; [key: string]: unknown };
 type Message =
-  | { type: "init"; ring: SharedArrayBuffer; interrupt: SharedArrayBuffer; reply: SharedArrayBuffer; life: SharedArrayBuffer; wheels: string[]; guestSite: string; snapshot: string | null; mounts: { host: string; guest: string }[]; pyodideLock: string | null; pyodidePackages: string | null; guestDir: string; maxEventBytes: number }
+  | { type: "init"; progress: MessagePort; ring: SharedArrayBuffer; interrupt: SharedArrayBuffer; reply: SharedArrayBuffer; life: SharedArrayBuffer; wheels: string[]; guestSite: string; snapshot: string | null; mounts: { host: string; guest: string }[]; pyodideLock: string | null; pyodidePackages: string | null; guestDir: string; maxEventBytes: number }
   | { type: "request"; id: number; json: string }
   | { type: "interrupt"; id: number };
 
 const post = self.postMessage.bind(self);
+const realSetTimeout = setTimeout;
+const realSetInterval = setInterval;
 const stringify = JSON.stringify; // captured before guest code can replace it
 const decoder = new TextDecoder();
 const now = performance.now.bind(performance);
@@ -75,7 +77,30 @@ async function start(init: Extract<Message, { type: "init" }>): Promise<void> {
   // A guest that closes its own worker would leave requests unanswered forever.
   Object.defineProperty(self, "close", { value: () => {}, writable: false, configurable: false });
 
+  const report = init.progress.postMessage.bind(init.progress); // captured before any guest code runs
+
+  // The request being served; 0 while idle (then output has no cell to go to and is dropped).
   let currentId = 0;
+  // The request that scheduled the JS timer callback now running (0: none). Its output goes to that
+  // request, which the kernel drops once the request is over: a leftover timer never prints into a
+  // later cell.
+  let timerOrigin = 0;
+  type Callback = (...args: unknown[]) => void;
+  const withOrigin = (callback: Callback, origin: number): Callback =>
+    typeof callback !== "function" ? callback : (...args: unknown[]) => {
+      const outer = timerOrigin;
+      timerOrigin = origin;
+      try {
+        callback(...args);
+      } finally {
+        timerOrigin = outer;
+      }
+    };
+  const timers = globalThis as unknown as Record<string, unknown>;
+  timers.setTimeout = (callback: Callback, ms?: number, ...args: unknown[]) =>
+    realSetTimeout(withOrigin(callback, timerOrigin || currentId), ms, ...args);
+  timers.setInterval = (callback: Callback, ms?: number, ...args: unknown[]) =>
+    realSetInterval(withOrigin(callback, timerOrigin || currentId), ms, ...args);
 
   // Pyodide's own packages load from a folder the host fills (the guest has no network for them).
   const packages = init.pyodidePackages
@@ -119,7 +144,7 @@ async function start(init: Extract<Message, { type: "init" }>): Promise<void> {
   }
   // Output goes to the request it was made for (the guest tracks that per asyncio task), but
   // never to a later request than the one being served: the kernel drops finished ones.
-  const tag = (rid: unknown) => (typeof rid === "number" && rid > 0 && rid <= currentId ? rid : currentId);
+  const tag = (rid: unknown) => (typeof rid === "number" && rid > 0 && rid <= currentId ? rid : timerOrigin || currentId);
   const host = {
     write(kind: number, text: string, rid?: number): void {
       ring.writeText(kind === STDERR ? STDERR : STDOUT, tag(rid), text);
@@ -172,6 +197,7 @@ async function start(init: Extract<Message, { type: "init" }>): Promise<void> {
   let chain: Promise<void> = Promise.resolve();
   let busy = false;
   const serve = async (id: number, json: string) => {
+    report({ id }); // started: from here on, what happens to the sandbox happened under this request
     currentId = id;
     busy = true;
     atomicsStore(interrupt, 0, 0);
@@ -185,10 +211,12 @@ async function start(init: Extract<Message, { type: "init" }>): Promise<void> {
         return;
       }
       const evalue = stringify(text.slice(0, 2000)); // a string: no toJSON hook applies
-      reply = `{"type": "reply", "content": {"status": "error", "ename": "SandboxError", "evalue": ${evalue}, "traceback": []}}`;
+      reply = `{"status": "error", "ename": "SandboxError", "evalue": ${evalue}, "traceback": []}`;
     }
     busy = false;
-    ring.writeText(GUEST_EVENT, id, reply);
+    currentId = 0;
+    // The request is over when the run has resolved here, never when guest code says so.
+    report({ id, reply: typeof reply === "string" ? reply : "" });
   };
   deliver = (m: Message) => {
     if (m.type === "request") chain = chain.then(() => serve(m.id, m.json));

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import os
+import socket
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,6 +19,7 @@ from jupyter_client.manager import KernelManager
 from sandbox_kernel.install import KERNEL_NAME, install
 
 START_TIMEOUT = 180
+FIXTURES_DIR = Path(__file__).parent / "skill_fixtures"  # skills used by the tests
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -104,3 +108,55 @@ def fresh_kernel() -> Iterator[tuple[KernelManager, BlockingKernelClient]]:
     km, kc = start_kernel()
     yield km, kc
     stop_kernel(km, kc)
+
+
+class Listener:
+    """A TCP server on 127.0.0.1 that records every connection (and answers like HTTP)."""
+
+    def __init__(self, host: str = "127.0.0.1", reply: bytes | None = None) -> None:
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        self.sock = socket.socket(family, socket.SOCK_STREAM)
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.sock.bind((host, 0))
+        self.sock.listen(64)
+        self.sock.settimeout(0.1)
+        self.port = self.sock.getsockname()[1]
+        self.reply = reply or (
+            b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nAccess-Control-Allow-Origin: *\r\nConnection: close\r\n\r\nhello"
+        )
+        self.hits: list[bytes] = []
+        self._running = True
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+        self._thread.start()
+
+    def _serve(self) -> None:
+        while self._running:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                continue
+            with conn:
+                conn.settimeout(1)
+                try:
+                    data = conn.recv(4096)
+                except OSError:
+                    data = b""
+                self.hits.append(data or b"<connected>")
+                try:
+                    conn.sendall(self.reply)
+                except OSError:
+                    pass
+
+    def settle(self) -> list[bytes]:
+        """The connections seen so far, after giving queued ones time to be accepted."""
+        time.sleep(0.3)
+        return list(self.hits)
+
+    def assert_untouched(self) -> None:
+        hits = self.settle()
+        assert hits == [], f"LEAK: the guest reached the listener on port {self.port}: {hits!r}"
+
+    def close(self) -> None:
+        self._running = False
+        self._thread.join(timeout=2)
+        self.sock.close()

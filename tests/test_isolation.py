@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import execute, start_kernel, stop_kernel, value
-from security.attack_kit import Listener
+from conftest import Listener, execute, start_kernel, stop_kernel, value
 
 
 @pytest.fixture(scope="module")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import secrets
 import shutil
 import socket
@@ -18,6 +19,11 @@ from typing import Any
 
 import pytest
 from playwright.sync_api import BrowserContext, Locator, Page, expect, sync_playwright
+
+from conftest import Listener
+from test_notebooks import SETTINGS
+
+SKILLS_SETTINGS = SETTINGS["skills.ipynb"]
 
 REPO = Path(__file__).resolve().parent.parent
 ARTIFACTS = REPO / "tests" / "artifacts"
@@ -82,10 +88,15 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
     notification = tmp / "settings" / "@jupyterlab" / "apputils-extension" / "notification.jupyterlab-settings"
     notification.parent.mkdir(parents=True)
     notification.write_text(json.dumps({"fetchNews": "false", "checkForUpdates": False}))
+    # The settings skills.ipynb asks its reader for (its kernels inherit the server's environment).
+    config = tmp / "config"
+    config.mkdir()
+    (config / "sandbox_kernel_config.json").write_text(json.dumps(SKILLS_SETTINGS))
     env = {
         **os.environ,
         "JUPYTERLAB_SETTINGS_DIR": str(tmp / "settings"),
         "JUPYTERLAB_WORKSPACES_DIR": str(tmp / "workspaces"),
+        "JUPYTER_CONFIG_DIR": str(config),
     }
     port, token = free_port(), secrets.token_hex(16)
     lab = Lab(f"http://127.0.0.1:{port}", token, root, tmp / "lab.log")
@@ -168,10 +179,10 @@ def test_new_notebook_runs_renders_and_interrupts(lab: Lab, page: Page) -> None:
     cell = run_cell(
         page,
         "print('hello from the sandbox'); from IPython.display import HTML, display; "
-        "display(HTML('<b id=\"sbx\">bold html</b>'))",
+        "display(HTML('<b class=\"sbx\">bold html</b>'))",
     )
     expect(cell.locator(".jp-OutputArea-output").first).to_have_text("hello from the sandbox", timeout=CELL_MS)
-    expect(cell.locator(".jp-RenderedHTML b#sbx")).to_have_text("bold html")
+    expect(cell.locator(".jp-RenderedHTML b.sbx")).to_have_text("bold html")
 
     cell = run_cell(page, "while True: pass")
     expect(kernel_status(page)).to_have_attribute("data-status", "busy")
@@ -208,3 +219,74 @@ def test_skills_notebook_runs_all(lab: Lab, page: Page) -> None:
     prompts = notebook.locator(".jp-CodeCell .jp-InputArea-prompt")
     expect(prompts).to_have_text([f"[{n}]:" for n in range(1, len(code_cells) + 1)])
     page.screenshot(path=ARTIFACTS / "jupyterlab-skills.png")
+
+
+# ---- nothing a cell displays acts in the browser ------------------------------------------------------
+
+
+def active_payloads(port: int) -> str:
+    """One cell that tries every way of running script in the page: each would call the listener on `port`."""
+    hit = f"http://127.0.0.1:{port}"
+    return "\n".join(
+        [
+            "from IPython.display import HTML, SVG, Javascript, Markdown, display",
+            f"display(Javascript(\"document.body.dataset.pwned = 'js'; fetch('{hit}/javascript')\"))",
+            f'display(HTML(\'<script>document.body.dataset.pwned = "script"; fetch("{hit}/script")</script>\'))',
+            f"display(HTML('<img src=x onerror=\"fetch(&quot;{hit}/onerror&quot;)\">'))",
+            f"display(HTML('<svg><script>fetch(&quot;{hit}/inline-svg&quot;)</script></svg>'))",
+            f"display(HTML('<iframe srcdoc=\"<script>fetch(&quot;{hit}/iframe&quot;)</script>\"></iframe>'))",
+            f"display(HTML('<img src=\"{hit}/remote-image\">'))",
+            f"display(HTML('<div style=\"background-image: url({hit}/css)\">css</div>'))",
+            f'display(SVG(\'<svg xmlns="http://www.w3.org/2000/svg" onload="fetch(&quot;{hit}/svg&quot;)">'
+            f'<script>fetch(&quot;{hit}/svg-script&quot;)</script><circle r="5"/></svg>\'))',
+            f"display(Markdown('<img src=x onerror=\"fetch(&quot;{hit}/markdown&quot;)\"> ![i]({hit}/md-image)'))",
+            f'display(HTML(\'<a class="sbx-link" href="javascript:fetch(&quot;{hit}/link&quot;)">click me</a>\'))',
+            'display(HTML(\'<table class="dataframe" border="1"><thead><tr><th></th><th>price</th></tr></thead>'
+            "<tbody><tr><th>apple</th><td>3</td></tr></tbody></table>'))",
+        ]
+    )
+
+
+def open_notebook(page: Page, lab: Lab, kernel_title: str) -> None:
+    """A new notebook on `kernel_title`, from the launcher of a fresh workspace."""
+    page.goto(lab.page_url("lab?reset"))
+    page.locator(f'.jp-LauncherCard[data-category="Notebook"][title="{kernel_title}"]').click(timeout=UI_MS)
+    expect(page.locator(".jp-NotebookPanel-toolbar .jp-Toolbar-kernelName")).to_have_text(kernel_title, timeout=UI_MS)
+    expect(kernel_status(page)).to_have_attribute("data-status", "idle", timeout=KERNEL_MS)
+
+
+def test_active_content_does_not_run_in_jupyterlab(lab: Lab, page: Page) -> None:
+    listener = Listener()
+    try:
+        open_notebook(page, lab, KERNEL)
+        cell = run_cell(page, active_payloads(listener.port))
+        expect(cell.locator(".jp-RenderedHTML table.dataframe td")).to_have_text("3", timeout=CELL_MS)
+        expect(
+            cell.locator(".jp-OutputArea-output").filter(has_text="application/javascript was not sent")
+        ).to_have_count(1)
+        link = cell.locator("a.sbx-link")
+        expect(link).to_have_text("click me")
+        link.click()  # its javascript: URL is gone, so a click does nothing
+        page.wait_for_timeout(2_000)  # give any script that did get in the time to call out
+        assert page.evaluate("document.body.dataset.pwned") is None, "a payload changed the page"
+        listener.assert_untouched()
+        page.screenshot(path=ARTIFACTS / "jupyterlab-active-content.png")
+    finally:
+        listener.close()
+
+
+def test_the_same_payloads_do_run_in_ipykernel(lab: Lab, page: Page) -> None:
+    """Proof that the test above would catch a missing sanitiser: ipykernel's output is trusted and acts."""
+    listener = Listener()
+    try:
+        open_notebook(page, lab, "Python 3 (ipykernel)")
+        cell = run_cell(page, active_payloads(listener.port))
+        expect(cell.locator(".jp-RenderedHTML table.dataframe td")).to_have_text("3", timeout=CELL_MS)
+        expect(page.locator("body")).to_have_attribute("data-pwned", re.compile("js|script"), timeout=CELL_MS)
+        deadline = time.monotonic() + 10
+        while len({hit.split(b" ")[1] for hit in listener.hits if b" " in hit}) < 3 and time.monotonic() < deadline:
+            page.wait_for_timeout(200)
+        paths = {hit.split(b" ")[1].decode() for hit in listener.hits if b" " in hit}
+        assert {"/javascript", "/script", "/remote-image"} <= paths, paths
+    finally:
+        listener.close()

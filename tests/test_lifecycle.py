@@ -170,7 +170,13 @@ def test_interrupt_while_waiting_for_input(kernel):
 
 @pytest.fixture(scope="module")
 def timed_kernel():
-    km, kc = start_kernel(["--SandboxKernel.cell_timeout=2", "--SandboxKernel.interrupt_grace=1.5"])
+    km, kc = start_kernel(
+        [
+            "--SandboxKernel.cell_timeout=2",
+            "--SandboxKernel.interrupt_grace=1.5",
+            '--SandboxKernel.skills=["TimeSkill"]',
+        ]
+    )
     yield km, kc
     stop_kernel(km, kc)
 

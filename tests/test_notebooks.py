@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import base64
 import functools
+import json
 import os
 import re
 import struct
 import subprocess
 import sys
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
@@ -27,18 +29,31 @@ RAISES = "raises-exception"
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
 
+# What a notebook's own text tells its reader to put in sandbox_kernel_config.json before running it.
+SETTINGS = {"skills.ipynb": {"SandboxKernel": {"skills": ["TimeSkill", "KeyValueSkill", "SignerSkill"]}}}
+
+
 @functools.cache
 def executed(path: Path) -> NotebookNode:
-    """The notebook after nbclient ran it (once per test session) with its own kernelspec."""
+    """The notebook after nbclient ran it (once per test session) with its own kernelspec and settings."""
     nb = nbformat.read(path, as_version=4)
-    client = NotebookClient(
-        nb,
-        kernel_name=nb.metadata.kernelspec.name,
-        timeout=CELL_TIMEOUT,
-        resources={"metadata": {"path": str(path.parent)}},
-    )
-    client.execute()  # raises CellExecutionError on an error in a cell not tagged raises-exception
+    with tempfile.TemporaryDirectory() as config_dir, pytest.MonkeyPatch.context() as patch:
+        if path.name in SETTINGS:
+            (Path(config_dir) / "sandbox_kernel_config.json").write_text(json.dumps(SETTINGS[path.name]))
+            patch.setenv("JUPYTER_CONFIG_DIR", config_dir)
+        client = NotebookClient(
+            nb,
+            kernel_name=nb.metadata.kernelspec.name,
+            timeout=CELL_TIMEOUT,
+            resources={"metadata": {"path": str(path.parent)}},
+        )
+        client.execute()  # raises CellExecutionError on an error in a cell not tagged raises-exception
     return nb
+
+
+def test_the_skills_notebook_says_which_settings_it_needs() -> None:
+    text = "".join(cell.source for cell in nbformat.read(REPO / "notebooks" / "skills.ipynb", as_version=4).cells)
+    assert json.dumps(SETTINGS["skills.ipynb"]) in text
 
 
 def code_cells(nb: NotebookNode) -> list[NotebookNode]:

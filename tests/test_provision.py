@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from sandbox_kernel import paths
-from sandbox_kernel.sandbox import Sandbox, SandboxOptions
+from sandbox_kernel.sandbox import SandboxOptions, SandboxProcess
 
 
 def sandbox_kernel_cli(*args: str, cache: Path) -> subprocess.CompletedProcess[str]:
@@ -41,7 +41,7 @@ def test_pyodide_is_pinned_by_the_lock_file():
 
 
 def test_sandbox_command_is_least_privilege(tmp_path):
-    sandbox = Sandbox(SandboxOptions(), None, print)  # type: ignore[arg-type]
+    sandbox = SandboxProcess(SandboxOptions(), None, print)  # type: ignore[arg-type]
     argv = sandbox.command(tmp_path / "host.sock", tmp_path / "pyodide", tmp_path / "wheels")
     assert "--no-prompt" in argv and "--cached-only" in argv
     joined = " ".join(argv)

@@ -9,7 +9,7 @@ from typing import Any
 
 from jupyter_client.blocking.client import BlockingKernelClient
 
-from conftest import execute
+from conftest import execute, start_kernel, stop_kernel
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 JPEG_BYTES = b"\xff\xd8\xff\xe0\x00\x10JFIF\x00fake-jpeg\xff\xd9"
@@ -115,17 +115,19 @@ def test_repr_mimebundle_data_and_metadata(kc: BlockingKernelClient) -> None:
 from IPython.display import display
 class Custom:
     def _repr_mimebundle_(self, include=None, exclude=None):
-        data = {"text/plain": "custom", "application/vnd.sandbox+json": {"k": [1, 2]}, "text/html": "<i>c</i>"}
-        return data, {"application/vnd.sandbox+json": {"expanded": True}}
+        data = {"text/plain": "custom", "application/json": {"k": [1, 2]}, "text/html": "<i>c</i>",
+                "application/vnd.custom+json": {"run": "me"}}
+        return data, {"application/json": {"expanded": True}, "application/vnd.custom+json": {"x": 1}}
 display(Custom())
 Custom()
 """
     run = execute(kc, code)
     assert run.content["status"] == "ok", run.content
-    want = {"text/plain": "custom", "application/vnd.sandbox+json": {"k": [1, 2]}, "text/html": "<i>c</i>"}
+    want = {"text/plain": "custom", "application/json": {"k": [1, 2]}, "text/html": "<i>c</i>"}
     for content in (only(run.of_type("display_data")), only(run.of_type("execute_result"))):
-        assert content["data"] == want
-        assert content["metadata"] == {"application/vnd.sandbox+json": {"expanded": True}}
+        assert content["data"] == want  # a vendor type that no safe renderer claims is not sent
+        assert content["metadata"] == {"application/json": {"expanded": True}}
+    assert "output of type application/vnd.custom+json was not sent" in run.stream("stderr")
 
 
 def test_ipython_display_classes(kc: BlockingKernelClient) -> None:
@@ -150,7 +152,7 @@ display(Javascript("console.log('js')"))
         ["image/png"],
         ["image/svg+xml"],
         ["application/json"],
-        ["application/javascript"],
+        [],  # application/javascript is never sent (SandboxKernel.trust_output is off)
     ]
     html, md, image, svg, js_json, js = (d["data"] for d in shown)
     assert html["text/html"] == "<p>h</p>"
@@ -159,7 +161,23 @@ display(Javascript("console.log('js')"))
     assert shown[2]["metadata"] == {"image/png": {"width": 50}}
     assert svg["image/svg+xml"].startswith("<svg") and "<circle" in svg["image/svg+xml"]
     assert js_json["application/json"] == {"x": [1, 2]}
-    assert js["application/javascript"] == "console.log('js')"
+    assert js == {"text/plain": "<IPython.core.display.Javascript object>"}
+    assert run.stream("stderr").count("application/javascript was not sent") == 1
+
+
+def test_trusted_output_passes_javascript_unchanged() -> None:
+    """The opt-in for people who run their own code: output goes out as IPython made it."""
+    km, kc = start_kernel(["--SandboxKernel.trust_output=True"])
+    try:
+        run = execute(
+            kc,
+            "from IPython.display import HTML, Javascript, display\ndisplay(Javascript('1'))\nHTML('<script>2</script>')",
+        )
+        assert [d["data"].get("application/javascript") for d in run.of_type("display_data")] == ["1"]
+        assert only(run.of_type("execute_result"))["data"]["text/html"] == "<script>2</script>"
+        assert run.stream("stderr") == ""
+    finally:
+        stop_kernel(km, kc)
 
 
 def test_png_made_in_guest_arrives_as_base64(kc: BlockingKernelClient) -> None:

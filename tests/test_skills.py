@@ -26,6 +26,7 @@ def audit_file(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def skills_kernel(audit_file):
     args = [
+        '--SandboxKernel.skills=["TimeSkill", "KeyValueSkill", "SignerSkill"]',
         f"--SandboxKernel.skills_path={FIXTURES}",
         f"--SandboxKernel.audit_log={audit_file}",
         "--SandboxKernel.skill_timeout=1.5",
@@ -158,7 +159,9 @@ def answer_prompt(kc, code: str, answer: str) -> tuple[dict, dict]:
 
 def test_ask_yes_once_then_asks_again(kc):
     prompt, reply = answer_prompt(kc, "device.GuardedSkill.touch()", "y")
-    assert prompt["prompt"] == "Allow GuardedSkill.touch()? [y]es once / [a]lways this session / [N]o: "
+    assert (
+        prompt["prompt"] == "[sandbox-kernel] Allow GuardedSkill.touch()? [y]es once / [a]lways this session / [N]o: "
+    )
     assert reply["status"] == "ok"
     prompt, reply = answer_prompt(kc, "device.GuardedSkill.touch()", "n")
     assert reply["status"] == "error" and reply["ename"] == "SkillRefused"
@@ -298,22 +301,44 @@ def test_device_comes_back_after_a_sandbox_restart(skills_kernel):
     assert value(execute(kc, "device.ProbeSkill.echo(2)", timeout=120)) == "{'args': [2], 'kwargs': {}}"
 
 
-def test_bad_skills_path_fails_the_start(tmp_path):
+def failed_start(tmp_path: Path, *arguments: str) -> str:
+    """The kernel's stderr when it refuses to start with these settings."""
     import subprocess
     import sys
 
     proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "sandbox_kernel",
-            "-f",
-            str(tmp_path / "k.json"),
-            "--SandboxKernel.skills_path=/nonexistent",
-        ],
+        [sys.executable, "-m", "sandbox_kernel", "-f", str(tmp_path / "k.json"), *arguments],
         capture_output=True,
         text=True,
         timeout=60,
     )
     assert proc.returncode != 0
-    assert "skills_path '/nonexistent' is not a directory" in proc.stderr
+    return proc.stderr
+
+
+def test_bad_skills_path_fails_the_start(tmp_path):
+    stderr = failed_start(tmp_path, "--SandboxKernel.skills_path=/nonexistent")
+    assert "skills_path '/nonexistent' is not a directory" in stderr
+
+
+def test_a_skill_named_like_a_shipped_one_is_refused_at_start(tmp_path):
+    folder = tmp_path / "mine"
+    folder.mkdir()
+    (folder / "clock.py").write_text("class TimeSkill:\n    def get_current_time(self):\n        return 'forged'\n")
+    stderr = failed_start(tmp_path, '--SandboxKernel.skills=["TimeSkill"]', f"--SandboxKernel.skills_path={folder}")
+    assert "two skills are named 'TimeSkill'" in stderr and "clock.py" in stderr
+
+
+def test_no_skill_is_exposed_unless_configured():
+    """Least privilege: the shipped examples (a store, a signing oracle) are not there by default."""
+    km, kc = start_kernel()
+    try:
+        assert value(execute(kc, "dir(device)")) == "['describe_function', 'search_skills']"
+        run = execute(kc, "device.SignerSkill.sign('pay me')")
+        assert run.content["ename"] == "AttributeError"
+        assert "SandboxKernel.skills = ['TimeSkill']" in run.content["evalue"]
+        raw = "import sandbox_guest._host as h\nh.request({'type': 'skill_call', 'skill': 'SignerSkill', 'method': 'sign', 'args': ['x'], 'kwargs': {}})"
+        answer = value(execute(kc, raw))  # what the host answers a crafted request
+        assert "SkillRefused" in answer and "there is no skill 'SignerSkill'" in answer
+    finally:
+        stop_kernel(km, kc)

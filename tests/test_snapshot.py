@@ -25,7 +25,7 @@ def started_from_snapshot(kc) -> bool:
 def test_snapshot_start_is_as_clean_as_a_fresh_one(snapshot):
     states = []
     for use in (True, False):
-        km, kc = start_kernel([f"--SandboxKernel.use_snapshot={use}"])
+        km, kc = start_kernel([f"--SandboxKernel.use_snapshot={use}", '--SandboxKernel.skills=["TimeSkill"]'])
         try:
             assert started_from_snapshot(kc) is use
             first = execute(kc, "x = 1")

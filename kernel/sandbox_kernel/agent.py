@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
-import re
 import threading
 import time
 from collections.abc import Callable, Coroutine
@@ -25,18 +24,32 @@ from .install import KERNEL_NAME
 from .results import ExecutionResult, ResultBuilder
 
 T = TypeVar("T")
-APPROVAL = re.compile(r"Allow (\w+)\.(\w+)\((.*)\)\? \[y\]es once")
 CHUNK = 1 << 20  # bytes per upload/download step
 
 
 @dataclass(frozen=True)
 class ApprovalRequest:
-    """A skill call the kernel asks about (policy 'ask')."""
+    """A skill call the kernel asks about (policy 'ask'), from the metadata only the kernel sets."""
 
     skill: str
     method: str
-    arguments: str  # as the kernel shows them
+    arguments: str  # every argument, as Python shows them
     prompt: str
+    sha256: str = ""  # of the arguments' JSON
+
+
+def approval_of(msg: dict[str, Any]) -> ApprovalRequest | None:
+    """The approval an input_request asks for, or None for any other prompt (e.g. the guest's input())."""
+    approval = msg.get("metadata", {}).get("sandbox_kernel", {}).get("approval")
+    if not isinstance(approval, dict):
+        return None
+    return ApprovalRequest(
+        str(approval.get("skill")),
+        str(approval.get("method")),
+        str(approval.get("arguments")),
+        msg["content"].get("prompt", ""),
+        str(approval.get("sha256", "")),
+    )
 
 
 # True / "once": allow this call; "always": allow for the session; False / None: refuse.
@@ -56,6 +69,7 @@ class AsyncSandbox:
         self,
         *,
         cell_timeout: float | None = None,
+        skills: list[str] | None = None,
         skills_path: str | Path | None = None,
         mounts: list[str] | None = None,
         allow_net: list[str] | None = None,
@@ -71,6 +85,7 @@ class AsyncSandbox:
     ) -> None:
         settings: dict[str, Any] = {
             "cell_timeout": cell_timeout,
+            "skills": skills,
             "skills_path": str(skills_path) if skills_path else None,
             "mounts": mounts,
             "allow_net": allow_net,
@@ -149,7 +164,7 @@ class AsyncSandbox:
         finally:
             if stdin is not None:
                 stdin.cancel()
-        return builder.finish(reply["content"], time.monotonic() - started)
+        return builder.finish(reply["content"], time.monotonic() - started, reply.get("metadata", {}))
 
     async def _serve_stdin(self) -> None:
         """Answer the kernel's input requests: skill approvals via the approver, anything else with EOF."""
@@ -158,15 +173,19 @@ class AsyncSandbox:
                 msg = await self.kc.get_stdin_msg(timeout=0.2)
             except Empty:
                 continue
-            prompt = msg["content"].get("prompt", "")
-            match = APPROVAL.match(prompt)
-            if match and self.approver is not None:
-                verdict = self.approver(ApprovalRequest(match[1], match[2], match[3], prompt))
+            approval = approval_of(msg)
+            if approval is not None and self.approver is not None:
+                verdict = self.approver(approval)
                 if asyncio.iscoroutine(verdict):
                     verdict = await verdict
-                self.kc.input(_approval_answer(verdict))
+                self._answer(msg, _approval_answer(verdict))
             else:
-                self.kc.input("\x04")  # input() in the guest gets EOFError: an agent has no keyboard
+                self._answer(msg, "\x04")  # input() in the guest gets EOFError: an agent has no keyboard
+
+    def _answer(self, request: dict[str, Any], value: str) -> None:
+        """An input_reply naming the prompt it answers (the kernel ignores answers to other prompts)."""
+        reply = self.kc.session.msg("input_reply", {"value": value}, parent=request["header"])
+        self.kc.stdin_channel.send(reply)
 
     async def interrupt(self) -> None:
         assert self.km is not None

@@ -17,6 +17,7 @@ STDERR = 2
 GUEST_EVENT = 3
 HOST_EVENT = 4
 REQUEST = 5
+REPLY = 6  # the end of a request, sent by the supervisor only
 
 _HEAD = struct.Struct(">IBI")
 
@@ -56,7 +57,7 @@ async def read_frame(reader: asyncio.StreamReader, max_bytes: int) -> Frame:
     length, kind, request_id = _HEAD.unpack(head)
     if length < 5 or length - 5 > max_bytes:
         raise FrameError(f"frame of {length - 5} bytes exceeds the limit of {max_bytes} bytes")
-    if kind not in (STDOUT, STDERR, GUEST_EVENT, HOST_EVENT):
+    if kind not in (STDOUT, STDERR, GUEST_EVENT, HOST_EVENT, REPLY):
         raise FrameError(f"unknown frame kind {kind}")
     payload = await reader.readexactly(length - 5)
     return Frame(kind, request_id, payload)

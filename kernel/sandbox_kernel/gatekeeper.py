@@ -60,13 +60,3 @@ def check_policy(policy: dict[str, str], skills: dict[str, Skill]) -> list[str]:
         if name not in skills:
             problems.append(f"skill_policy names {key!r}, but no skill {name!r} is loaded")
     return problems
-
-
-def parse_approval(answer: str) -> str:
-    """'once', 'always' or 'no' from a person's answer to the approval prompt."""
-    word = answer.strip().lower()
-    if word in ("y", "yes"):
-        return "once"
-    if word in ("a", "always"):
-        return "always"
-    return "no"

@@ -10,22 +10,39 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import zmq
 from ipykernel.kernelbase import Kernel
 from jupyter_core.paths import jupyter_data_dir
 from traitlets import Bool, Dict, Float, Int, List, TraitError, Unicode, default, validate
 from traitlets.utils.importstring import import_item
 
-from . import __version__, mounts, netpolicy, packages, paths, provision, skill_loader
+from . import __version__, guest_schema, mounts, netpolicy, packages, paths, provision, skill_loader
 from .audit import AuditLog
+from .dispatcher import RequestDispatcher
 from .gatekeeper import Gatekeeper, check_policy
-from .guest_events import InvalidGuestEvent, input_request
+from .guest_services import GuestServiceDesk, PipReplays, RequestContext
 from .history import History
-from .output import OutputRouter
-from .sandbox import Sandbox, SandboxDied, SandboxOptions, SandboxStartError
+from .output import OutputRouter, size_of
+from .pool import SandboxPool
+from .sandbox import SandboxDied, SandboxOptions, SandboxProcess, SandboxStartError
+from .sanitize import OutputSanitizer
 from .skill_calls import SkillService
+from .stdin_gate import StdinGate
+from .supervision import Action, StopCause, Supervisor
 
-RESEND_INTERRUPT_EVERY = 1.0  # seconds; a rare interrupt can be missed by the guest
+SIMPLE_REQUEST_TIMEOUT = 30.0  # seconds for completion, inspection, is_complete, configure
+REPLAY_TIMEOUT = 120.0  # seconds for one %pip install replayed after a restart
+SHORT_EVALUE = 1000  # characters of an error's message kept when the cell's output budget is spent
+OVER_BUDGET = {
+    "status": "error",
+    "ename": "OutputTruncated",
+    "evalue": "this value passed the cell's max_output_bytes",
+    "traceback": [],
+}
+ERROR_NAMES = {
+    StopCause.TIMEOUT: "SandboxTimeout",
+    StopCause.INTERRUPT: "SandboxRestarted",
+    StopCause.CRASH: "SandboxRestarted",
+}
 
 
 class SandboxKernel(Kernel):
@@ -34,6 +51,7 @@ class SandboxKernel(Kernel):
     implementation = "sandbox-kernel"
     implementation_version = __version__
     language = "python"
+    _execute_sleep = 0.0  # ipykernel sleeps after each cell to let its own output threads flush; ours do not
 
     cell_timeout = Float(
         None,
@@ -63,7 +81,14 @@ class SandboxKernel(Kernel):
         config=True
     )
     max_output_bytes = Int(
-        10 << 20, help="Output one cell may send to the frontend; the rest is dropped with a notice."
+        10 << 20,
+        help="Output one cell may send to the frontend (every message, and its reply's payload); the rest is "
+        "dropped with a notice.",
+    ).tag(config=True)
+    trust_output = Bool(
+        False,
+        help="Send the guest's output unchanged, JavaScript and scripts in HTML included. Only for code you trust: "
+        "JupyterLab runs such output with the rights of your Jupyter session.",
     ).tag(config=True)
     packages = List(
         Unicode(),
@@ -86,11 +111,16 @@ class SandboxKernel(Kernel):
     auto_load_packages = Bool(
         True, help="Load Pyodide packages that a cell imports before it runs (as Pyodide's loadPackagesFromImports)."
     ).tag(config=True)
+    skills = List(
+        Unicode(),
+        help="Skills the guest may call, by name or import path: a shipped example ('TimeSkill', 'KeyValueSkill', "
+        "'SignerSkill'), 'package.module.Class' or 'package.module' (its ...Skill classes). None by default.",
+    ).tag(config=True)
     skills_path = Unicode(
         None, allow_none=True, help="A folder of skill files: every *.py in it, classes named ...Skill."
     ).tag(config=True)
     load_skill_entry_points = Bool(
-        True, help="Also load skills from installed packages (entry-point group sandbox_kernel.skills)."
+        False, help="Also load skills that installed packages publish (entry-point group sandbox_kernel.skills)."
     ).tag(config=True)
     skill_policy = Dict(
         value_trait=Unicode(),
@@ -131,30 +161,31 @@ class SandboxKernel(Kernel):
         problems = netpolicy.private_resolutions(allowed)
         if problems:
             raise TraitError("; ".join(problems))
-        self._blocking: set[asyncio.Task[None]] = set()
+        image_hosts = [netpolicy.split_entry(entry)[0] for entry in allowed]
+        self._sanitizer = OutputSanitizer(trusted=self.trust_output, image_hosts=image_hosts)
         self._pyodide_index: packages.PyodideIndex | None = None
-        self._pip_installs: list[dict[str, Any]] = []  # replayed after a sandbox restart
+        self._pip_replays = PipReplays()
         self._snapshot_task: asyncio.Task[Path] | None = None
-        self._spare: asyncio.Task[Sandbox] | None = None
-        self._launching: set[Sandbox] = set()
+        self._pool = SandboxPool(self._launch, self._replay_pip, self.spare_sandbox, self.log)
+        self._stdin: StdinGate | None = None
         self._next_count = 1
-        self._sandbox: Sandbox | None = None
-        self._starting: asyncio.Task[Sandbox] | None = None
         self._guest_info: dict[str, Any] = {}
         self._interrupted = asyncio.Event()
         self._running = False
-        self._unreported_death: str | None = None
-        atexit.register(self._kill_sandbox_now)
+        self._reply_metadata: dict[str, Any] = {}
+        atexit.register(SandboxPool.kill_all_now)
 
     # ---- skills --------------------------------------------------------------------
     def _load_skills(self) -> SkillService:
         try:
-            found = skill_loader.load_directory(Path(self.skills_path)) if self.skills_path else []
+            found = skill_loader.load_configured(list(self.skills))
+            if self.skills_path:
+                found += skill_loader.load_directory(Path(self.skills_path))
             if self.load_skill_entry_points:
                 found += skill_loader.load_entry_points()
+            by_name = skill_loader.by_name(found)
         except skill_loader.SkillLoadError as exc:
             raise TraitError(str(exc)) from None
-        by_name = {skill.name: skill for skill in found}
         problems = check_policy(self.skill_policy, by_name)
         if problems:
             raise TraitError("SandboxKernel.skill_policy: " + "; ".join(problems))
@@ -219,8 +250,8 @@ class SandboxKernel(Kernel):
 
     async def kernel_info_request(self, stream: Any, ident: Any, parent: Any) -> None:
         try:
-            await self._get_sandbox()
-        except SandboxStartError as exc:
+            await self._pool.get()
+        except (SandboxStartError, SandboxDied) as exc:
             self.log.error("sandbox start failed: %s", exc)
         await super().kernel_info_request(stream, ident, parent)
 
@@ -229,7 +260,9 @@ class SandboxKernel(Kernel):
         super().start()
         loop = asyncio.get_event_loop()
         loop.add_signal_handler(signal.SIGINT, self._on_sigint)
-        self._starting = loop.create_task(self._start_sandbox())
+        assert self.session is not None
+        self._stdin = StdinGate(self.session, self.stdin_socket, self.log)
+        loop.call_soon(self._pool.start_soon)
 
     def pre_handler_hook(self) -> None:
         """SIGINT is handled by _on_sigint, never as KeyboardInterrupt in the kernel."""
@@ -265,6 +298,7 @@ class SandboxKernel(Kernel):
             **extra,
             start_timeout=self.start_timeout,
             max_frame_bytes=self.max_frame_bytes,
+            max_event_bytes=self._max_event_bytes,
             reply_bytes=2 * self.skill_max_bytes + (64 << 10),
             use_snapshot=self.use_snapshot,
             mounts=self._mounts,
@@ -272,66 +306,52 @@ class SandboxKernel(Kernel):
             memory_limit_mb=self.memory_limit_mb,
         )
 
-    async def _launch(self) -> Sandbox:
+    @property
+    def _request_bytes(self) -> int:
+        """The largest request the guest's glue makes: skill arguments plus room for the rest."""
+        return self.skill_max_bytes + (64 << 10)
+
+    @property
+    def _max_event_bytes(self) -> int:
+        """The largest guest event the host passes on: a cell's whole output budget, or a request."""
+        return max(self.max_output_bytes, self._request_bytes) + (64 << 10)
+
+    async def _launch(self) -> SandboxProcess:
         """A started and configured sandbox (not yet the kernel's current one)."""
         try:
             extra = await self._package_options()
         except (packages.PackageError, provision.ProvisionError) as exc:
             raise SandboxStartError(str(exc)) from None
-        sandbox = Sandbox(self._options(**extra), self.log, self._say)
-        self._launching.add(sandbox)  # so that shutdown can kill it mid-start
+        sandbox = SandboxProcess(self._options(**extra), self.log, self._say)
         try:
             self._guest_info = await sandbox.start()
             self._check_snapshot(sandbox)
-            await sandbox.request("configure", self._guest_config(), lambda event: None)
+            await self._background_request(sandbox, "configure", self._guest_config(), SIMPLE_REQUEST_TIMEOUT)
         except BaseException:
             await sandbox.kill("its start failed")
             raise
-        finally:
-            self._launching.discard(sandbox)
         return sandbox
 
-    async def _start_sandbox(self) -> Sandbox:
-        """Make a sandbox current: the pre-warmed spare if there is one, else a new one."""
-        spare, self._spare = self._spare, None
-        sandbox = None
-        if spare is not None and spare.done() and not spare.cancelled() and not spare.exception():
-            sandbox = spare.result() if spare.result().alive else None
-        elif spare is not None:
-            spare.cancel()
-        if sandbox is None:
-            sandbox = await self._launch()
-        self._sandbox = sandbox
+    async def _background_request(
+        self, sandbox: SandboxProcess, op: str, payload: dict[str, Any], timeout: float
+    ) -> dict[str, Any]:
+        """A request of the kernel's own (no cell): its output goes to whichever cell is current."""
+        router = OutputRouter(self._publisher(), self.max_output_bytes)
+        dispatcher = self._dispatcher(router, sandbox, False, False)
         try:
-            if self._pip_installs:  # what %pip installed before a restart
-                router = OutputRouter(self._publisher(), self.log)
-                router.set_request_handler(self._request_handler(sandbox, False, False, self._next_count))
-                for install in self._pip_installs:
-                    await sandbox.request("pip_install", install, router.on_event)
-                router.flush()
-        except BaseException:
-            await sandbox.kill("its start failed")
-            raise
-        if self.spare_sandbox:
-            self._spare = asyncio.get_event_loop().create_task(self._launch())
-            self._spare.add_done_callback(lambda t: t.cancelled() or t.exception())
-        return sandbox
+            return await asyncio.wait_for(sandbox.request(op, payload, dispatcher), timeout)
+        finally:
+            dispatcher.finish()
 
-    async def _get_sandbox(self) -> Sandbox:
-        """The running sandbox, starting a new one if there is none or it died."""
-        starting = self._starting
-        if starting is None or (
-            starting.done() and (starting.cancelled() or starting.exception() or not starting.result().alive)
-        ):
-            dead = self._sandbox
-            if dead is not None and dead.death_reason and not dead.death_reported:
-                self._unreported_death = dead.death_reason
-                dead.death_reported = True
-            self._restart_sandbox_soon()
-        assert self._starting is not None
-        return await asyncio.shield(self._starting)
+    async def _replay_pip(self, sandbox: SandboxProcess) -> None:
+        """Install again, in a new sandbox, what %pip installed before the restart (bounded in time)."""
+        for install in self._pip_replays.installs:
+            try:
+                await self._background_request(sandbox, "pip_install", install, REPLAY_TIMEOUT)
+            except (asyncio.TimeoutError, guest_schema.InvalidGuestMessage) as exc:
+                self.log.warning("replaying %%pip install %s failed: %r", " ".join(install["specs"]), exc)
 
-    def _check_snapshot(self, sandbox: Sandbox) -> None:
+    def _check_snapshot(self, sandbox: SandboxProcess) -> None:
         """Build the start-up snapshot in the background if this start could not use one."""
         if not self.use_snapshot or self._guest_info.get("snapshot") or self._snapshot_task is not None:
             return
@@ -341,31 +361,9 @@ class SandboxKernel(Kernel):
         self._snapshot_task = asyncio.get_event_loop().create_task(provision.build_snapshot(self._say))
         self._snapshot_task.add_done_callback(lambda t: t.cancelled() or t.exception())
 
-    def _restart_sandbox_soon(self) -> None:
-        self._starting = asyncio.get_event_loop().create_task(self._start_sandbox())
-        self._starting.add_done_callback(lambda t: t.cancelled() or t.exception())
-
-    async def _restart_sandbox(self, why: str) -> None:
-        """Kill the current sandbox and start a fresh one in the background."""
-        old = self._sandbox
-        if old is not None:
-            await old.kill(why)
-        self._restart_sandbox_soon()
-
-    def _kill_sandbox_now(self) -> None:
-        """Kill every sandbox process of this kernel (current, spare, starting) at once."""
-        others = (
-            [self._spare.result()]
-            if self._spare and self._spare.done() and not self._spare.cancelled() and not self._spare.exception()
-            else []
-        )
-        for sandbox in [self._sandbox, *others, *self._launching]:
-            if sandbox is not None:
-                sandbox.kill_now()
-
     async def do_shutdown(self, restart: bool) -> dict[str, Any]:
         # Runs on the control thread: kill synchronously; the main loop notices the exit.
-        self._kill_sandbox_now()
+        SandboxPool.kill_all_now()
         return {"status": "ok", "restart": restart}
 
     # ---- interrupts --------------------------------------------------------------------
@@ -374,179 +372,125 @@ class SandboxKernel(Kernel):
             self._interrupted.set()
 
     async def _supervise(
-        self, sandbox: Sandbox, op: str, payload: dict[str, Any], router: OutputRouter, timeout: float | None
-    ) -> dict[str, Any]:
-        """Run one request; interrupt on SIGINT or timeout; restart if it will not stop."""
+        self, sandbox: SandboxProcess, payload: dict[str, Any], dispatcher: RequestDispatcher
+    ) -> tuple[dict[str, Any], Supervisor]:
+        """Run one cell; interrupt on SIGINT or cell_timeout; restart the sandbox if it will not stop."""
         loop = asyncio.get_running_loop()
+        supervisor = Supervisor(started=loop.time(), timeout=self.cell_timeout, grace=self.interrupt_grace)
         self._interrupted.clear()
         self._running = True
-        task = asyncio.ensure_future(sandbox.request(op, payload, router.on_event))
+        task = asyncio.ensure_future(sandbox.request("execute", payload, dispatcher))
         flag = asyncio.ensure_future(self._interrupted.wait())
-        started = loop.time()
-        interrupted_at: float | None = None
-        timed_out = False
-        restarted = False
-        sends = 0
         try:
             while not task.done():
-                now = loop.time()
-                if interrupted_at is None:
-                    wake = started + timeout if timeout else None
-                else:
-                    wake = min(interrupted_at + RESEND_INTERRUPT_EVERY * sends, interrupted_at + self.interrupt_grace)
-                await asyncio.wait(
-                    {task, flag},
-                    timeout=None if wake is None else max(0.0, wake - now),
-                    return_when=asyncio.FIRST_COMPLETED,
-                )
+                wake = supervisor.next_wake()
+                timeout = None if wake is None else max(0.0, wake - loop.time())
+                await asyncio.wait({task, flag}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
                 if task.done():
                     break
-                now = loop.time()
                 if flag.done():
                     self._interrupted.clear()
                     flag = asyncio.ensure_future(self._interrupted.wait())
-                    if interrupted_at is None:
-                        interrupted_at = now
-                if timeout and interrupted_at is None and now >= started + timeout:
-                    timed_out = True
-                    interrupted_at = now
-                if interrupted_at is not None:
-                    if now >= interrupted_at + self.interrupt_grace:
-                        why = (
-                            f"the cell ran past cell_timeout={timeout:g}s and did not stop within interrupt_grace={self.interrupt_grace:g}s"
-                            if timed_out
-                            else f"the cell did not stop within {self.interrupt_grace:g}s of the interrupt"
-                        )
-                        await self._restart_sandbox(why)
-                        restarted = True
-                        raise SandboxDied(why)
-                    if now >= interrupted_at + RESEND_INTERRUPT_EVERY * sends:
+                    actions = supervisor.interrupt(loop.time())
+                else:
+                    actions = supervisor.tick(loop.time())
+                for action in actions:
+                    if action is Action.SEND_INTERRUPT:
                         sandbox.interrupt()
-                        sends += 1
-                    for blocking in self._blocking:
-                        blocking.cancel()
-            reply = task.result()
-            if timed_out and reply.get("status") == "error":
-                reply = {
-                    **reply,
-                    "ename": "SandboxTimeout",
-                    "evalue": f"the cell ran past cell_timeout={timeout:g}s and was interrupted; variables were kept.",
-                }
-                router.notice(f"SandboxTimeout: {reply['evalue']}\n")
-            return reply
+                        dispatcher.cancel_open()
+                    elif action is Action.RESTART and supervisor.cause is not None:
+                        await self._pool.restart(self._stop_reason(supervisor), supervisor.cause)
+            return task.result(), supervisor
         except SandboxDied:
-            sandbox.death_reported = True
-            if self._sandbox is sandbox and not restarted:
-                self._restart_sandbox_soon()
+            self._pool.died_under_request(sandbox)
             raise
         finally:
             self._running = False
             flag.cancel()
             if not task.done():
                 task.cancel()
-            for blocking in self._blocking:
-                blocking.cancel()
-            self._blocking.clear()
 
-    # ---- stdin -------------------------------------------------------------------------
-    async def _ask_frontend(self, prompt: str, password: bool, ident: Any, parent: Any) -> str:
-        """input_request to the frontend, polled without blocking the event loop."""
-        assert self.session is not None
-        sock = self.stdin_socket
-        while True:  # drop stale replies
-            try:
-                sock.recv_multipart(zmq.NOBLOCK)
-            except zmq.Again:
-                break
-        self.session.send(sock, "input_request", {"prompt": prompt, "password": password}, parent, ident=ident)
-        while True:
-            if sock.poll(0):
-                _, reply = self.session.recv(sock, zmq.NOBLOCK)
-                if reply is not None:
-                    return str(reply["content"].get("value", ""))
-            await asyncio.sleep(0.01)
-
-    def _request_handler(self, sandbox: Sandbox, allow_stdin: bool, in_cell: bool, count: int) -> Any:
-        """Serves the guest's blocking requests (input(), skill calls) of one kernel request."""
-        ident = self._get_shell_context_var(self._shell_parent_ident)
-        parent = self.get_parent("shell")
-
-        async def ask(prompt: str, password: bool = False) -> str | None:
-            if not allow_stdin:
-                return None
-            return await self._ask_frontend(prompt, password, ident, parent)
-
-        async def serve(event: dict[str, Any]) -> None:
-            number = event.get("n")
-            if not isinstance(number, int):
-                return
-            try:
-                if event["type"] == "load_packages":
-                    answer = await self._load_packages(event)
-                elif event["type"] == "pip_installed":
-                    self._pip_installs.append({"specs": list(event["specs"]), "index_urls": event.get("index_urls")})
-                    answer = {"value": True}
-                elif event["type"] == "skill_call":
-                    if not in_cell:
-                        answer: dict[str, Any] = {
-                            "error": {"type": "SkillRefused", "message": "skills can only be called while a cell runs"}
-                        }
-                    else:
-                        answer = await self._skills.call(event, ask, count)
-                else:
-                    number, prompt, password = input_request(event)
-                    value = await ask(prompt, password)
-                    answer = (
-                        {"value": value} if value is not None else {"error": "this frontend does not support input"}
-                    )
-            except asyncio.CancelledError:
-                return  # interrupted: the guest raises KeyboardInterrupt by itself
-            except (ValueError, KeyError) as exc:
-                answer = {"error": {"type": "SkillError", "message": f"bad request from the sandbox: {exc}"}}
-            sandbox.answer(number, answer)
-
-        def on_request(event: dict[str, Any]) -> None:
-            task = asyncio.ensure_future(serve(event))
-            self._blocking.add(task)
-            task.add_done_callback(self._blocking.discard)
-
-        return on_request
-
-    async def _load_packages(self, event: dict[str, Any]) -> dict[str, Any]:
-        """Fetch the Pyodide packages that provide `imports` into the guest's package folder."""
-        index = self._pyodide_index
-        if index is None:
-            return {"value": []}
-        wanted = {index.by_import[i] for i in event.get("imports", []) if i in index.by_import}
-        wanted |= {index.canonical(n) for n in event.get("packages", []) if index.canonical(n) in index.packages}
-        names = sorted(wanted)
-        try:
-            await asyncio.to_thread(index.fetch, names)
-        except packages.PackageError as exc:
-            return {"error": {"type": "PackageError", "message": str(exc)}}
-        return {"value": names}
+    def _stop_reason(self, supervisor: Supervisor) -> str:
+        if supervisor.cause is StopCause.TIMEOUT:
+            return (
+                f"the cell ran past cell_timeout={self.cell_timeout:g}s and did not stop within "
+                f"interrupt_grace={self.interrupt_grace:g}s"
+            )
+        return f"the cell did not stop within {self.interrupt_grace:g}s of the interrupt"
 
     # ---- requests ----------------------------------------------------------------------
     def _publisher(self) -> Any:
         parent = self.get_parent("shell")
 
-        def send(msg_type: str, content: dict[str, Any]) -> None:
+        def send(msg_type: str, content: dict[str, Any], metadata: dict[str, Any]) -> None:
             assert self.session is not None
             topic = self._topic(f"stream.{content['name']}" if msg_type == "stream" else msg_type)
-            self.session.send(self.iopub_socket, msg_type, content, parent, ident=topic)
+            self.session.send(self.iopub_socket, msg_type, content, parent, ident=topic, metadata=metadata)
 
         return send
 
+    async def _ask(self, prompt: str, password: bool, ident: Any, parent: Any, metadata: dict[str, Any] | None) -> str:
+        assert self._stdin is not None
+        return await self._stdin.ask(prompt, password, ident, parent, metadata)
+
+    def _dispatcher(
+        self, router: OutputRouter, sandbox: SandboxProcess, allow_stdin: bool, in_cell: bool
+    ) -> RequestDispatcher:
+        context = RequestContext(
+            allow_stdin=allow_stdin,
+            in_cell=in_cell,
+            execution_count=self._next_count,
+            ident=self._get_shell_context_var(self._shell_parent_ident),
+            parent=self.get_parent("shell"),
+        )
+        desk = GuestServiceDesk(
+            context,
+            self._ask,
+            lambda text: router.notice(text, "approval_view", "stdout"),
+            self._skills,
+            self._pyodide_index,
+            self._pip_replays,
+        )
+        return RequestDispatcher(
+            router,
+            self._sanitizer,
+            desk,
+            sandbox.answer,
+            self.log,
+            self._request_bytes,
+            on_broken=lambda why: sandbox.kill_soon(f"it broke the protocol ({why})"),
+        )
+
     def _error_reply(self, ename: str, evalue: str, router: OutputRouter) -> dict[str, Any]:
         content = {"ename": ename, "evalue": evalue, "traceback": [f"{ename}: {evalue}"]}
-        router.publish("error", content)
-        return {
-            "status": "error",
-            **content,
-            "execution_count": self.execution_count,
-            "user_expressions": {},
-            "payload": [],
-        }
+        router.kernel_message("error", content, ename)
+        return {"status": "error", **content, "user_expressions": {}, "payload": []}
+
+    def _clean_reply(self, reply: dict[str, Any], router: OutputRouter) -> dict[str, Any]:
+        """The guest's execute reply: pager pages and expression values cleaned, everything within budget."""
+        payload = []
+        for item in reply["payload"]:
+            if isinstance(item.get("data"), dict):
+                item = {**item, "data": self._sanitizer.bundle(item["data"]).data}
+            if router.spend(size_of(item)):
+                payload.append(item)
+        expressions = {}
+        for name, value in reply["user_expressions"].items():
+            if isinstance(value, dict) and isinstance(value.get("data"), dict):
+                value = {**value, "data": self._sanitizer.bundle(value["data"], value.get("metadata")).data}
+            expressions[name] = value if router.spend(size_of(value)) else OVER_BUDGET
+        clean = {**reply, "payload": payload, "user_expressions": expressions}
+        if reply["status"] == "error" and not router.spend(size_of([reply["evalue"], reply["traceback"]])):
+            clean["evalue"] = reply["evalue"][:SHORT_EVALUE] + " [... cut: max_output_bytes]"
+            clean["traceback"] = []
+        return clean
+
+    def finish_metadata(self, parent: Any, metadata: dict[str, Any], reply_content: dict[str, Any]) -> dict[str, Any]:
+        """The reply's metadata: ipykernel's, plus what the kernel itself says about the cell."""
+        metadata = super().finish_metadata(parent, metadata, reply_content)
+        if self._reply_metadata:
+            metadata["sandbox_kernel"] = self._reply_metadata
+        return metadata
 
     async def do_execute(  # type: ignore[override]
         self,
@@ -559,44 +503,19 @@ class SandboxKernel(Kernel):
         cell_meta: Any = None,
         cell_id: str | None = None,
     ) -> dict[str, Any]:
-        router = OutputRouter(self._publisher(), self.log, max_bytes=self.max_output_bytes)
+        router = OutputRouter(self._publisher(), self.max_output_bytes)
         store_history = store_history and not silent
         count = self._next_count
         entry = self._history.add(count, code) if store_history else None
+        self._reply_metadata = facts = {"timed_out": False, "restarted": False}
         try:
-            sandbox = await self._get_sandbox()
-        except (SandboxStartError, SandboxDied) as exc:
-            return self._error_reply("SandboxUnavailable", f"the sandbox could not be started: {exc}", router)
-        router.set_request_handler(self._request_handler(sandbox, allow_stdin, True, count))
-        if self._unreported_death:
-            router.notice(
-                f"SandboxRestarted: {self._unreported_death}; the sandbox was restarted and all variables were lost.\n"
+            reply = await self._execute(
+                code, silent, store_history, user_expressions, allow_stdin, cell_id, router, facts
             )
-            self._unreported_death = None
-        payload = {
-            "code": code,
-            "silent": silent,
-            "store_history": store_history,
-            "user_expressions": user_expressions or {},
-            "allow_stdin": allow_stdin,
-            "execution_count": count,
-            "cell_id": cell_id,
-        }
-        try:
-            reply = await self._supervise(sandbox, "execute", payload, router, self.cell_timeout)
-        except InvalidGuestEvent as exc:
-            return self._error_reply("SandboxProtocolError", f"the sandbox sent an invalid reply ({exc})", router)
-        except SandboxDied as exc:
-            reason = exc.reason
-            if "cell_timeout" in reason:
-                ename = "SandboxTimeout"
-            else:
-                ename = "SandboxRestarted"
-            return self._error_reply(ename, f"{reason}; the sandbox was restarted and all variables were lost.", router)
+        except Exception as exc:  # no path may end without an execute_reply
+            self.log.exception("executing a cell failed in the kernel")
+            reply = self._error_reply("SandboxKernelError", f"the kernel failed to run this cell: {exc!r}", router)
         finally:
-            for mount in self._mounts:
-                for notice in await asyncio.to_thread(mounts.enforce_limits, mount):
-                    router.notice(f"[{notice}]\n")
             router.flush()
             if store_history:
                 self._next_count += 1
@@ -605,13 +524,92 @@ class SandboxKernel(Kernel):
         reply["execution_count"] = self._next_count - 1
         return reply
 
+    async def _execute(
+        self,
+        code: str,
+        silent: bool,
+        store_history: bool,
+        user_expressions: dict[str, Any] | None,
+        allow_stdin: bool,
+        cell_id: str | None,
+        router: OutputRouter,
+        facts: dict[str, Any],
+    ) -> dict[str, Any]:
+        """Run one cell; `facts` (the reply's sandbox_kernel metadata) learns whether it timed out or restarted."""
+        payload = {
+            "code": code,
+            "silent": silent,
+            "store_history": store_history,
+            "user_expressions": user_expressions or {},
+            "allow_stdin": allow_stdin,
+            "execution_count": self._next_count,
+            "cell_id": cell_id,
+        }
+        for attempt in range(2):  # a sandbox that died before the cell began is replaced once
+            try:
+                sandbox = await self._pool.get()
+            except (SandboxStartError, SandboxDied) as exc:
+                return self._error_reply("SandboxUnavailable", f"the sandbox could not be started: {exc}", router)
+            death = self._pool.take_unreported_death()
+            if death:
+                facts["restarted"] = True
+                router.notice(
+                    f"SandboxRestarted: {death}; the sandbox was restarted and all variables were lost.\n", "restarted"
+                )
+            dispatcher = self._dispatcher(router, sandbox, allow_stdin, True)
+            try:
+                reply, supervisor = await self._supervise(sandbox, payload, dispatcher)
+                break
+            except guest_schema.InvalidGuestMessage as exc:
+                return self._error_reply("SandboxProtocolError", f"the sandbox sent an invalid reply ({exc})", router)
+            except SandboxDied as exc:
+                facts.update(restarted=True, timed_out=exc.cause is StopCause.TIMEOUT)
+                if attempt == 0 and not exc.started and exc.cause is StopCause.CRASH:
+                    # It died before this cell began (e.g. of something a previous cell left behind).
+                    router.notice(
+                        f"SandboxRestarted: {exc.reason}; the sandbox was restarted and all variables were lost.\n",
+                        "restarted",
+                    )
+                    continue
+                return self._error_reply(
+                    ERROR_NAMES[exc.cause],
+                    f"{exc.reason}; the sandbox was restarted and all variables were lost.",
+                    router,
+                )
+            finally:
+                dispatcher.finish()
+                await self._scrub_mounts(router)
+        reply = self._clean_reply(reply, router)
+        if supervisor.timed_out and reply.get("status") == "error":
+            evalue = f"the cell ran past cell_timeout={self.cell_timeout:g}s and was interrupted; variables were kept."
+            router.notice(f"SandboxTimeout: {evalue}\n", "timeout")
+            reply = {**reply, "ename": "SandboxTimeout", "evalue": evalue}
+            facts["timed_out"] = True
+        return reply
+
+    async def _scrub_mounts(self, router: OutputRouter) -> None:
+        """Enforce rw mounts' limits after a cell; a failure is told, never allowed to lose the reply."""
+        for mount in self._mounts:
+            try:
+                notices = await asyncio.to_thread(mounts.enforce_limits, mount)
+            except OSError as exc:
+                self.log.warning("checking mount %s failed: %s", mount.guest, exc)
+                notices = [
+                    f"could not check {mount.guest} after this cell ({type(exc).__name__}); it is checked again after the next"
+                ]
+            for notice in notices:
+                router.notice(f"[{notice}]\n", "mount_limits")
+
     async def _simple_request(self, op: str, payload: dict[str, Any], fallback: dict[str, Any]) -> dict[str, Any]:
+        router = OutputRouter(self._publisher(), self.max_output_bytes)
         try:
-            sandbox = await self._get_sandbox()
-            router = OutputRouter(self._publisher(), self.log)
-            router.set_request_handler(self._request_handler(sandbox, False, False, self._next_count))
-            return await asyncio.wait_for(sandbox.request(op, payload, router.on_event), timeout=30)
-        except (SandboxStartError, SandboxDied, asyncio.TimeoutError, ValueError) as exc:
+            sandbox = await self._pool.get()
+            dispatcher = self._dispatcher(router, sandbox, False, False)
+            try:
+                return await asyncio.wait_for(sandbox.request(op, payload, dispatcher), SIMPLE_REQUEST_TIMEOUT)
+            finally:
+                dispatcher.finish()
+        except (SandboxStartError, SandboxDied, asyncio.TimeoutError, guest_schema.InvalidGuestMessage) as exc:
             self.log.warning("%s failed: %s", op, exc)
             return fallback
 
@@ -629,9 +627,10 @@ class SandboxKernel(Kernel):
             "detail_level": detail_level,
             "omit_sections": list(omit_sections),
         }
-        return await self._simple_request(
+        reply = await self._simple_request(
             "inspect", payload, {"status": "ok", "found": False, "data": {}, "metadata": {}}
         )
+        return {**reply, "data": self._sanitizer.bundle(reply["data"]).data}
 
     async def do_is_complete(self, code: str) -> dict[str, Any]:  # type: ignore[override]
         return await self._simple_request("is_complete", {"code": code}, {"status": "unknown"})

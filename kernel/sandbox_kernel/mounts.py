@@ -124,23 +124,28 @@ def enforce_limits(mount: Mount) -> list[str]:
         return []
     notices: list[str] = []
     scrubbed: list[str] = []
-    for count, path in enumerate(p for p in mount.host.rglob("*") if not p.is_symlink()):
+    for count, path in enumerate(mount.host.rglob("*")):
         if count >= MAX_SCAN:
             break
         guest = f"{mount.guest}/{path.relative_to(mount.host).as_posix()}"
-        mode = path.stat().st_mode
-        if mode & UNSAFE_MODE_BITS:  # no setuid/setgid or world-writable files left for others
-            path.chmod(stat.S_IMODE(mode) & ~UNSAFE_MODE_BITS)
-            scrubbed.append(guest)
-        if not path.is_file():
+        try:  # files may come and go while we look (another host process, or the guest's leftovers)
+            info = path.lstat()
+            if stat.S_ISLNK(info.st_mode):
+                continue
+            if info.st_mode & UNSAFE_MODE_BITS:  # no setuid/setgid or world-writable files left for others
+                path.chmod(stat.S_IMODE(info.st_mode) & ~UNSAFE_MODE_BITS)
+                scrubbed.append(guest)
+            if not stat.S_ISREG(info.st_mode):
+                continue
+            if mount.suffixes and not path.name.lower().endswith(mount.suffixes):
+                why = f"files there must end in {', '.join(mount.suffixes)}"
+            elif mount.max_file_bytes and info.st_size > mount.max_file_bytes:
+                why = f"files there may be at most {mount.max_file_bytes} bytes"
+            else:
+                continue
+            path.unlink()
+        except FileNotFoundError:
             continue
-        if mount.suffixes and not path.name.lower().endswith(mount.suffixes):
-            why = f"files there must end in {', '.join(mount.suffixes)}"
-        elif mount.max_file_bytes and path.stat().st_size > mount.max_file_bytes:
-            why = f"files there may be at most {mount.max_file_bytes} bytes"
-        else:
-            continue
-        path.unlink()
         notices.append(f"removed {guest}: {why} (SandboxKernel.mount_limits[{mount.guest!r}])")
     if scrubbed:
         more = f" and {len(scrubbed) - 3} more" if len(scrubbed) > 3 else ""

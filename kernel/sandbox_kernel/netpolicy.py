@@ -32,7 +32,8 @@ class NetPolicyError(ValueError):
     """An allow-list entry that is not host, host:port, IP or IP:port."""
 
 
-def _split(entry: str) -> tuple[str, int | None]:
+def split_entry(entry: str) -> tuple[str, int | None]:
+    """(host, port or None) of an allow-list entry; IPv6 hosts lose their brackets."""
     if entry.startswith("["):  # [v6]:port
         host, _, rest = entry[1:].partition("]")
         return host, int(rest[1:]) if rest.startswith(":") and rest[1:].isdigit() else None
@@ -51,7 +52,7 @@ def check_entry(entry: str) -> str:
             f"allow_net entry {entry!r}: use host, host:port, IP or IP:port, without scheme or path "
             "(e.g. 'pypi.org:443')"
         )
-    host, port = _split(entry.strip())
+    host, port = split_entry(entry.strip())
     try:
         ip = ipaddress.ip_address(host)
     except ValueError:
@@ -67,12 +68,12 @@ def deno_flags(allow: list[str]) -> tuple[list[str], list[str]]:
     allowed = [check_entry(e) for e in allow]
     named_ips = []
     for entry in allowed:
-        host, _ = _split(entry)
+        host, _ = split_entry(entry)
         try:
             named_ips.append(ipaddress.ip_address(host))
         except ValueError:
             pass
-    denied = [] if any(_split(e)[0] == "localhost" for e in allowed) else ["localhost"]
+    denied = [] if any(split_entry(e)[0] == "localhost" for e in allowed) else ["localhost"]
     for cidr in PRIVATE_RANGES:
         nets = [ipaddress.ip_network(cidr)]
         for ip in named_ips:  # deny the whole range except the exact addresses listed
@@ -94,7 +95,7 @@ def private_resolutions(allowed: list[str], resolve: Any = None) -> list[str]:
     resolve = resolve or (lambda host: {info[4][0] for info in socket.getaddrinfo(host, None)})
     problems = []
     for entry in allowed:
-        host, port = _split(entry)
+        host, port = split_entry(entry)
         try:
             ipaddress.ip_address(host)
             continue

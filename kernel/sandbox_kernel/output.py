@@ -1,83 +1,83 @@
-"""Publishes one request's guest output on IOPub, coalescing stream text."""
+"""Publishes one request's output on IOPub: stream text coalesced, every message within the cell's budget."""
 
 from __future__ import annotations
 
 import asyncio
 import json
-import logging
 from collections.abc import Callable
 from typing import Any
 
-from . import guest_events
-
 FLUSH_INTERVAL = 0.05  # seconds: stream text reaches the frontend at least this often
+RESULT_TEXT_CHARS = 10_000  # of an execute_result's text/plain, kept for history's output
+
+# send(msg_type, content, metadata): metadata is the message's own, which only the kernel sets.
+Send = Callable[[str, dict[str, Any], dict[str, Any]], None]
+
+
+def notice_metadata(kind: str) -> dict[str, Any]:
+    """Message metadata that marks the kernel's own notices (guest output can never carry it)."""
+    return {"sandbox_kernel": {"notice": kind}}
+
+
+def size_of(content: Any) -> int:
+    """Bytes of a message content as JSON (what it costs to send and keep)."""
+    return len(json.dumps(content, separators=(",", ":"), default=str).encode())
 
 
 class OutputRouter:
-    """Turns the events of one request into IOPub messages, in order."""
+    """Turns one request's output into IOPub messages, in order, within `max_bytes` (None: no limit)."""
 
-    def __init__(
-        self,
-        send: Callable[[str, dict[str, Any]], None],
-        log: logging.Logger,
-        on_request: Callable[[dict[str, Any]], None] | None = None,
-        max_bytes: int | None = None,
-    ) -> None:
+    def __init__(self, send: Send, max_bytes: int | None = None) -> None:
         self._send = send
-        self._log = log
-        self._on_request = on_request
         self._streams: list[list[str]] = []  # [name, text] segments not yet sent
         self._timer: asyncio.TimerHandle | None = None
-        self.last_result_text: str | None = None
-        self._budget = max_bytes
-        self._max_bytes = max_bytes
+        self.max_bytes = max_bytes
+        self.spent = 0
         self.truncated = False
+        self.last_result_text: str | None = None
 
-    def on_event(self, event: dict[str, Any]) -> None:
-        kind = event.get("type")
-        if kind == "stream":
-            text = event["text"]
-            if self._budget is not None and not self.truncated and len(text.encode()) > self._budget:
-                text = text.encode()[: self._budget].decode(errors="ignore")  # what still fits
-                self._stream(event["name"], text)
-                self._spend(self._budget + 1)
-            elif self._spend(len(text.encode())):
-                self._stream(event["name"], text)
-            return
-        try:
-            if kind == "iopub":
-                content = guest_events.iopub_content(event.get("msg_type"), event.get("content"))
-                if event["msg_type"] not in ("error", "clear_output") and not self._spend(len(json.dumps(content))):
-                    return
-                self.flush()
-                if event["msg_type"] == "execute_result":
-                    self.last_result_text = content["data"].get("text/plain")
-                self._send(event["msg_type"], content)
-            elif (
-                kind in ("input_request", "skill_call", "load_packages", "pip_installed")
-                and self._on_request is not None
-            ):
-                self.flush()
-                self._on_request(event)
-            else:
-                raise guest_events.InvalidGuestEvent(f"unknown event type {kind!r}")
-        except guest_events.InvalidGuestEvent as exc:
-            self._log.warning("dropped an invalid message from the sandbox: %s", exc)
+    @property
+    def remaining(self) -> int | None:
+        return None if self.max_bytes is None else max(0, self.max_bytes - self.spent)
 
-    def _spend(self, size: int) -> bool:
-        """Whether output of `size` bytes still fits this cell's max_output_bytes."""
-        if self._budget is None:
-            return True
-        if not self.truncated and size <= self._budget:
-            self._budget -= size
-            return True
+    def spend(self, size: int) -> bool:
+        """Whether `size` more bytes fit this cell's max_output_bytes (counted if they do)."""
+        if self.max_bytes is not None and (self.truncated or self.spent + size > self.max_bytes):
+            self._truncate()
+            return False
+        self.spent += size
+        return True
+
+    def _truncate(self) -> None:
         if not self.truncated:
             self.truncated = True
             self.notice(
-                f"\n[output truncated: this cell's output passed max_output_bytes={self._max_bytes} bytes; "
-                "the rest is dropped. Raise the limit with SandboxKernel.max_output_bytes.]\n"
+                f"\n[output truncated: this cell's output passed max_output_bytes={self.max_bytes} bytes; "
+                "the rest is dropped. Raise the limit with SandboxKernel.max_output_bytes.]\n",
+                "truncated",
             )
-        return False
+
+    # ---- guest output --------------------------------------------------------------------
+    def stream(self, name: str, text: str) -> None:
+        size = len(text.encode())
+        remaining = self.remaining
+        if remaining is not None and not self.truncated and size > remaining:
+            self._stream(name, text.encode()[:remaining].decode(errors="ignore"))  # what still fits
+            self.spent = self.max_bytes or 0
+            self._truncate()
+        elif self.spend(size):
+            self._stream(name, text)
+
+    def publish(self, msg_type: str, content: dict[str, Any]) -> bool:
+        """A guest IOPub message (already checked and cleaned); False if it was over the budget."""
+        if not self.spend(size_of(content)):
+            return False
+        self.flush()
+        if msg_type == "execute_result":
+            text = content["data"].get("text/plain")
+            self.last_result_text = text[:RESULT_TEXT_CHARS] if isinstance(text, str) else None
+        self._send(msg_type, content, {})
+        return True
 
     def _stream(self, name: str, text: str) -> None:
         if self._streams and self._streams[-1][0] == name:
@@ -87,19 +87,15 @@ class OutputRouter:
         if self._timer is None:
             self._timer = asyncio.get_running_loop().call_later(FLUSH_INTERVAL, self.flush)
 
-    def set_request_handler(self, on_request: Callable[[dict[str, Any]], None]) -> None:
-        """Where the guest's blocking requests (input(), skill calls) go."""
-        self._on_request = on_request
-
-    def publish(self, msg_type: str, content: dict[str, Any]) -> None:
-        """A message from the kernel itself, after any pending stream text."""
+    # ---- the kernel's own messages ---------------------------------------------------------
+    def kernel_message(self, msg_type: str, content: dict[str, Any], kind: str) -> None:
+        """A message from the kernel itself (e.g. the error of a restart), after pending stream text."""
         self.flush()
-        self._send(msg_type, content)
+        self._send(msg_type, content, notice_metadata(kind))
 
-    def notice(self, text: str, name: str = "stderr") -> None:
-        """A message from the kernel itself, shown as stream output."""
-        self._stream(name, text)
-        self.flush()
+    def notice(self, text: str, kind: str = "notice", name: str = "stderr") -> None:
+        """A notice from the kernel, as stream text marked as the kernel's."""
+        self.kernel_message("stream", {"name": name, "text": text}, kind)
 
     def flush(self) -> None:
         if self._timer is not None:
@@ -107,4 +103,4 @@ class OutputRouter:
             self._timer = None
         segments, self._streams = self._streams, []
         for name, text in segments:
-            self._send("stream", {"name": name, "text": text})
+            self._send("stream", {"name": name, "text": text}, {})

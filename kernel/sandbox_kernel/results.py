@@ -32,7 +32,8 @@ class ExecutionResult:
     error: ErrorInfo | None = None
     duration_s: float = 0.0
     execution_count: int | None = None
-    timed_out: bool = False
+    timed_out: bool = False  # the kernel stopped the cell at its time limit (from the reply's metadata)
+    restarted: bool = False  # the sandbox was restarted under the cell: every variable is gone
 
     @property
     def ok(self) -> bool:
@@ -64,6 +65,8 @@ class ExecutionResult:
             parts.append(f"[error] {self.error.ename}: {self.error.evalue}\n" + "\n".join(last))
         if self.timed_out:
             parts.append("[the cell was stopped: time limit]")
+        if self.restarted:
+            parts.append("[the sandbox was restarted: all variables were lost]")
         text = "\n".join(parts) if parts else "[no output]"
         if len(text) > max_chars:
             head = max_chars * 2 // 3
@@ -113,17 +116,21 @@ class ResultBuilder:
                 content.get("ename", ""), content.get("evalue", ""), strip_ansi("\n".join(content.get("traceback", [])))
             )
 
-    def finish(self, reply: dict[str, Any], duration_s: float) -> ExecutionResult:
+    def finish(
+        self, reply: dict[str, Any], duration_s: float, metadata: dict[str, Any] | None = None
+    ) -> ExecutionResult:
+        """The result, given the execute_reply's content and metadata (where the kernel itself speaks)."""
         r = self.result
         r.duration_s = duration_s
         r.execution_count = reply.get("execution_count")
-        if reply.get("status") == "error" and r.error is None:
+        if reply.get("status") == "error":
+            traceback = r.error.traceback if r.error is not None else ""
             r.error = ErrorInfo(
-                reply.get("ename", ""), reply.get("evalue", ""), strip_ansi("\n".join(reply.get("traceback", [])))
+                reply.get("ename", ""),
+                reply.get("evalue", ""),
+                traceback or strip_ansi("\n".join(reply.get("traceback", []))),
             )
-        if r.error is not None and r.error.ename == "SandboxTimeout":
-            r.timed_out = True
-        if reply.get("ename") == "SandboxTimeout":
-            r.timed_out = True
-            r.error = ErrorInfo(reply["ename"], reply.get("evalue", ""), r.error.traceback if r.error else "")
+        facts = (metadata or {}).get("sandbox_kernel", {})
+        r.timed_out = bool(facts.get("timed_out"))
+        r.restarted = bool(facts.get("restarted"))
         return r

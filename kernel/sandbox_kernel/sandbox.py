@@ -24,22 +24,32 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar, Protocol
 
-from . import frames, netpolicy, paths, provision
-from .guest_events import reply_content
+from . import frames, guest_schema, netpolicy, paths, provision
 from .mounts import Mount
+from .supervision import StopCause
 
-EventHandler = Callable[[dict[str, Any]], None]
 OUT_OF_MEMORY_MARKS = ("out of memory", "heap limit", "Out of memory", "allocation failed")
+EXIT_FRAMES_WAIT = 1.0  # seconds the last frames of an ended process may take to be read
+
+
+class GuestListener(Protocol):
+    """Receives what the sandbox sends for one request: stream text and raw (unparsed) guest events."""
+
+    def on_stream(self, name: str, text: str) -> None: ...
+
+    def on_event(self, payload: bytes) -> None: ...
 
 
 class SandboxDied(Exception):
     """The sandbox process ended (or was killed) while a request was pending."""
 
-    def __init__(self, reason: str) -> None:
+    def __init__(self, reason: str, cause: StopCause = StopCause.CRASH, started: bool = True) -> None:
         super().__init__(reason)
         self.reason = reason
+        self.cause = cause
+        self.started = started  # False: the worker had not begun to serve the request (safe to retry)
 
 
 class SandboxStartError(RuntimeError):
@@ -68,9 +78,11 @@ class SandboxOptions:
 
 @dataclass
 class _Pending:
+    op: str
     future: asyncio.Future[dict[str, Any]]
-    on_event: EventHandler
+    listener: GuestListener
     decoders: dict[int, codecs.IncrementalDecoder]
+    started: bool = False  # the worker said it began to serve this request
 
 
 # V8 and Deno map about 1.1 GiB of writable memory before any guest code runs (measured here).
@@ -109,8 +121,10 @@ def _describe_exit(code: int) -> str:
     return f"the sandbox process exited with code {code}"
 
 
-class Sandbox:
+class SandboxProcess:
     """A running Deno host with Pyodide inside; requests go in, events come out."""
+
+    live: ClassVar[set[SandboxProcess]] = set()  # spawned and not yet dead: what shutdown must kill
 
     def __init__(self, options: SandboxOptions, log: logging.Logger, say: Callable[[str], None]) -> None:
         self.options = options
@@ -120,6 +134,8 @@ class Sandbox:
         self.pid: int | None = None
         self.snapshot: Path | None = None  # the snapshot file offered to this sandbox, if any
         self.death_reported = False  # set once a user was told that this sandbox died
+        self.pause_when_idle = True  # SIGSTOP between requests: no guest code runs between cells
+        self._paused = False
         self._proc: asyncio.subprocess.Process | None = None
         self._writer: asyncio.StreamWriter | None = None
         self._pending: dict[int, _Pending] = {}
@@ -128,6 +144,8 @@ class Sandbox:
         self._stderr_tail: collections.deque[str] = collections.deque(maxlen=20)
         self._fatal: str | None = None
         self._killed_because: str | None = None
+        self._kill_cause = StopCause.CRASH
+        self._frames_task: asyncio.Task[None] | None = None
         self._dead: asyncio.Future[str] | None = None
         self._ready: asyncio.Future[dict[str, Any]] | None = None
         self._tasks: list[asyncio.Task[Any]] = []
@@ -204,6 +222,7 @@ class Sandbox:
             preexec_fn=_child_setup(data_limit_mb(self.options.memory_limit_mb) << 20),
         )
         self.pid = self._proc.pid
+        SandboxProcess.live.add(self)
         self._dead = loop.create_future()
         self._ready = loop.create_future()
         self._ready.add_done_callback(lambda f: f.cancelled() or f.exception())
@@ -249,8 +268,10 @@ class Sandbox:
         if hello.kind != frames.HOST_EVENT or hello.json().get("token") != token:
             await self.kill("it failed the handshake")
             raise SandboxStartError("the sandbox process failed the handshake")
-        self._tasks.append(loop.create_task(self._read_frames(reader)))
+        self._frames_task = loop.create_task(self._read_frames(reader))
+        self._tasks.append(self._frames_task)
         self.info = await self._first(self._ready, "start Python")
+        self._pause_if_idle()
         return self.info
 
     async def _first(self, fut: asyncio.Future[Any], what: str) -> Any:
@@ -274,9 +295,10 @@ class Sandbox:
             f"the sandbox did not {what} within {self.options.start_timeout:.0f} s (SandboxKernel.start_timeout)"
         )
 
-    async def kill(self, why: str) -> None:
+    async def kill(self, why: str, cause: StopCause = StopCause.CRASH) -> None:
         """Stop the process for good (SIGKILL); pending requests fail with `why`."""
-        self._killed_because = self._killed_because or why
+        if self._killed_because is None:
+            self._killed_because, self._kill_cause = why, cause
         proc = self._proc
         if proc is not None and proc.returncode is None:
             try:
@@ -285,11 +307,19 @@ class Sandbox:
                 pass
             await proc.wait()
         if self._dead is not None and not self._dead.done():
-            self._mark_dead(f"the sandbox was stopped because {why}")
+            self._mark_dead(f"the sandbox was stopped because {why}", self._kill_cause)
         for task in self._tasks:
             task.cancel()
         if self._tmp is not None:
             shutil.rmtree(self._tmp, ignore_errors=True)
+
+    def kill_soon(self, why: str) -> None:
+        """SIGKILL now, from synchronous code: pending requests fail with `why` at once, before any later frame."""
+        if self._killed_because is None:
+            self._killed_because = why
+        self._signal(signal.SIGKILL)
+        if self._dead is not None:
+            self._mark_dead(f"the sandbox was stopped because {why}", self._kill_cause)
 
     def kill_now(self) -> None:
         """Synchronous last resort (shutdown, atexit): SIGKILL the process group, remove its folder."""
@@ -301,21 +331,23 @@ class Sandbox:
         if self._tmp is not None:
             shutil.rmtree(self._tmp, ignore_errors=True)
 
-    def _mark_dead(self, reason: str) -> None:
+    def _mark_dead(self, reason: str, cause: StopCause = StopCause.CRASH) -> None:
         assert self._dead is not None
+        SandboxProcess.live.discard(self)
         if not self._dead.done():
             self._dead.set_result(reason)
         for pending in self._pending.values():
             if not pending.future.done():
-                pending.future.set_exception(SandboxDied(reason))
+                pending.future.set_exception(SandboxDied(reason, cause, pending.started))
         self._pending.clear()
         if self._ready is not None and not self._ready.done():
-            self._ready.set_exception(SandboxDied(reason))
+            self._ready.set_exception(SandboxDied(reason, cause))
 
     async def _watch_exit(self) -> None:
         assert self._proc is not None
         code = await self._proc.wait()
-        await asyncio.sleep(0.05)  # let the last frames (e.g. a fatal-error report) arrive
+        if self._frames_task is not None:  # the last frames (e.g. a fatal-error report) are read to EOF
+            await asyncio.wait({self._frames_task}, timeout=EXIT_FRAMES_WAIT)
         if self._killed_because:
             reason = f"the sandbox was stopped because {self._killed_because}"
         elif self._fatal:
@@ -328,7 +360,7 @@ class Sandbox:
         else:
             reason = _describe_exit(code)
         self.log.warning("sandbox process %s ended: %s", self.pid, reason)
-        self._mark_dead(reason)
+        self._mark_dead(reason, self._kill_cause if self._killed_because else StopCause.CRASH)
 
     async def _log_lines(self, stream: asyncio.StreamReader | None) -> None:
         """Drain Deno's stdout/stderr (guest code can write there): log it, never parse it.
@@ -364,52 +396,77 @@ class Sandbox:
             event = frame.json()
             if event.get("event") == "fatal":
                 self._fatal = f"the sandbox crashed: {str(event.get('message'))[:1000]}"
+            elif event.get("event") == "started" and event.get("id") in self._pending:
+                self._pending[event["id"]].started = True
             return
-        pending = self._pending.get(frame.request_id)
-        if frame.kind == frames.GUEST_EVENT:
-            event = frame.json()
-            if frame.request_id == 0 and event.get("type") == "ready" and self._ready and not self._ready.done():
-                self._ready.set_result(event)
-                return
-            if pending is None:
-                return  # output of a request that is over: never attributed to another one
-            if event.get("type") == "reply":
-                del self._pending[frame.request_id]
+        if frame.request_id == 0:
+            if frame.kind == frames.GUEST_EVENT and self._ready is not None and not self._ready.done():
                 try:
-                    pending.future.set_result(reply_content(event.get("content")))
-                except ValueError as exc:
-                    pending.future.set_exception(exc)
-                return
-            pending.on_event(event)
-            return
+                    ready = guest_schema.parse(frame.payload, "ready event")
+                except guest_schema.InvalidGuestMessage:
+                    return
+                if isinstance(ready, dict) and ready.get("type") == "ready":
+                    self._ready.set_result(ready)
+            return  # output made while no request was served: it belongs to no cell
+        pending = self._pending.get(frame.request_id)
         if pending is None:
+            return  # output of a request that is over: never attributed to another one
+        if frame.kind == frames.REPLY:
+            del self._pending[frame.request_id]
+            try:
+                pending.future.set_result(guest_schema.reply(pending.op, frame.payload))
+            except guest_schema.InvalidGuestMessage as exc:
+                pending.future.set_exception(exc)
+            return
+        if frame.kind == frames.GUEST_EVENT:
+            pending.listener.on_event(frame.payload)
             return
         decoder = pending.decoders.get(frame.kind)
         if decoder is None:
             decoder = pending.decoders[frame.kind] = codecs.getincrementaldecoder("utf-8")("replace")
         text = decoder.decode(frame.payload)
         if text:
-            name = "stdout" if frame.kind == frames.STDOUT else "stderr"
-            pending.on_event({"type": "stream", "name": name, "text": text})
+            pending.listener.on_stream("stdout" if frame.kind == frames.STDOUT else "stderr", text)
 
     def _send(self, request_id: int, request: dict[str, Any]) -> None:
         if self._writer is None or not self.alive:
             raise SandboxDied("the sandbox is not running")
+        self._resume()
         self._writer.write(frames.encode_request(request_id, request))
 
+    # ---- pausing between requests ------------------------------------------------------------
+    def _signal(self, signum: int) -> None:
+        if self._proc is not None and self._proc.returncode is None:
+            try:
+                os.killpg(self._proc.pid, signum)
+            except ProcessLookupError:
+                pass
+
+    def _resume(self) -> None:
+        if self._paused:
+            self._paused = False
+            self._signal(signal.SIGCONT)
+
+    def _pause_if_idle(self) -> None:
+        """Stop the process while no request is pending: leftover timers and tasks use no CPU between cells."""
+        if self.pause_when_idle and not self._paused and not self._pending and self.alive:
+            self._paused = True
+            self._signal(signal.SIGSTOP)
+
     # ---- requests ---------------------------------------------------------------------
-    async def request(self, op: str, payload: dict[str, Any], on_event: EventHandler) -> dict[str, Any]:
-        """Send one request; events for it go to `on_event`; returns the reply content."""
+    async def request(self, op: str, payload: dict[str, Any], listener: GuestListener) -> dict[str, Any]:
+        """Send one request; what it sends goes to `listener`; returns the reply content (checked)."""
         if not self.alive:
             raise SandboxDied(self._dead.result() if self._dead and self._dead.done() else "the sandbox is not running")
         request_id = next(self._ids)
         future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
-        self._pending[request_id] = _Pending(future, on_event, {})
+        self._pending[request_id] = _Pending(op, future, listener, {})
         try:
             self._send(request_id, {"op": op, **payload})
             return await future
         finally:
             self._pending.pop(request_id, None)
+            self._pause_if_idle()
 
     def interrupt(self) -> None:
         """Raise KeyboardInterrupt in the guest (and cut short its blocking waits)."""
@@ -418,7 +475,7 @@ class Sandbox:
 
     def answer(self, number: int, content: dict[str, Any]) -> None:
         """Answer a blocking guest request (e.g. input()) numbered `number`."""
-        if self.alive:
+        if self.alive and self._pending:
             self._send(0, {"op": "reply", "n": number, "content": content})
 
     @property

@@ -12,21 +12,18 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from . import bridge_data
+from .approvals import Approval, approval_for, full_view, parse_answer
 from .audit import AuditLog, digest
-from .gatekeeper import Gatekeeper, SkillRefused, parse_approval
+from .gatekeeper import Gatekeeper, SkillRefused
 
 _SKILL_THREADS = ThreadPoolExecutor(max_workers=8, thread_name_prefix="skill")  # sync skills run here
+MAX_VIEWS = 3  # times a person may ask to see the whole call before answering
 
-# Asks a person (or an approver) about one call; returns their raw answer, None if nobody can answer.
-AskPerson = Callable[[str], Awaitable[str | None]]
+# Asks a person about one call; returns their raw answer, None if nobody can answer.
+AskPerson = Callable[[Approval], Awaitable[str | None]]
+# Shows a person a message from the kernel (the full arguments of a call they asked to see).
+ShowPerson = Callable[[str], None]
 Approver = Callable[[str, str, list[Any], dict[str, Any]], Any]
-
-
-def approval_prompt(skill: str, method: str, args: list[Any], kwargs: dict[str, Any]) -> str:
-    shown = ", ".join([*(repr(a) for a in args), *(f"{k}={v!r}" for k, v in kwargs.items())])
-    if len(shown) > 200:
-        shown = shown[:197] + "..."
-    return f"Allow {skill}.{method}({shown})? [y]es once / [a]lways this session / [N]o: "
 
 
 class SkillService:
@@ -46,7 +43,9 @@ class SkillService:
         self.max_bytes = max_bytes
         self.approver = approver
 
-    async def call(self, event: dict[str, Any], ask: AskPerson | None, execution_count: int) -> dict[str, Any]:
+    async def call(
+        self, event: dict[str, Any], ask: AskPerson | None, execution_count: int, show: ShowPerson | None = None
+    ) -> dict[str, Any]:
         """The answer for the guest: {"value": data} or {"error": {type, message, exception}}."""
         started = time.monotonic()
         skill, method = event.get("skill"), event.get("method")
@@ -58,7 +57,7 @@ class SkillService:
                 raise bridge_data.BridgeDataError("arguments must be a list and keyword arguments an object")
             bridge_data.dumps_limited({"args": args, "kwargs": kwargs}, self.max_bytes, "the arguments")
             args, kwargs = bridge_data.decode(args), bridge_data.decode(kwargs)
-            decision = await self._decide(found.name, name, args, kwargs, ask)
+            decision = await self._decide(found.name, name, args, kwargs, ask, show)
             try:
                 result = await asyncio.wait_for(self._run(found.bound(name), args, kwargs), self.timeout)
             except asyncio.TimeoutError:
@@ -94,7 +93,13 @@ class SkillService:
             )
 
     async def _decide(
-        self, skill: str, method: str, args: list[Any], kwargs: dict[str, Any], ask: AskPerson | None
+        self,
+        skill: str,
+        method: str,
+        args: list[Any],
+        kwargs: dict[str, Any],
+        ask: AskPerson | None,
+        show: ShowPerson | None,
     ) -> str:
         policy = self.gatekeeper.policy_for(skill, method)
         if policy == "allow":
@@ -107,13 +112,7 @@ class SkillService:
                 answer = await answer
             verdict = answer if answer in ("once", "always") else ("once" if answer is True else "no")
         elif ask is not None:
-            reply = await ask(approval_prompt(skill, method, args, kwargs))
-            if reply is None:
-                raise SkillRefused(
-                    f"{skill}.{method} needs approval (policy 'ask'), but this frontend cannot answer input "
-                    f"requests. Pre-approve it with SandboxKernel.skill_policy = {{'{skill}.{method}': 'allow'}}"
-                )
-            verdict = parse_approval(reply)
+            verdict = await self._ask(approval_for(skill, method, args, kwargs), ask, show)
         else:
             verdict = "no"
         if verdict == "always":
@@ -121,6 +120,24 @@ class SkillService:
         if verdict == "no":
             raise SkillRefused(f"{skill}.{method} was not approved")
         return f"ask: {verdict}"
+
+    @staticmethod
+    async def _ask(approval: Approval, ask: AskPerson, show: ShowPerson | None) -> str:
+        """The person's verdict; [v] shows the whole call, then asks again."""
+        for _ in range(MAX_VIEWS + 1):
+            reply = await ask(approval)
+            if reply is None:
+                raise SkillRefused(
+                    f"{approval.skill}.{approval.method} needs approval (policy 'ask'), but this frontend cannot "
+                    "answer input requests. Pre-approve it with SandboxKernel.skill_policy = "
+                    f"{{'{approval.skill}.{approval.method}': 'allow'}}"
+                )
+            verdict = parse_answer(reply)
+            if verdict != "view":
+                return verdict
+            if show is not None:
+                show(full_view(approval))
+        return "no"
 
     @staticmethod
     async def _run(fn: Callable[..., Any], args: list[Any], kwargs: dict[str, Any]) -> Any:

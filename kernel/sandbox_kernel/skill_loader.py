@@ -13,6 +13,12 @@ from pathlib import Path
 from typing import Any
 
 ENTRY_POINT_GROUP = "sandbox_kernel.skills"
+# The examples shipped with sandbox-kernel, exposed only when SandboxKernel.skills names them.
+SHIPPED = {
+    "TimeSkill": "sandbox_kernel.skills.time_skill.TimeSkill",
+    "KeyValueSkill": "sandbox_kernel.skills.kv_skill.KeyValueSkill",
+    "SignerSkill": "sandbox_kernel.skills.secret_skill.SignerSkill",
+}
 NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
 
 
@@ -113,6 +119,46 @@ def load_entry_points(names: Iterable[Any] | None = None) -> list[Skill]:
         classes = [obj] if inspect.isclass(obj) else skill_classes(obj)
         skills.extend(make_skill(cls, f"entry point {ep.name}") for cls in classes)
     return skills
+
+
+def load_configured(names: Iterable[str]) -> list[Skill]:
+    """SandboxKernel.skills: shipped examples by name, or import paths of classes or modules."""
+    skills = []
+    for name in names:
+        path = SHIPPED.get(name, name)
+        module_name, _, attribute = path.rpartition(".")
+        try:
+            try:
+                obj = importlib.import_module(path)
+            except ImportError:
+                if not module_name:
+                    raise
+                obj = getattr(importlib.import_module(module_name), attribute)
+        except (ImportError, AttributeError) as exc:
+            shipped = ", ".join(SHIPPED)
+            raise SkillLoadError(
+                f"SandboxKernel.skills names {name!r}, which could not be imported ({type(exc).__name__}: {exc}). "
+                f"Give a shipped example ({shipped}), 'package.module.Class' or 'package.module'."
+            ) from None
+        classes = [obj] if inspect.isclass(obj) else skill_classes(obj)
+        if not classes:
+            raise SkillLoadError(f"SandboxKernel.skills names {name!r}, which holds no class named ...Skill")
+        skills.extend(make_skill(cls, f"SandboxKernel.skills {name!r}") for cls in classes)
+    return skills
+
+
+def by_name(skills: Iterable[Skill]) -> dict[str, Skill]:
+    """Skills by name; two with one name is an error naming both sources (never a silent replacement)."""
+    found: dict[str, Skill] = {}
+    for skill in skills:
+        other = found.get(skill.name)
+        if other is not None:
+            raise SkillLoadError(
+                f"two skills are named {skill.name!r}: one from {other.source}, one from {skill.source}. "
+                "Rename one of them (the guest calls skills by name)."
+            )
+        found[skill.name] = skill
+    return found
 
 
 def catalog(skills: dict[str, Skill]) -> dict[str, Any]:

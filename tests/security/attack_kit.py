@@ -19,8 +19,6 @@ import secrets
 import socket
 import subprocess
 import sys
-import threading
-import time
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -177,58 +175,6 @@ def tree(path: Path) -> dict[str, tuple[str, int, int, float] | str | None]:
 
 def process_environ(pid: int) -> bytes:
     return Path(f"/proc/{pid}/environ").read_bytes()
-
-
-class Listener:
-    """A TCP server on 127.0.0.1 that records every connection (and answers like HTTP)."""
-
-    def __init__(self, host: str = "127.0.0.1", reply: bytes | None = None) -> None:
-        family = socket.AF_INET6 if ":" in host else socket.AF_INET
-        self.sock = socket.socket(family, socket.SOCK_STREAM)
-        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.sock.bind((host, 0))
-        self.sock.listen(64)
-        self.sock.settimeout(0.1)
-        self.port = self.sock.getsockname()[1]
-        self.reply = reply or (
-            b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nAccess-Control-Allow-Origin: *\r\nConnection: close\r\n\r\nhello"
-        )
-        self.hits: list[bytes] = []
-        self._running = True
-        self._thread = threading.Thread(target=self._serve, daemon=True)
-        self._thread.start()
-
-    def _serve(self) -> None:
-        while self._running:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                continue
-            with conn:
-                conn.settimeout(1)
-                try:
-                    data = conn.recv(4096)
-                except OSError:
-                    data = b""
-                self.hits.append(data or b"<connected>")
-                try:
-                    conn.sendall(self.reply)
-                except OSError:
-                    pass
-
-    def settle(self) -> list[bytes]:
-        """The connections seen so far, after giving queued ones time to be accepted."""
-        time.sleep(0.3)
-        return list(self.hits)
-
-    def assert_untouched(self) -> None:
-        hits = self.settle()
-        assert hits == [], f"LEAK: the guest reached the listener on port {self.port}: {hits!r}"
-
-    def close(self) -> None:
-        self._running = False
-        self._thread.join(timeout=2)
-        self.sock.close()
 
 
 class UdpListener:

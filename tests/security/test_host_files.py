@@ -65,7 +65,9 @@ def host(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def target(host):
-    km, kc = start_kernel(env={ENV_NAME: host.env_value, "SANDBOX_DEMO_API_KEY": host.api_key})
+    km, kc = start_kernel(
+        ['--SandboxKernel.skills=["SignerSkill"]'], env={ENV_NAME: host.env_value, "SANDBOX_DEMO_API_KEY": host.api_key}
+    )
     yield km, kc
     stop_kernel(km, kc)
 

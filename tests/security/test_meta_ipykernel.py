@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import pytest
 from attack_kit import (
-    Listener,
     assert_no_leak,
     fingerprint,
     py_env,
@@ -22,7 +21,7 @@ from attack_kit import (
     token,
 )
 
-from conftest import execute, stop_kernel
+from conftest import Listener, execute, stop_kernel
 
 ENV_NAME = "SBK_ATTACK_SECRET"  # as in test_host_files
 

@@ -12,7 +12,6 @@ import threading
 import pytest
 from attack_kit import (
     DENIED_OR_RESTARTED,
-    Listener,
     UdpListener,
     assert_alive,
     assert_denied,
@@ -28,7 +27,7 @@ from attack_kit import (
     start_or_refusal,
 )
 
-from conftest import execute, start_kernel, stop_kernel
+from conftest import Listener, execute, start_kernel, stop_kernel
 
 
 @pytest.fixture(scope="module")

@@ -9,7 +9,6 @@ the sandbox with a message. The next cells must run the user's code and show its
 from __future__ import annotations
 
 import json
-import queue
 import struct
 import time
 from collections.abc import Iterator
@@ -184,23 +183,23 @@ def test_non_json_guest_event_ends_the_sandbox_with_a_message(proto):
     assert_next_cells_are_true(kc)
 
 
-def test_invalid_forged_reply_still_gets_an_execute_reply(proto):
-    """A guest 'reply' event with a status that is not a Jupyter status: the frontend still gets a reply."""
+def test_forged_replies_do_not_end_the_cell(proto):
+    """Guest 'reply' events (valid or not) are invalid messages: the cell runs on and its own reply comes."""
     _, kc = proto
-    msg_id = kc.execute(
-        "import _sandbox_host, json\n_sandbox_host.emit(json.dumps({'type': 'reply', 'content': {'status': 'bogus'}}))"
+    code = (
+        "import _sandbox_host, json\n"
+        "_sandbox_host.emit(json.dumps({'type': 'reply', 'content': {'status': 'bogus'}}))\n"
+        f"_sandbox_host.emit(json.dumps({{'type': 'reply', 'content': {{'status': 'ok', 'x': {FORGED!r}}}}}))\n"
+        "import time; time.sleep(0.5)\n"
+        "print('ran to the end')\n"
+        "'real result'"
     )
-    try:
-        deadline = time.monotonic() + 10
-        while True:
-            reply = kc.get_shell_msg(timeout=max(0.1, deadline - time.monotonic()))
-            if reply["parent_header"].get("msg_id") == msg_id:
-                break
-        assert reply["content"]["status"] == "error"
-    except queue.Empty:
-        pytest.fail("the frontend never got an execute_reply")
-    finally:
-        assert_alive(kc)
+    run = execute(kc, code, timeout=30)
+    assert result(run) == "'real result'"
+    assert run.stream() == "ran to the end\n"
+    assert "dropped an invalid message from the sandbox (unknown event 'reply') and 1 more" in run.stream("stderr")
+    assert FORGED not in dump(run)
+    assert_next_cells_are_true(kc)
 
 
 # ---- poisoning the worker's JS realm --------------------------------------------------------------

@@ -29,6 +29,10 @@ class StdinNotImplementedError(CleanTraceback, error.StdinNotImplementedError):
     """IPython's error (same name, caught the same), shown without the sandbox's frames."""
 
 
+class InputRefused(CleanTraceback, PermissionError):
+    """The kernel refused an input() prompt (e.g. one that imitates its approval prompts)."""
+
+
 def _input(prompt: object = "", password: bool = False) -> str:
     __tracebackhide__ = True
     what = "getpass" if password else "input"
@@ -36,9 +40,16 @@ def _input(prompt: object = "", password: bool = False) -> str:
         raise StdinNotImplementedError(
             f"{what}() was called, but this frontend does not support input requests (allow_stdin is False)."
         )
-    reply = _host.request({"type": "input_request", "prompt": str(prompt), "password": password})
+    reply = _host.request({"type": "input_request", "prompt": str(prompt), "password": bool(password)})
     if not isinstance(reply, dict) or "value" not in reply:
-        raise RuntimeError(f"{what}() failed: {reply.get('error') if isinstance(reply, dict) else reply}")
+        error = reply.get("error") if isinstance(reply, dict) else None
+        kind = error.get("type") if isinstance(error, dict) else ""
+        message = f"{what}() failed: {error.get('message') if isinstance(error, dict) else error}"
+        if kind == "StdinNotImplementedError":
+            raise StdinNotImplementedError(message)
+        if kind == "PermissionError":
+            raise InputRefused(message)
+        raise RuntimeError(message)
     value = str(reply["value"])
     if value == "\x04":
         raise EOFError
@@ -113,9 +124,10 @@ async def _execute(req: dict[str, Any]) -> dict[str, Any]:
         preprocessing_exc = sys.exc_info()
     try:
         await pkgs.load_for(transformed if preprocessing_exc is None else code)
-    except pkgs.PackageLoadError:
+    except pkgs.PackageLoadError as exc:
         shell.showtraceback()
-        return {"status": "error", **(shell.last_error or {}), "user_expressions": {}, "payload": []}
+        error = shell.last_error or {"ename": type(exc).__name__, "evalue": str(exc), "traceback": []}
+        return {"status": "error", **error, "user_expressions": {}, "payload": []}
     result = await shell.run_cell_async(
         code,
         store_history=bool(req.get("store_history")),
@@ -226,7 +238,7 @@ _HANDLERS = {"complete": _complete, "inspect": _inspect, "is_complete": _is_comp
 
 
 async def handle(request_json: str, request_id: int = 0) -> str:
-    """Serve one kernel request; the answer is a JSON `reply` event."""
+    """Serve one kernel request; returns the reply content as JSON (the worker ends the request with it)."""
     global _task
     req = json.loads(request_json)
     _host.REQUEST.set(request_id)  # the cell's tasks (and their output) belong to this request
@@ -248,7 +260,7 @@ async def handle(request_json: str, request_id: int = 0) -> str:
         content = _HANDLERS[op](req)
     else:
         content = {"status": "error", "ename": "ValueError", "evalue": f"unknown request {op!r}", "traceback": []}
-    return json.dumps({"type": "reply", "content": content}, default=_host._json_default)
+    return json.dumps(content, default=_host._json_default)
 
 
 def interrupt_async() -> None:

@@ -79,15 +79,24 @@ class Device:
     def __getattr__(self, name: str) -> Any:
         __tracebackhide__ = True  # the guest sees its own call, not the proxy
         if name.startswith("_") or name not in self._catalog:
-            available = ", ".join(sorted(self._catalog)) or "none"
-            raise AttributeError(f"device has no skill {name!r}. Available skills: {available}")
+            raise AttributeError(f"device has no skill {name!r}. Available skills: {self._available()}")
         return SkillProxy(self, name)
+
+    def _available(self) -> str:
+        if self._catalog:
+            return ", ".join(sorted(self._catalog))
+        return (
+            "none. Skills are chosen on the host, e.g. SandboxKernel.skills = ['TimeSkill'] or "
+            "SandboxKernel.skills_path = 'my_skills' in the kernel's configuration"
+        )
 
     def __dir__(self) -> list[str]:
         return [*sorted(self._catalog), "describe_function", "search_skills"]
 
     def __repr__(self) -> str:
-        return f"<device: {', '.join(sorted(self._catalog)) or 'no skills'}>"
+        if not self._catalog:
+            return "<device: no skills (the host adds them with SandboxKernel.skills or skills_path)>"
+        return f"<device: {', '.join(sorted(self._catalog))}>"
 
     def search_skills(self, query: str = "") -> list[dict[str, str]]:
         """Skills and methods whose name or docstring contains `query` (case-insensitive)."""

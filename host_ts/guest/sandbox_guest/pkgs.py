@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import shlex
+import sys
 from typing import Any
 
 from IPython.core.magic import Magics, line_magic, magics_class
@@ -60,8 +61,9 @@ def _pip_help_for(error: BaseException, index_urls: list[str] | None) -> str:
 async def load_packages(request: dict[str, Any]) -> None:
     """Have the host fetch Pyodide packages (by import or by name), then load them."""
     reply = _host.request({"type": "load_packages", **request})
-    if "error" in reply:
-        raise PackageLoadError(reply["error"]["message"])
+    if not isinstance(reply, dict) or "error" in reply:
+        error = reply.get("error") if isinstance(reply, dict) else None
+        raise PackageLoadError(error.get("message") if isinstance(error, dict) else "the host did not answer")
     names = reply.get("value") or []
     if names:
         import pyodide_js
@@ -139,5 +141,7 @@ class PipMagics(Magics):
         if not can_run_sync():
             raise PackageLoadError("%pip cannot run here; use `import micropip; await micropip.install(...)`")
         run_sync(pip_install(specs, index_urls or None, pre))
-        _host.request({"type": "pip_installed", "specs": specs, "index_urls": index_urls or None})
         print(f"Installed {', '.join(specs)} in the sandbox (micropip)")
+        reply = _host.request({"type": "pip_installed", "specs": specs, "index_urls": index_urls or None})
+        if isinstance(reply, dict) and "error" in reply:
+            print(f"[{reply['error'].get('message')}]", file=sys.stderr)

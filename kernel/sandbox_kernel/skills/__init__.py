@@ -1,1 +1,1 @@
-"""Example host skills shipped with sandbox-kernel (registered as entry points)."""
+"""Example host skills shipped with sandbox-kernel; exposed only when SandboxKernel.skills names them."""

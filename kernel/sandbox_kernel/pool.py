@@ -1,0 +1,98 @@
+"""The sandbox processes of one kernel: the current one, a pre-warmed spare, restarts and death reports."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+
+from .sandbox import SandboxProcess
+from .supervision import StopCause
+
+Launch = Callable[[], Awaitable[SandboxProcess]]
+Prepare = Callable[[SandboxProcess], Awaitable[None]]
+
+
+def _quiet(task: asyncio.Task[object]) -> None:
+    """Retrieve a background task's exception so that asyncio does not log it as never retrieved."""
+    if not task.cancelled():
+        task.exception()
+
+
+class SandboxPool:
+    """Owns every sandbox process of a kernel; the kernel asks it for the current one."""
+
+    def __init__(self, launch: Launch, prepare: Prepare, keep_spare: bool, log: logging.Logger) -> None:
+        self._launch = launch
+        self._prepare = prepare  # run on a sandbox before it becomes current (e.g. %pip replays)
+        self.keep_spare = keep_spare
+        self.log = log
+        self.current: SandboxProcess | None = None
+        self._starting: asyncio.Task[SandboxProcess] | None = None
+        self._spare: asyncio.Task[SandboxProcess] | None = None
+        self._unreported: str | None = None
+
+    def start_soon(self) -> None:
+        """Make a sandbox current in the background: the spare if there is a live one, else a new one."""
+        self._starting = asyncio.get_running_loop().create_task(self._promote())
+        self._starting.add_done_callback(_quiet)
+
+    async def _promote(self) -> SandboxProcess:
+        spare, self._spare = self._spare, None
+        sandbox = None
+        if spare is not None and spare.done() and not spare.cancelled() and not spare.exception():
+            sandbox = spare.result() if spare.result().alive else None
+        elif spare is not None:
+            spare.cancel()
+        if sandbox is None:
+            sandbox = await self._launch()
+        self.current = sandbox
+        try:
+            await self._prepare(sandbox)
+        except BaseException:
+            await sandbox.kill("its start failed")
+            raise
+        if self.keep_spare:
+            self._spare = asyncio.get_running_loop().create_task(self._launch())
+            self._spare.add_done_callback(_quiet)
+        return sandbox
+
+    async def get(self) -> SandboxProcess:
+        """The running sandbox, starting a new one if there is none or it died."""
+        starting = self._starting
+        if starting is None or (
+            starting.done() and (starting.cancelled() or starting.exception() or not starting.result().alive)
+        ):
+            dead = self.current
+            if dead is not None and dead.death_reason and not dead.death_reported:
+                self._unreported = dead.death_reason
+                dead.death_reported = True
+            self.start_soon()
+        assert self._starting is not None
+        return await asyncio.shield(self._starting)
+
+    async def restart(self, why: str, cause: StopCause) -> None:
+        """Kill the current sandbox (its pending request fails with `why`) and start a fresh one."""
+        old, self.current = self.current, None
+        if old is not None:
+            old.death_reported = True
+            await old.kill(why, cause)
+        self.start_soon()
+
+    def died_under_request(self, sandbox: SandboxProcess) -> None:
+        """A request learnt of the sandbox's death and told the user: start the next one now."""
+        sandbox.death_reported = True
+        if self.current is sandbox:  # not restarted yet (a restart clears `current` first)
+            self.current = None
+            self.start_soon()
+
+    def take_unreported_death(self) -> str | None:
+        """Why the previous sandbox died between requests, once, if nobody was told yet."""
+        reason, self._unreported = self._unreported, None
+        return reason
+
+    @staticmethod
+    def kill_all_now() -> None:
+        """Kill every sandbox process of this kernel (current, spare, starting) at once."""
+        for sandbox in list(SandboxProcess.live):
+            sandbox.kill_now()
