@@ -206,8 +206,10 @@ def test_timeout_restarts_a_guest_that_will_not_stop(timed_kernel):
 
 
 def test_crash_is_reported_and_the_kernel_recovers(fresh_kernel):
-    _, kc = fresh_kernel
+    km, kc = fresh_kernel
     execute(kc, "gone = 1")
+    folders = {os.readlink(f"/proc/{pid}/cwd") for pid in sandbox_pids(km.provisioner.process.pid)}
+    assert folders and all(os.path.isdir(f) for f in folders)
     run = execute(kc, "import js; js.Deno.exit(0)", timeout=60)
     assert run.content["status"] == "error"
     assert run.content["ename"] == "SandboxRestarted"
@@ -215,6 +217,8 @@ def test_crash_is_reported_and_the_kernel_recovers(fresh_kernel):
     assert "restarted" in run.content["evalue"] and "variables were lost" in run.content["evalue"]
     assert execute(kc, "1+1", timeout=120).of_type("execute_result")[0]["data"]["text/plain"] == "2"
     assert execute(kc, "gone").content["ename"] == "NameError"
+    crashed = folders - {os.readlink(f"/proc/{pid}/cwd") for pid in sandbox_pids(km.provisioner.process.pid)}
+    assert crashed and not any(os.path.exists(f) for f in crashed), "the crashed sandbox's private folder is left"
 
 
 def test_death_between_cells_is_told_on_the_next_cell(fresh_kernel):

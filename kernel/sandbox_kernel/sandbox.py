@@ -361,6 +361,8 @@ class SandboxProcess:
             reason = _describe_exit(code)
         self.log.warning("sandbox process %s ended: %s", self.pid, reason)
         self._mark_dead(reason, self._kill_cause if self._killed_because else StopCause.CRASH)
+        if self._tmp is not None:  # however it ended, its private folder goes with it
+            shutil.rmtree(self._tmp, ignore_errors=True)
 
     async def _log_lines(self, stream: asyncio.StreamReader | None) -> None:
         """Drain Deno's stdout/stderr (guest code can write there): log it, never parse it.
