@@ -100,8 +100,15 @@ def test_partial_line_does_not_leak_into_next_cell(kc):
 
 @pytest.mark.parametrize(
     "code",
-    ["while True: pass", "import time; time.sleep(100)", "import asyncio; await asyncio.sleep(100)"],
-    ids=["busy-loop", "sleep", "await"],
+    [
+        "while True: pass",
+        "import time; time.sleep(100)",
+        "import asyncio; await asyncio.sleep(100)",
+        # The KeyboardInterrupt lands in an event-loop callback, outside the cell's own task (as a
+        # re-sent interrupt does when the cell is already ending): it must not crash the sandbox.
+        "import asyncio\nasync def spin():\n    while True: pass\nasyncio.ensure_future(spin())\nawait asyncio.sleep(100)",
+    ],
+    ids=["busy-loop", "sleep", "await", "spinning-task"],
 )
 def test_interrupt_keeps_state(kernel, code):
     km, kc = kernel

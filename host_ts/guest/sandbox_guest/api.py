@@ -97,6 +97,7 @@ def attach(restored: bool = False) -> str:
         boot()
     STARTED_FROM_SNAPSHOT = restored
     _host.attach()
+    _contain_loop_exits(asyncio.get_event_loop())
     return json.dumps(
         {
             "python_version": platform.python_version(),
@@ -105,6 +106,21 @@ def attach(restored: bool = False) -> str:
             "pyodide_version": __import__("pyodide").__version__,
         }
     )
+
+
+def _contain_loop_exits(loop: asyncio.AbstractEventLoop) -> None:
+    """A KeyboardInterrupt or SystemExit raised in an event-loop callback ends only that callback.
+
+    Pyodide's loop re-raises them into JavaScript, where they would crash the sandbox. They happen
+    when an interrupt lands in a task beside the cell's own or in the cell's wrap-up (a re-sent
+    interrupt), or when a background task calls sys.exit(); the task itself still records them.
+    """
+    loop._keyboard_interrupt_handler = _ignore  # type: ignore[attr-defined]  # pinned Pyodide's WebLoop
+    loop._system_exit_handler = _ignore  # type: ignore[attr-defined]
+
+
+def _ignore(*_: object) -> None:
+    return None
 
 
 async def _execute(req: dict[str, Any]) -> dict[str, Any]:
