@@ -91,10 +91,13 @@ def median_of(trials: int, measure: Callable[[], float]) -> float:
 # ---- measurements --------------------------------------------------------------------------
 
 
-def cold_start(kernel: str, trials: int) -> float:
+OS_LAYERS_OFF = "--SandboxKernel.os_sandbox=off"
+
+
+def cold_start(kernel: str, trials: int, arguments: list[str] | None = None) -> float:
     def once() -> float:
         t0 = time.perf_counter()
-        km, kc = start(kernel)
+        km, kc = start(kernel, arguments)
         value(kc, "1+1")
         took = time.perf_counter() - t0
         stop(km, kc)
@@ -240,9 +243,21 @@ def main() -> None:
     args = parser.parse_args()
     trials = args.trials
 
-    rows = [
-        Row("cold start (launch to first `1+1` reply)", "s", cold_start(OURS, trials), cold_start(REFERENCE, trials))
-    ]
+    reference_start = cold_start(REFERENCE, trials)
+    rows = [Row("cold start (launch to first `1+1` reply)", "s", cold_start(OURS, trials), reference_start)]
+    rows.append(
+        Row(
+            "cold start, `os_sandbox='off'`",
+            "s",
+            cold_start(OURS, trials, [OS_LAYERS_OFF]),
+            reference_start,
+            "no OS layers: compare with the row above for their cost",
+        )
+    )
+    off_km, off = start(OURS, [OS_LAYERS_OFF])
+    time.sleep(SETTLE)  # as for the kernel with the layers below: its spare has started
+    off_pass = 1000 * warm_round_trip(off, "pass", trials * 4)
+    stop(off_km, off)
     single_km, single = start(OURS, ["--SandboxKernel.spare_sandbox=False"])
     time.sleep(SETTLE)
     single_rss = rss_mb(single_km.provisioner.process.pid)
@@ -255,6 +270,9 @@ def main() -> None:
         for code in ("pass", "1+1"):
             ms = (1000 * warm_round_trip(ours, code, trials * 4), 1000 * warm_round_trip(ref, code, trials * 4))
             rows.append(Row(f"warm round trip `{code}`", "ms", *ms))
+            if code == "pass":
+                note = "no OS layers: compare with the row above for their cost"
+                rows.append(Row("warm round trip `pass`, `os_sandbox='off'`", "ms", off_pass, ms[1], note))
         run(ref, "from sandbox_kernel.skills.time_skill import TimeSkill; _skill = TimeSkill()")
         per_call = (
             1000 * skill_call(ours, "device.TimeSkill.get_current_time", args.calls),

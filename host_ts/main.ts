@@ -15,6 +15,7 @@ type InitConfig = {
   workerRead: string[];
   workerWrite: string[];
   workerNet: string[];
+  workerInherits: boolean; // tests of the OS layers only: the worker gets Deno's checks off too
   mounts: { host: string; guest: string }[];
   pyodideLock: string | null;
   pyodidePackages: string | null;
@@ -104,7 +105,7 @@ const worker = new Worker(new URL("./worker.ts", import.meta.url).href, {
   type: "module",
   name: "pyodide",
   deno: {
-    permissions: {
+    permissions: init.workerInherits ? "inherit" : {
       read: init.workerRead,
       write: init.workerWrite.length ? init.workerWrite : false,
       net: init.workerNet.length ? init.workerNet : false,

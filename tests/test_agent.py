@@ -184,3 +184,11 @@ def test_cli_timeout():
     proc = cli("--timeout", "2", "-c", "while True: pass")
     assert proc.returncode == 1
     assert "SandboxTimeout" in proc.stderr
+
+
+def test_os_layers_are_reported_to_agents(sandbox):
+    layers = sandbox.os_layers()
+    assert layers["mode"] == "auto"
+    assert set(layers["layers"]) >= {"namespaces", "landlock", "seccomp", "no_new_privs"}, layers
+    assert "net" in layers["layers"]["namespaces"]  # no allow_net: no network namespace to reach
+    assert layers["missing"] == {}

@@ -74,6 +74,7 @@ class AsyncSandbox:
         mounts: list[str] | None = None,
         allow_net: list[str] | None = None,
         memory_limit_mb: int | None = None,
+        os_sandbox: str | None = None,
         approver: Approver | None = None,
         on_stdout: Callable[[str], None] | None = None,
         on_stderr: Callable[[str], None] | None = None,
@@ -90,6 +91,7 @@ class AsyncSandbox:
             "mounts": mounts,
             "allow_net": allow_net,
             "memory_limit_mb": memory_limit_mb,
+            "os_sandbox": os_sandbox,
         }
         self.arguments = [
             f"--SandboxKernel.{k}={json.dumps(v) if isinstance(v, list) else v}"
@@ -187,6 +189,11 @@ class AsyncSandbox:
         reply = self.kc.session.msg("input_reply", {"value": value}, parent=request["header"])
         self.kc.stdin_channel.send(reply)
 
+    async def os_layers(self) -> dict[str, Any]:
+        """The OS layers confining the current sandbox process, as its launcher reported them."""
+        reply = await self.kc.kernel_info(reply=True, timeout=self.startup_timeout)
+        return dict(reply["content"].get("sandbox_kernel", {}).get("os_sandbox", {}))
+
     async def interrupt(self) -> None:
         assert self.km is not None
         await self.km.interrupt_kernel()
@@ -274,6 +281,9 @@ class Sandbox:
 
     def run(self, code: str, **kwargs: Any) -> ExecutionResult:
         return self._call(self._async.run(code, **kwargs))
+
+    def os_layers(self) -> dict[str, Any]:
+        return self._call(self._async.os_layers())
 
     def interrupt(self) -> None:
         self._call(self._async.interrupt())

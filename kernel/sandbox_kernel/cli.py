@@ -61,9 +61,15 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _doctor(args: argparse.Namespace) -> int:
+    from .doctor import main as doctor
+
+    return doctor()
+
+
 def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
-    if not argv or argv[0] not in {"install", "fetch", "run", "--version", "-h", "--help"}:
+    if not argv or argv[0] not in {"install", "fetch", "run", "doctor", "--version", "-h", "--help"}:
         # Kernel launch: `sandbox-kernel -f {connection_file} [--SandboxKernel.x=...]`.
         if argv and argv[0] == "kernel":
             argv = argv[1:]
@@ -92,5 +98,7 @@ def main(argv: list[str] | None = None) -> None:
     run.add_argument("--mount", action="append", help="host_folder:/guest/path[:ro|rw] (repeatable)")
     run.add_argument("--allow-net", action="append", help="host or host:port the code may reach (repeatable)")
     run.set_defaults(func=_run)
+    doctor = sub.add_parser("doctor", help="check Deno, the cache, the kernelspec and the OS layers in force")
+    doctor.set_defaults(func=_doctor)
     args = parser.parse_args(argv)
     sys.exit(args.func(args))

@@ -65,6 +65,7 @@ class RequestDispatcher:
         self.invalid = 0
         self.failures = 0
         self.first_problem = ""
+        self.interrupt_shown = False  # the guest showed a KeyboardInterrupt (it took an interrupt)
         self._dropped_types: set[str] = set()
 
     # ---- what the sandbox sends ------------------------------------------------------------
@@ -93,6 +94,8 @@ class RequestDispatcher:
 
     # ---- output ------------------------------------------------------------------------
     def _display(self, msg_type: str, content: dict[str, Any]) -> None:
+        if msg_type == "error" and content.get("ename") == "KeyboardInterrupt":
+            self.interrupt_shown = True
         if msg_type in DISPLAY_TYPES:
             clean = self.sanitizer.bundle(content["data"], content.get("metadata"))
             for mime in clean.dropped:

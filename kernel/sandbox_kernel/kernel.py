@@ -12,7 +12,7 @@ from typing import Any
 
 from ipykernel.kernelbase import Kernel
 from jupyter_core.paths import jupyter_data_dir
-from traitlets import Bool, Dict, Float, Int, List, TraitError, Unicode, default, validate
+from traitlets import Bool, Dict, Enum, Float, Int, List, TraitError, Unicode, default, validate
 from traitlets.utils.importstring import import_item
 
 from . import __version__, guest_schema, mounts, netpolicy, packages, paths, provision, skill_loader
@@ -21,6 +21,8 @@ from .dispatcher import RequestDispatcher
 from .gatekeeper import Gatekeeper, check_policy
 from .guest_services import GuestServiceDesk, PipReplays, RequestContext
 from .history import History
+from .oslayers.report import describe as describe_layers
+from .oslayers.spec import LAYERS, MODES
 from .output import OutputRouter, size_of
 from .pool import SandboxPool
 from .sandbox import SandboxDied, SandboxOptions, SandboxProcess, SandboxStartError
@@ -132,6 +134,18 @@ class SandboxKernel(Kernel):
     skill_timeout = Float(30.0, help="Seconds one skill call may take on the host.").tag(config=True)
     skill_max_bytes = Int(1 << 20, help="Largest skill arguments or result, in bytes of JSON.").tag(config=True)
     audit_log = Unicode(help="JSON-lines file that records every skill call ('' to disable).").tag(config=True)
+    os_sandbox = Enum(
+        MODES,
+        "auto",
+        help="OS confinement of the sandbox process behind Deno's permissions (Linux): 'auto' uses every layer "
+        "available and logs which; 'required' refuses to start when one of os_layers is missing; 'off' uses none.",
+    ).tag(config=True)
+    os_layers = List(
+        Enum(LAYERS),
+        list(LAYERS),
+        help="The OS layers os_sandbox applies: 'namespaces' (user, IPC, UTS and, without allow_net, network), "
+        "'landlock' (files, TCP ports, signals), 'seccomp' (dangerous system calls, new processes).",
+    ).tag(config=True)
 
     @default("pyodide_index")
     def _default_pyodide_index(self) -> str:
@@ -170,6 +184,7 @@ class SandboxKernel(Kernel):
         self._stdin: StdinGate | None = None
         self._next_count = 1
         self._guest_info: dict[str, Any] = {}
+        self._os_report: dict[str, Any] = {}  # the OS layers of the latest sandbox (oslayers.launch)
         self._interrupted = asyncio.Event()
         self._running = False
         self._reply_metadata: dict[str, Any] = {}
@@ -232,6 +247,11 @@ class SandboxKernel(Kernel):
             "nbconvert_exporter": "python",
             "file_extension": ".py",
         }
+
+    @property
+    def kernel_info(self) -> dict[str, Any]:
+        """ipykernel's kernel_info, plus what confines this kernel's sandbox (for agents and tools)."""
+        return {**super().kernel_info, "sandbox_kernel": {"os_sandbox": self._os_report}}
 
     @property
     def banner(self) -> str:  # type: ignore[override]
@@ -304,6 +324,8 @@ class SandboxKernel(Kernel):
             mounts=self._mounts,
             allow_net=list(self.allow_net),
             memory_limit_mb=self.memory_limit_mb,
+            os_sandbox=self.os_sandbox,
+            os_layers=list(self.os_layers),
         )
 
     @property
@@ -325,12 +347,21 @@ class SandboxKernel(Kernel):
         sandbox = SandboxProcess(self._options(**extra), self.log, self._say)
         try:
             self._guest_info = await sandbox.start()
+            self._log_os_layers(sandbox.os_layers)
             self._check_snapshot(sandbox)
             await self._background_request(sandbox, "configure", self._guest_config(), SIMPLE_REQUEST_TIMEOUT)
         except BaseException:
             await sandbox.kill("its start failed")
             raise
         return sandbox
+
+    def _log_os_layers(self, report: dict[str, Any]) -> None:
+        """Log the layers once per kernel, and again only when they change (warning when any is missing)."""
+        if report == self._os_report:
+            return
+        self._os_report = report
+        log = self.log.warning if report.get("missing") else self.log.info
+        log("%s", describe_layers(report))
 
     async def _background_request(
         self, sandbox: SandboxProcess, op: str, payload: dict[str, Any], timeout: float
@@ -391,8 +422,11 @@ class SandboxKernel(Kernel):
                 if flag.done():
                     self._interrupted.clear()
                     flag = asyncio.ensure_future(self._interrupted.wait())
+                    dispatcher.interrupt_shown = False
                     actions = supervisor.interrupt(loop.time())
                 else:
+                    # Untrusted, but it can only stop the re-sends: the restart after the grace still comes.
+                    supervisor.taken = dispatcher.interrupt_shown
                     actions = supervisor.tick(loop.time())
                 for action in actions:
                     if action is Action.SEND_INTERRUPT:

@@ -10,24 +10,24 @@ from __future__ import annotations
 import asyncio
 import codecs
 import collections
-import ctypes
 import itertools
 import json
 import logging
 import os
-import resource
 import secrets
 import shutil
 import signal
-import sys
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Protocol
 
-from . import frames, guest_schema, netpolicy, paths, provision
+from . import frames, guest_schema, paths, provision
+from .launch_plan import LaunchPlan
 from .mounts import Mount
+from .oslayers.report import read_report
+from .oslayers.spec import LAYERS
 from .supervision import StopCause
 
 OUT_OF_MEMORY_MARKS = ("out of memory", "heap limit", "Out of memory", "allocation failed")
@@ -74,6 +74,8 @@ class SandboxOptions:
     pyodide_lock: str | None = None  # lock file contents of SandboxKernel.pyodide_index
     pyodide_packages: Path | None = None  # where the host puts Pyodide package files for the guest
     use_snapshot: bool = True
+    os_sandbox: str = "auto"  # auto | required | off
+    os_layers: list[str] = field(default_factory=lambda: list(LAYERS))
 
 
 @dataclass
@@ -92,22 +94,6 @@ DATA_BASELINE_MB = 1280
 def data_limit_mb(memory_limit_mb: int) -> int:
     """The OS limit on the sandbox process's writable memory: baseline, wasm memory and JS heap."""
     return DATA_BASELINE_MB + 2 * memory_limit_mb
-
-
-def _child_setup(data_limit_bytes: int) -> Callable[[], None]:
-    """What the child does before exec: die with the kernel, and cap its writable memory."""
-
-    def setup() -> None:
-        if sys.platform.startswith("linux"):
-            try:
-                ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-            except OSError:
-                pass
-        # RLIMIT_DATA counts writable mappings (ArrayBuffers, grown wasm pages, heaps), not the
-        # reserved-but-inaccessible address space that WebAssembly needs (RLIMIT_AS would break it).
-        resource.setrlimit(resource.RLIMIT_DATA, (data_limit_bytes, data_limit_bytes))
-
-    return setup
 
 
 def _describe_exit(code: int) -> str:
@@ -149,41 +135,12 @@ class SandboxProcess:
         self._dead: asyncio.Future[str] | None = None
         self._ready: asyncio.Future[dict[str, Any]] | None = None
         self._tasks: list[asyncio.Task[Any]] = []
+        self.os_layers: dict[str, Any] = {}  # what the launcher applied (oslayers.launch)
 
     # ---- lifecycle --------------------------------------------------------------------
     @property
     def alive(self) -> bool:
         return self._dead is not None and not self._dead.done()
-
-    def command(self, socket_path: Path, pyodide_dir: Path, wheels_dir: Path) -> list[str]:
-        """The exact Deno command line: least privilege, no prompts, cached code only."""
-        host = paths.host_dir()
-        mounts = self.options.mounts
-        # The supervisor also uses its socket; the worker gets everything else, nothing more.
-        snapshots = provision.snapshot_path().parent
-        readable = (
-            host,
-            pyodide_dir,
-            wheels_dir,
-            snapshots,
-            *self.options.extra_read,
-            *(m.host for m in mounts),
-            socket_path,
-        )
-        read = ",".join(str(p) for p in readable)
-        write = ",".join(str(p) for p in (*(m.host for m in mounts if m.writable), socket_path))
-        allowed, denied = netpolicy.deno_flags(self.options.allow_net)
-        net = ",".join([f"unix:{socket_path}", *allowed])
-        argv = [
-            paths.deno_executable(), "run", "--no-prompt", "--cached-only",
-            f"--config={host / 'deno.json'}", "--unstable-worker-options",
-            f"--allow-read={read}", f"--allow-write={write}", f"--allow-net={net}", f"--deny-net={','.join(denied)}",
-        ]  # fmt: skip
-        limit = self.options.memory_limit_mb
-        v8 = [f"--wasm-max-mem-pages={limit * 16}", f"--max-old-space-size={limit}", *self.options.v8_flags]
-        argv.append("--v8-flags=" + ",".join(v8))
-        argv.append(str(host / "main.ts"))
-        return argv
 
     async def start(self) -> dict[str, Any]:
         """Spawn the process and wait until Python is ready; returns guest facts."""
@@ -196,7 +153,18 @@ class SandboxProcess:
             raise SandboxStartError(str(exc)) from None
         provision.snapshot_path().parent.mkdir(parents=True, exist_ok=True)
         self._tmp = Path(tempfile.mkdtemp(prefix="sbk-"))
-        socket_path = self._tmp / "host.sock"
+        plan = LaunchPlan(
+            host=paths.host_dir(),
+            pyodide=pyodide_dir,
+            wheels=provision.wheels_dir(),
+            snapshots=provision.snapshot_path().parent,
+            extra_read=list(self.options.extra_read),
+            mounts=list(self.options.mounts),
+            allow_net=list(self.options.allow_net),
+            private=self._tmp,
+            shared_deno_dir=provision.deno_dir(),
+        )
+        plan.prepare_scratch()
         token = secrets.token_hex(16)
         connected: asyncio.Future[tuple[asyncio.StreamReader, asyncio.StreamWriter]] = loop.create_future()
 
@@ -206,21 +174,29 @@ class SandboxProcess:
             else:
                 connected.set_result((reader, writer))
 
-        server = await asyncio.start_unix_server(on_connect, path=str(socket_path), limit=1 << 20)
-        os.chmod(socket_path, 0o600)
-        argv = self.command(socket_path, pyodide_dir, provision.wheels_dir())
-        env = {"DENO_DIR": str(provision.deno_dir()), "NO_COLOR": "1", "DENO_NO_UPDATE_CHECK": "1"}
+        server = await asyncio.start_unix_server(on_connect, path=str(plan.socket), limit=1 << 20)
+        os.chmod(plan.socket, 0o600)
+        argv = plan.deno_argv(self.options.memory_limit_mb, self.options.v8_flags)
+        limit = data_limit_mb(self.options.memory_limit_mb) << 20
+        spec = plan.launch_spec(self.options.os_sandbox, self.options.os_layers, limit, argv)
+        report_read, spec.report_fd = os.pipe()
         self.log.info("starting sandbox: %s", " ".join(argv))
-        self._proc = await asyncio.create_subprocess_exec(
-            *argv,
-            stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-            env=env,
-            cwd=self._tmp,
-            start_new_session=True,  # keep the kernel's SIGINT (process group) away from Deno
-            preexec_fn=_child_setup(data_limit_mb(self.options.memory_limit_mb) << 20),
-        )
+        try:
+            self._proc = await asyncio.create_subprocess_exec(
+                *plan.launcher_argv(spec),
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+                env=spec.env,
+                cwd=self._tmp,
+                start_new_session=True,  # keep the kernel's SIGINT (process group) away from Deno
+                pass_fds=(spec.report_fd,),
+            )
+        except BaseException:
+            os.close(report_read)
+            raise
+        finally:
+            os.close(spec.report_fd)
         self.pid = self._proc.pid
         SandboxProcess.live.add(self)
         self._dead = loop.create_future()
@@ -230,18 +206,9 @@ class SandboxProcess:
         for stream in (self._proc.stdout, self._proc.stderr):
             self._tasks.append(loop.create_task(self._log_lines(stream)))
         init = {
-            "socket": str(socket_path),
+            "socket": str(plan.socket),
             "token": token,
-            "workerRead": [
-                str(paths.host_dir()),
-                str(pyodide_dir),
-                str(provision.wheels_dir()),
-                str(provision.snapshot_path().parent),
-                *(str(p) for p in self.options.extra_read),
-                *(str(m.host) for m in self.options.mounts),
-            ],
-            "workerWrite": [str(m.host) for m in self.options.mounts if m.writable],
-            "workerNet": netpolicy.deno_flags(self.options.allow_net)[0],
+            **plan.worker_permissions(),
             "mounts": [{"host": str(m.host), "guest": m.guest} for m in self.options.mounts],
             "guestSite": str(guest_site),
             "snapshot": str(snapshot) if snapshot else None,
@@ -254,15 +221,29 @@ class SandboxProcess:
             "maxFrameBytes": self.options.max_frame_bytes,
             "maxEventBytes": self.options.max_event_bytes,
         }
+        # Written before exec (or before a refusal): the launcher is done with it within milliseconds.
+        self.os_layers = await asyncio.to_thread(read_report, report_read)
+        if "refused" in self.os_layers:
+            await self.kill("os_sandbox could not be met")
+            fix = (
+                "Set SandboxKernel.os_sandbox='auto' to run with the layers this system has, or leave the missing "
+                "one out of SandboxKernel.os_layers."
+                if self.options.os_sandbox == "required"
+                else "Leave that layer out of SandboxKernel.os_layers, or set SandboxKernel.os_sandbox='off'."
+            )
+            raise SandboxStartError(f"{self.os_layers['refused']}. {fix}")
         assert self._proc.stdin is not None
-        self._proc.stdin.write(json.dumps(init).encode())
-        await self._proc.stdin.drain()
-        self._proc.stdin.close()
+        try:
+            self._proc.stdin.write(json.dumps(init).encode())
+            await self._proc.stdin.drain()
+            self._proc.stdin.close()
+        except ConnectionError:
+            pass  # it died at once: the wait below says why
         try:
             reader, writer = await self._first(connected, "connect")
         finally:
             server.close()
-            socket_path.unlink(missing_ok=True)
+            plan.socket.unlink(missing_ok=True)
         self._writer = writer
         hello = await self._first(asyncio.ensure_future(frames.read_frame(reader, 4096)), "say hello")
         if hello.kind != frames.HOST_EVENT or hello.json().get("token") != token:
@@ -413,6 +394,9 @@ class SandboxProcess:
         pending = self._pending.get(frame.request_id)
         if pending is None:
             return  # output of a request that is over: never attributed to another one
+        # Output tagged with the request shows that the worker began it, even when the ring was
+        # pumped before the "started" notice arrived (a forged tag can only prevent a retry).
+        pending.started = True
         if frame.kind == frames.REPLY:
             del self._pending[frame.request_id]
             try:

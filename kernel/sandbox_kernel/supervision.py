@@ -37,6 +37,7 @@ class Supervisor:
     timed_out: bool = False
     sends: int = 0
     cause: StopCause | None = None  # set once RESTART was asked for
+    taken: bool = False  # the guest reported a KeyboardInterrupt: no re-sends (a late one would hit its wrap-up)
 
     def next_wake(self) -> float | None:
         """When `tick` must next be called (None: only on an interrupt or the reply)."""
@@ -44,12 +45,15 @@ class Supervisor:
             return None
         if self.interrupted_at is None:
             return None if self.timeout is None else self.started + self.timeout
+        if self.taken:
+            return self.interrupted_at + self.grace
         return min(self.interrupted_at + self.resend_every * self.sends, self.interrupted_at + self.grace)
 
     def interrupt(self, now: float) -> list[Action]:
         """The user asked to interrupt (SIGINT or interrupt_request)."""
         if self.interrupted_at is None:
             self.interrupted_at = now
+        self.taken = False  # asked again: the guest may have caught the first one
         return self.tick(now)
 
     def tick(self, now: float) -> list[Action]:
@@ -64,7 +68,7 @@ class Supervisor:
         if now >= self.interrupted_at + self.grace:
             self.cause = StopCause.TIMEOUT if self.timed_out else StopCause.INTERRUPT
             return [Action.RESTART]
-        if now >= self.interrupted_at + self.resend_every * self.sends:
+        if now >= self.interrupted_at + self.resend_every * self.sends and not (self.taken and self.sends):
             self.sends += 1
             return [Action.SEND_INTERRUPT]
         return []

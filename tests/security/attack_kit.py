@@ -106,6 +106,16 @@ def assert_denied(run: Run, access: str = "") -> None:
 # ---- guest code builders ----------------------------------------------------------------
 
 
+def os_layers(kc: BlockingKernelClient) -> dict[str, Any]:
+    """The OS layers confining the kernel's sandbox, as its kernel_info reports them."""
+    return kc.kernel_info(reply=True, timeout=60)["content"]["sandbox_kernel"]["os_sandbox"].get("layers", {})
+
+
+def private_root(kc: BlockingKernelClient) -> bool:
+    """Whether the sandbox sees only its private root (the namespaces layer): host files are absent there."""
+    return "private root" in os_layers(kc).get("namespaces", [])
+
+
 def js_cell(body: str) -> str:
     """A cell that runs `body` as the body of an async JS function in the worker and returns its result."""
     return f"import pyodide.code\nawait pyodide.code.run_js({f'(async () => {{ {body} }})()'!r})"

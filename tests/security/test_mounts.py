@@ -223,13 +223,8 @@ def test_mount_holding_a_symlink_that_leaves_it_is_refused(tmp_path, what):
     assert "symlinks that lead outside" in started and str(link) in started, started[-2000:]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="HOLE: mounts.escaping_symlinks() looks at the first MAX_SCAN=10,000 entries only (rglob order: a "
-    "folder's own entries before its subfolders'); a folder with 10,001 files and sub/link -> a file outside is "
-    "accepted, and Deno.readTextFileSync(<host path>/sub/link) returns the outside file",
-)
 def test_symlink_hidden_behind_many_files_is_refused_too(tmp_path):
+    """The start-up scan stops at 10,000 entries; beyond it, Landlock (checking the real file) refuses the read."""
     secret = token("deep")
     (tmp_path / "secret.txt").write_text(secret)
     folder = tmp_path / "big"
@@ -304,14 +299,9 @@ LATE_LINK_ATTACKS = {
 }
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="HOLE: the kernel checks mounts for escaping symlinks only when it starts; a symlink that appears "
-    "later in a mounted folder (written by any host process: a sync client, git, a download) is followed by "
-    "Deno.readTextFileSync / writeTextFileSync(<host path>/link): reads and writes outside the mount",
-)
 @pytest.mark.parametrize("how", list(LATE_LINK_ATTACKS))
 def test_symlinks_that_appear_after_the_start_do_not_lead_out(mounted, late_links, layout, how):
+    """Made by another host process after the start check: Landlock checks the real file (os_sandbox, default)."""
     _, kc = mounted
     guest, body, outside = LATE_LINK_ATTACKS[how]
     before = fingerprint(layout.root / outside) if outside else None

@@ -59,3 +59,20 @@ def test_interrupts_sent_before_giving_up(grace, resend, sends):
         t = wake
         actions += s.tick(t)
     assert actions.count(SEND) == sends and actions[-1] is RESTART
+
+
+def test_no_resend_once_the_guest_took_the_interrupt_but_the_grace_still_ends_it():
+    """A re-sent interrupt would land in the cell's wrap-up and show a second KeyboardInterrupt."""
+    s = Supervisor(started=0.0, timeout=1.0, grace=3.0, resend_every=1.0)
+    assert s.tick(1.0) == [SEND]
+    s.taken = True  # the guest showed a KeyboardInterrupt
+    assert s.next_wake() == 4.0
+    assert s.tick(2.0) == [] and s.tick(3.0) == []
+    assert s.tick(4.0) == [RESTART]  # a guest that only claims to have stopped is still restarted
+
+
+def test_a_new_press_after_a_caught_interrupt_sends_again():
+    s = Supervisor(started=0.0, grace=5.0, resend_every=1.0)
+    assert s.interrupt(1.0) == [SEND]
+    s.taken = True
+    assert s.interrupt(2.5) == [SEND]  # the user asks again: the guest may have caught the first one

@@ -1,0 +1,168 @@
+"""One launch spec: every path, permission and limit of a sandbox process, decided in one place.
+
+Deno's flags, the worker's permissions and the OS layers' allow-lists all come from the same lists
+here, so the two walls always agree on what the sandbox may touch.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from . import netpolicy, paths
+from .mounts import Mount
+from .oslayers.spec import LaunchSpec
+
+# Files the Deno binary itself needs (its libraries, time zones, CPU count), never secrets.
+SYSTEM_READ = (
+    "/lib", "/lib64", "/usr/lib", "/usr/lib64", "/etc/ld.so.cache", "/etc/localtime", "/usr/share/zoneinfo",
+    "/dev/null", "/dev/urandom", "/proc/self", "/sys/devices/system/cpu", "/sys/fs/cgroup",
+)  # fmt: skip
+# ... and what name resolution and TLS read, only when allow_net names anything.
+NETWORK_READ = (
+    "/etc/resolv.conf", "/etc/hosts", "/etc/nsswitch.conf", "/etc/gai.conf", "/etc/host.conf", "/etc/ssl",
+    "/etc/ca-certificates", "/usr/share/ca-certificates",
+)  # fmt: skip
+LAUNCHER = Path(__file__).resolve().parent / "oslayers" / "launch.py"
+TEST_DENO_ALL = "SANDBOX_KERNEL_TEST_DENO_ALL"  # tests only: Deno's own checks off, to test the OS layers alone
+
+
+@dataclass
+class LaunchPlan:
+    """What one sandbox process may read, write, connect to and run."""
+
+    host: Path  # host_ts/
+    pyodide: Path
+    wheels: Path
+    snapshots: Path
+    extra_read: list[Path]
+    mounts: list[Mount]
+    allow_net: list[str]
+    private: Path  # the sandbox's own folder: its socket, and Deno's scratch DENO_DIR
+    shared_deno_dir: Path
+
+    @property
+    def socket(self) -> Path:
+        return self.private / "host.sock"
+
+    @property
+    def scratch_deno_dir(self) -> Path:
+        return self.private / "deno"
+
+    @property
+    def view_root(self) -> Path:
+        """Where the launcher builds the sandbox's private root (an empty folder, not part of it)."""
+        return self.private / "view"
+
+    @property
+    def worker_read(self) -> list[Path]:
+        """What guest code may read through Deno (its worker)."""
+        return [self.host, self.pyodide, self.wheels, self.snapshots, *self.extra_read, *(m.host for m in self.mounts)]
+
+    @property
+    def worker_write(self) -> list[Path]:
+        return [m.host for m in self.mounts if m.writable]
+
+    def net(self) -> tuple[list[str], list[str]]:
+        """(allowed, denied) network entries, as Deno takes them."""
+        return netpolicy.deno_flags(self.allow_net)
+
+    @staticmethod
+    def deno_checks_off() -> bool:
+        return os.environ.get(TEST_DENO_ALL) == "1"
+
+    def deno_argv(self, memory_limit_mb: int, v8_flags: list[str]) -> list[str]:
+        """The exact Deno command line: least privilege, no prompts, cached code only."""
+        allowed, denied = self.net()
+        read = ",".join(str(p) for p in (*self.worker_read, self.socket))
+        write = ",".join(str(p) for p in (*self.worker_write, self.socket))
+        net = ",".join([f"unix:{self.socket}", *allowed])
+        flags = [
+            f"--allow-read={read}",
+            f"--allow-write={write}",
+            f"--allow-net={net}",
+            f"--deny-net={','.join(denied)}",
+        ]
+        if self.deno_checks_off():
+            flags = ["--allow-all"]
+        v8 = [f"--wasm-max-mem-pages={memory_limit_mb * 16}", f"--max-old-space-size={memory_limit_mb}", *v8_flags]
+        return [
+            paths.deno_executable(), "run", "--no-prompt", "--cached-only", f"--config={self.host / 'deno.json'}",
+            "--unstable-worker-options", *flags, "--v8-flags=" + ",".join(v8), str(self.host / "main.ts"),
+        ]  # fmt: skip
+
+    def worker_permissions(self) -> dict[str, Any]:
+        """The init message's part that sets the worker's Deno permissions."""
+        return {
+            "workerRead": [str(p) for p in self.worker_read],
+            "workerWrite": [str(p) for p in self.worker_write],
+            "workerNet": self.net()[0],
+            "workerInherits": self.deno_checks_off(),
+        }
+
+    def env(self) -> dict[str, str]:
+        return {"DENO_DIR": str(self.scratch_deno_dir), "NO_COLOR": "1", "DENO_NO_UPDATE_CHECK": "1"}
+
+    def prepare_scratch(self) -> None:
+        """Deno's DENO_DIR for this sandbox: the shared npm cache seen through a link, nothing else.
+
+        Whatever Deno writes on its own (the Web Cache's location_data, its SQLite caches) lands
+        here and is removed with the sandbox; under Landlock it may not be written at all, and in the
+        namespaces layer's private root it is a size-capped tmpfs that the host never sees.
+        """
+        self.view_root.mkdir()
+        self.scratch_deno_dir.mkdir()
+        (self.scratch_deno_dir / "npm").symlink_to(self.shared_deno_dir / "npm")
+
+    def launch_spec(self, mode: str, layers: list[str], data_limit: int, argv: list[str]) -> LaunchSpec:
+        """What the launcher applies before it becomes Deno."""
+        deno = os.path.realpath(argv[0])
+        allowed, _ = self.net()
+        ports = [netpolicy.split_entry(e)[1] for e in allowed]
+        system = [*SYSTEM_READ, *(NETWORK_READ if allowed else ())]
+        return LaunchSpec(
+            argv=argv,
+            env=self.env(),
+            mode=mode,
+            layers=layers,
+            parent=os.getpid(),
+            data_limit=data_limit,
+            read=[*system, *(str(p) for p in (*self.worker_read, self.shared_deno_dir / "npm", self.private))],
+            write=[str(p) for p in self.worker_write],
+            execute=[deno, *elf_interpreter(deno)],
+            network=bool(allowed),
+            tcp_ports=None if None in ports else sorted({p for p in ports if p is not None}),
+            view_root=str(self.view_root),
+            scratch=str(self.scratch_deno_dir),
+            cwd=str(self.private),
+        )
+
+    def launcher_argv(self, spec: LaunchSpec) -> list[str]:
+        return [sys.executable, "-I", "-S", str(LAUNCHER), spec.to_json()]
+
+
+def elf_interpreter(binary: str) -> list[str]:
+    """The dynamic loader an ELF executable names (PT_INTERP), resolved; [] for static or non-ELF."""
+    try:
+        with open(binary, "rb") as f:
+            head = f.read(64)
+            if head[:4] != b"\x7fELF" or head[4] != 2:  # 64-bit only
+                return []
+            end = "<" if head[5] == 1 else ">"
+            (phoff,) = struct.unpack_from(end + "Q", head, 32)
+            phentsize, phnum = struct.unpack_from(end + "HH", head, 54)
+            f.seek(phoff)
+            table = f.read(phentsize * phnum)
+            for i in range(phnum):
+                kind, _, offset, _, _, size = struct.unpack_from(end + "IIQQQQ", table, i * phentsize)
+                if kind == 3:  # PT_INTERP
+                    f.seek(offset)
+                    name = f.read(size).rstrip(b"\0").decode()
+                    return [os.path.realpath(name)]
+    except (OSError, struct.error, UnicodeDecodeError):
+        pass
+    return []

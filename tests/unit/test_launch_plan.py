@@ -1,0 +1,116 @@
+"""The launch spec: Deno's flags, the worker's permissions and the OS layers' allow-lists agree."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from sandbox_kernel import paths
+from sandbox_kernel.launch_plan import NETWORK_READ, SYSTEM_READ, TEST_DENO_ALL, LaunchPlan, elf_interpreter
+from sandbox_kernel.mounts import Mount
+from sandbox_kernel.oslayers.report import describe
+from sandbox_kernel.oslayers.spec import LaunchSpec
+
+
+def plan(tmp_path: Path, allow_net: list[str] | None = None) -> LaunchPlan:
+    return LaunchPlan(
+        host=tmp_path / "host_ts",
+        pyodide=tmp_path / "pyodide",
+        wheels=tmp_path / "wheels",
+        snapshots=tmp_path / "snapshots",
+        extra_read=[tmp_path / "packages"],
+        mounts=[Mount(tmp_path / "ro", "/ro", False), Mount(tmp_path / "rw", "/rw", True)],
+        allow_net=allow_net or [],
+        private=tmp_path / "sbk-1",
+        shared_deno_dir=tmp_path / "deno",
+    )
+
+
+def flag(argv: list[str], name: str) -> str:
+    (value,) = [a.split("=", 1)[1] for a in argv if a.startswith(f"--{name}=")]
+    return value
+
+
+def test_deno_gets_least_privilege(tmp_path, monkeypatch):
+    monkeypatch.delenv(TEST_DENO_ALL, raising=False)
+    p = plan(tmp_path)
+    argv = p.deno_argv(1024, [])
+    assert "--no-prompt" in argv and "--cached-only" in argv
+    for forbidden in (
+        "-A",
+        "--allow-all",
+        "--allow-env",
+        "--allow-run",
+        "--allow-ffi",
+        "--allow-sys",
+        "--allow-import",
+    ):
+        assert not any(a == forbidden or a.startswith(forbidden + "=") for a in argv), forbidden
+    assert flag(argv, "allow-write") == f"{tmp_path / 'rw'},{p.socket}"
+    assert flag(argv, "allow-net") == f"unix:{p.socket}"
+    assert "127.0.0.0/8" in flag(argv, "deny-net")
+    assert p.worker_permissions()["workerInherits"] is False
+
+
+def test_both_walls_allow_the_same_files(tmp_path):
+    p = plan(tmp_path)
+    argv = p.deno_argv(1024, [])
+    spec = p.launch_spec("auto", ["landlock"], 0, argv)
+    deno_read = flag(argv, "allow-read").split(",")
+    for path in deno_read:  # everything Deno may read, Landlock lets through (the socket: via its folder)
+        assert path in spec.read or str(Path(path).parent) in spec.read, path
+    assert spec.write == [str(tmp_path / "rw")]  # only rw mounts: not the ro mount, not DENO_DIR
+    assert str(p.scratch_deno_dir) not in spec.write and str(p.private) not in spec.write
+    assert set(SYSTEM_READ) <= set(spec.read) and not set(NETWORK_READ) & set(spec.read)
+    assert spec.execute[0].endswith("deno") and len(spec.execute) == 2  # the binary and its ELF loader
+    assert spec.env["DENO_DIR"] == str(p.scratch_deno_dir)
+
+
+@pytest.mark.parametrize(
+    ("allow_net", "network", "ports"),
+    [
+        ([], False, []),
+        (["pypi.org:443", "files.pythonhosted.org:443", "1.2.3.4:8080"], True, [443, 8080]),
+        (["pypi.org"], True, None),
+    ],
+)
+def test_tcp_ports_follow_allow_net(tmp_path, allow_net, network, ports):
+    spec = plan(tmp_path, allow_net).launch_spec("auto", ["landlock"], 0, plan(tmp_path).deno_argv(1024, []))
+    assert spec.network is network and spec.tcp_ports == ports
+    assert set(NETWORK_READ) <= set(spec.read) if network else not set(NETWORK_READ) & set(spec.read)
+
+
+def test_the_spec_survives_json(tmp_path):
+    spec = plan(tmp_path).launch_spec("required", ["seccomp"], 123, ["deno", "run"])
+    assert LaunchSpec.from_json(spec.to_json()) == spec
+    assert json.loads(spec.to_json())["mode"] == "required"
+
+
+def test_test_mode_switches_deno_checks_off(tmp_path, monkeypatch):
+    monkeypatch.setenv(TEST_DENO_ALL, "1")
+    p = plan(tmp_path)
+    assert "--allow-all" in p.deno_argv(1024, []) and p.worker_permissions()["workerInherits"] is True
+
+
+def test_elf_interpreter_of_deno_and_of_a_text_file(tmp_path):
+    (loader,) = elf_interpreter(paths.deno_executable())
+    assert Path(loader).is_file() and "ld-" in Path(loader).name
+    (tmp_path / "script").write_text("#!/bin/sh\n")
+    assert elf_interpreter(str(tmp_path / "script")) == []
+    assert elf_interpreter(str(tmp_path / "missing")) == []
+
+
+def test_report_in_words():
+    assert "off" in describe({"mode": "off", "layers": {}, "missing": {}})
+    text = describe(
+        {
+            "mode": "auto",
+            "layers": {"seccomp": {"denied": ["ptrace"]}, "no_new_privs": True},
+            "missing": {"landlock": "no Landlock"},
+        }
+    )
+    assert text.startswith("OS layers in force: seccomp (1 calls denied") and text.endswith(
+        "missing: landlock (no Landlock)"
+    )
