@@ -16,6 +16,7 @@ import json
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -260,19 +261,34 @@ def files_under(folder: Path) -> set[Path]:
     return {p for p in folder.rglob("*")} if folder.exists() else set()
 
 
-@pytest.mark.parametrize("os_sandbox", ["auto", "off"])
-def test_web_cache_writes_of_a_nested_worker_reach_no_shared_disk(os_sandbox):
+def host_web_caches() -> set[Path]:
+    """Web Cache files that sandboxes' private folders hold on the host disk (their DENO_DIR is <sbk-*>/deno)."""
+    return set(Path(tempfile.gettempdir()).glob("sbk-*/deno/location_data/**/*"))
+
+
+WHERE_CACHES_GO = {
+    "auto": ([], "ALLOWED", "private tmpfs"),  # the private root: a 16 MiB tmpfs the host never sees
+    "landlock": (["--SandboxKernel.os_sandbox=required", "--SandboxKernel.os_layers=landlock"], "DENIED", "refused"),
+    "off": (["--SandboxKernel.os_sandbox=off"], "ALLOWED", "private folder"),  # removed with the sandbox
+}
+
+
+@pytest.mark.parametrize("layers", list(WHERE_CACHES_GO))
+def test_web_cache_writes_of_a_nested_worker_reach_no_shared_disk(layers):
     """Before: 4 MB written to DENO_DIR/location_data by a guest Worker, and read back by a second kernel."""
+    arguments, expected, where = WHERE_CACHES_GO[layers]
     shared = provision.deno_dir() / "location_data"
-    before = files_under(shared)
-    km, kc = start_kernel([f"--SandboxKernel.os_sandbox={os_sandbox}"])
+    before, on_host = files_under(shared), host_web_caches()
+    km, kc = start_kernel(arguments)
     try:
         wrote = outcome(execute(kc, WEB_CACHE_WRITE))
-        if os_sandbox == "auto":
-            assert wrote.startswith("DENIED"), f"Landlock should refuse Deno's own cache writes: {wrote}"
+        assert wrote.startswith(expected), f"{layers}: the cache write should be {where}: {wrote}"
+        written = host_web_caches() - on_host
+        if where == "private folder":
+            assert written, "the write should have landed in the sandbox's private folder"
         else:
-            assert wrote == "ALLOWED", wrote  # into this sandbox's private DENO_DIR, removed with it
-        km2, kc2 = start_kernel([f"--SandboxKernel.os_sandbox={os_sandbox}"])
+            assert not written, f"{layers}: Deno's cache reached the host disk: {written}"
+        km2, kc2 = start_kernel(arguments)
         try:
             seen = outcome(execute(kc2, WEB_CACHE_READ))
             assert seen.startswith("DENIED"), f"a second kernel saw the first one's cache: {seen}"
@@ -281,6 +297,7 @@ def test_web_cache_writes_of_a_nested_worker_reach_no_shared_disk(os_sandbox):
     finally:
         stop_kernel(km, kc)
     assert files_under(shared) == before, "Deno wrote into the shared DENO_DIR"
+    assert not host_web_caches() - on_host, "a sandbox's private folder outlived it"
 
 
 # ---- the report ---------------------------------------------------------------------------------

@@ -59,7 +59,9 @@ def _apply(spec: LaunchSpec) -> Applied:
         if abi == 0:
             missing["landlock"] = "this Linux kernel has no Landlock (needs 5.13+ with landlock in the lsm= list)"
         else:
-            rules = landlock.Rules(read=spec.read, write=spec.write, execute=spec.execute)
+            # Deno's own caches go to the scratch folder; writable only where it is a capped private tmpfs.
+            scratch = [spec.scratch] if spec.scratch and "private root" in layers.get("namespaces", []) else []
+            rules = landlock.Rules(read=spec.read, write=[*spec.write, *scratch], execute=spec.execute)
             rules.tcp_connect = spec.tcp_ports or []
             enforced = landlock.restrict_self(rules, abi, tcp_any_port=spec.tcp_ports is None)
             layers["landlock"] = {"abi": abi, "enforced": enforced}
