@@ -186,6 +186,48 @@ def test_cli_timeout():
     assert "SandboxTimeout" in proc.stderr
 
 
+def test_cli_behaves_like_python(tmp_path):
+    """Script arguments in sys.argv, piped stdin through input() and sys.stdin, sys.exit's status, a quiet stderr."""
+    script = tmp_path / "echo.py"
+    script.write_text(
+        "import sys\nprint(sys.argv)\nname = input('name? ')\nprint('hi', name)\n"
+        "print(sys.stdin.read().upper(), end='')\nsys.exit(3)\n"
+    )
+    proc = cli(str(script), "a", "-b", "--c", stdin="Ada\nrest 1\nrest 2\n")
+    assert proc.stdout == f"{[str(script), 'a', '-b', '--c']}\nname? hi Ada\nREST 1\nREST 2\n", proc.stdout
+    assert proc.returncode == 3, proc.stderr
+    assert "WARNING" not in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+    proc = cli("-c", "import sys; print(sys.argv[1:], input())", "x", "y", stdin="Bo\n")
+    assert (proc.returncode, proc.stdout) == (0, "['x', 'y'] Bo\n"), proc.stderr
+
+
+def test_cli_end_of_input_and_exit_messages():
+    proc = cli("-c", "input()", stdin="")
+    assert proc.returncode == 1
+    assert proc.stderr.strip().endswith("EOFError: EOF when reading a line") and "sandbox_guest" not in proc.stderr
+    proc = cli("-c", "raise SystemExit('bye')")
+    assert (proc.returncode, proc.stderr.strip().splitlines()[-1]) == (1, "bye")
+
+
+def test_cli_missing_file_and_bad_setting_say_one_line(tmp_path, monkeypatch):
+    proc = cli(str(tmp_path / "nope.py"))
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr.strip() == f"sandbox-kernel run: can't open file {str(tmp_path / 'nope.py')!r}: " + (
+        f"[Errno 2] No such file or directory: {str(tmp_path / 'nope.py')!r}"
+    )
+    proc = cli("--mount", "/no/such/folder:/data", "-c", "1")
+    assert proc.returncode == 2 and proc.stdout == "", proc.stderr
+    (line,) = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert line.startswith("sandbox-kernel run: bad setting: SandboxKernel.mounts") and "/no/such/folder" in line
+
+
+def test_agent_api_raises_one_specific_error_for_bad_settings():
+    from sandbox_kernel.agent import SandboxSettingsError
+
+    with pytest.raises(SandboxSettingsError, match=r"SandboxKernel\.cell_timeout: .* expected a float"):
+        Sandbox(extra_arguments=["--SandboxKernel.cell_timeout=soon"]).start()
+
+
 def test_os_layers_are_reported_to_agents(sandbox):
     layers = sandbox.os_layers()
     assert layers["mode"] == "auto"

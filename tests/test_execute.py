@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from conftest import execute
+from conftest import execute, value
 
 
 def test_kernel_info_reports_the_guest_python(kc):
@@ -101,3 +101,18 @@ def test_output_follows_busy_quickly(kc):
 def test_top_level_await(kc):
     run = execute(kc, "import asyncio\nawait asyncio.sleep(0.01)\n'awaited'")
     assert run.of_type("execute_result")[0]["data"]["text/plain"] == "'awaited'"
+
+
+def test_the_guest_sees_no_host_path_or_private_name(kc):
+    """Nothing of the host (the snapshot builder's command) in the environment; no Pyodide internals in globals()."""
+    assert value(execute(kc, "import os; '_' in os.environ")) == "False"
+    assert value(execute(kc, "[k for k in globals() if k.startswith('_pyodide')]")) == "[]"
+
+
+def test_matplotlib_magic_and_dotted_imports_go_through_the_package_loader(kc):
+    """Without matplotlib, %matplotlib says why as `import matplotlib` does (one PackageLoadError), not a bare
+    ModuleNotFoundError; `import a.b` of a missing package gives that error too, never a glue traceback."""
+    for code in ("%matplotlib inline", "import matplotlib.pyplot as plt", "import dateutil.parser"):
+        run = execute(kc, code, timeout=120)
+        assert run.content["ename"] == "PackageLoadError", (code, run.content)
+        assert run.stream("stderr") == "", (code, run.stream("stderr"))

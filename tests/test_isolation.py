@@ -150,15 +150,13 @@ def test_allow_list_permits_exactly_what_is_listed(listener):
         ("--SandboxKernel.allow_net=['example.com:99999']", "the port must be 1-65535"),
     ],
 )
-def test_bad_isolation_settings_fail_the_start(tmp_path, setting, message):
-    import subprocess
-    import sys
-
-    proc = subprocess.run(
-        [sys.executable, "-m", "sandbox_kernel", "-f", str(tmp_path / "k.json"), setting],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert proc.returncode != 0
-    assert message in proc.stderr
+def test_bad_isolation_settings_are_refused_in_the_notebook(setting, message):
+    """No sandbox starts with them; every cell answers with what is wrong and which setting it is."""
+    km, kc = start_kernel([setting])
+    try:
+        run = execute(kc, "1+1", timeout=30)
+        assert run.content["ename"] == "SandboxSettingsError", run.content
+        name = setting.split("=")[0].removeprefix("--")
+        assert message in run.content["evalue"] and name in run.content["evalue"], run.content["evalue"]
+    finally:
+        stop_kernel(km, kc)

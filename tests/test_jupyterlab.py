@@ -58,6 +58,7 @@ class Lab:
     token: str
     root: Path
     log: Path
+    config: Path  # JUPYTER_CONFIG_DIR of the server and its kernels
 
     def api(self, method: str, path: str) -> Any:
         request = urllib.request.Request(
@@ -99,7 +100,7 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
         "JUPYTER_CONFIG_DIR": str(config),
     }
     port, token = free_port(), secrets.token_hex(16)
-    lab = Lab(f"http://127.0.0.1:{port}", token, root, tmp / "lab.log")
+    lab = Lab(f"http://127.0.0.1:{port}", token, root, tmp / "lab.log", config)
     argv = [JUPYTER, "lab", "--no-browser", "--ip=127.0.0.1", f"--port={port}", "--ServerApp.port_retries=0"]
     argv += [f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={root}", "--allow-root"]
     with lab.log.open("w") as log:
@@ -194,6 +195,43 @@ def test_new_notebook_runs_renders_and_interrupts(lab: Lab, page: Page) -> None:
     cell = run_cell(page, "1+1")
     expect(cell.locator(".jp-OutputArea-executeResult .jp-OutputArea-output")).to_have_text("2", timeout=CELL_MS)
     page.screenshot(path=ARTIFACTS / "jupyterlab.png")
+
+
+def open_new_notebook(lab: Lab, page: Page) -> None:
+    page.goto(lab.page_url("lab?reset"))  # a fresh workspace: the launcher, not the last test's notebook
+    page.locator(f'.jp-LauncherCard[data-category="Notebook"][title="{KERNEL}"]').click(timeout=UI_MS)
+    expect(page.locator(".jp-NotebookPanel-toolbar .jp-Toolbar-kernelName")).to_have_text(KERNEL, timeout=UI_MS)
+    wait_idle(page)
+
+
+def test_the_first_tab_opens_the_completer(lab: Lab, page: Page) -> None:
+    """JupyterLab drops a completion reply slower than 1 s: the first one in a new sandbox must beat it."""
+    open_new_notebook(lab, page)
+    cells = page.locator(".jp-Notebook .jp-Cell")
+    cells.nth(cells.count() - 1).locator(".cm-content").click()
+    page.keyboard.type("import o")
+    page.keyboard.press("Tab")
+    completer = page.locator(".jp-Completer")
+    expect(completer).to_be_visible(timeout=5_000)
+    expect(completer.locator(".jp-Completer-item", has_text="operator")).to_have_count(1)
+    page.keyboard.press("Escape")
+
+
+def test_a_bad_setting_is_shown_in_the_notebook(lab: Lab, page: Page) -> None:
+    """A typo in the config file: the kernel starts, and the cell shows what is wrong and in which file."""
+    config = lab.config / "sandbox_kernel_config.json"
+    good = config.read_text()
+    config.write_text(json.dumps({"SandboxKernel": {**json.loads(good)["SandboxKernel"], "cell_timout": 5}}))
+    try:
+        open_new_notebook(lab, page)
+        cell = run_cell(page, "1+1")
+        output = cell.locator(".jp-OutputArea-output")
+        expect(output).to_contain_text("SandboxSettingsError", timeout=CELL_MS)
+        expect(output).to_contain_text("SandboxKernel.cell_timout is not a setting of this kernel: did you mean")
+        expect(output).to_contain_text(str(config))
+        page.screenshot(path=ARTIFACTS / "jupyterlab-bad-setting.png")
+    finally:
+        config.write_text(good)
 
 
 def test_skills_notebook_runs_all(lab: Lab, page: Page) -> None:

@@ -11,8 +11,8 @@ from pathlib import Path
 from sandbox_kernel import paths
 
 
-def sandbox_kernel_cli(*args: str, cache: Path) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "SANDBOX_KERNEL_CACHE": str(cache)}
+def sandbox_kernel_cli(*args: str, cache: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "SANDBOX_KERNEL_CACHE": str(cache), **(env or {})}
     return subprocess.run(
         [sys.executable, "-m", "sandbox_kernel", *args], env=env, capture_output=True, text=True, timeout=600
     )

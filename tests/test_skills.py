@@ -302,18 +302,14 @@ def test_device_comes_back_after_a_sandbox_restart(skills_kernel):
 
 
 def failed_start(tmp_path: Path, *arguments: str) -> str:
-    """The kernel's stderr when it refuses to start with these settings."""
-    import subprocess
-    import sys
-
-    proc = subprocess.run(
-        [sys.executable, "-m", "sandbox_kernel", "-f", str(tmp_path / "k.json"), *arguments],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert proc.returncode != 0
-    return proc.stderr
+    """What every cell answers when the kernel cannot use these settings (it starts no sandbox)."""
+    km, kc = start_kernel(list(arguments))
+    try:
+        run = execute(kc, "1+1", timeout=30)
+        assert run.content["ename"] == "SandboxSettingsError", run.content
+        return run.content["evalue"]
+    finally:
+        stop_kernel(km, kc)
 
 
 def test_bad_skills_path_fails_the_start(tmp_path):

@@ -27,6 +27,14 @@ T = TypeVar("T")
 CHUNK = 1 << 20  # bytes per upload/download step
 
 
+class SandboxSettingsError(ValueError):
+    """The kernel was given settings it cannot use; the message lists each problem and where it was set."""
+
+    def __init__(self, message: str, problems: list[str]) -> None:
+        super().__init__(message)
+        self.problems = problems  # one line each
+
+
 @dataclass(frozen=True)
 class ApprovalRequest:
     """A skill call the kernel asks about (policy 'ask'), from the metadata only the kernel sets."""
@@ -75,7 +83,9 @@ class AsyncSandbox:
         allow_net: list[str] | None = None,
         memory_limit_mb: int | None = None,
         os_sandbox: str | None = None,
+        working_folder: str | None = None,
         approver: Approver | None = None,
+        input: Callable[[str], str | None] | None = None,
         on_stdout: Callable[[str], None] | None = None,
         on_stderr: Callable[[str], None] | None = None,
         on_output: Callable[[dict[str, Any]], None] | None = None,
@@ -92,6 +102,7 @@ class AsyncSandbox:
             "allow_net": allow_net,
             "memory_limit_mb": memory_limit_mb,
             "os_sandbox": os_sandbox,
+            "working_folder": working_folder,
         }
         self.arguments = [
             f"--SandboxKernel.{k}={json.dumps(v) if isinstance(v, list) else v}"
@@ -100,6 +111,7 @@ class AsyncSandbox:
         ]
         self.arguments += extra_arguments or []
         self.approver = approver
+        self.input = input  # answers the guest's input()/sys.stdin prompts (None: end of input); else EOF
         self.callbacks = (on_stdout, on_stderr, on_output)
         self.kernel_name = kernel_name
         self.cwd = str(cwd) if cwd else None
@@ -113,6 +125,11 @@ class AsyncSandbox:
         self.kc = self.km.client()
         self.kc.start_channels()
         await self.kc.wait_for_ready(timeout=self.startup_timeout)
+        reply = await self.kc.kernel_info(reply=True, timeout=self.startup_timeout)
+        facts = reply["content"].get("sandbox_kernel", {})
+        if facts.get("settings_error"):
+            await self.close()
+            raise SandboxSettingsError(facts["settings_error"], list(facts.get("settings_problems", [])))
         return self
 
     async def __aenter__(self) -> AsyncSandbox:
@@ -141,48 +158,52 @@ class AsyncSandbox:
         default_out, default_err, default_output = self.callbacks
         builder = ResultBuilder(on_stdout or default_out, on_stderr or default_err, on_output or default_output)
         started = time.monotonic()
-        msg_id = self.kc.execute(code, allow_stdin=self.approver is not None, stop_on_error=False)
+        asks = self.approver is not None or self.input is not None
+        msg_id = self.kc.execute(code, allow_stdin=asks, stop_on_error=False)
         deadline = None if timeout is None else started + timeout
-        stdin = asyncio.ensure_future(self._serve_stdin()) if self.approver else None
-        try:
-            while True:
-                wait = 1.0 if deadline is None else max(0.01, min(1.0, deadline - time.monotonic()))
-                try:
-                    msg = await self.kc.get_iopub_msg(timeout=wait)
-                except Empty:
-                    if deadline is not None and time.monotonic() > deadline:
-                        await self.interrupt()
-                        deadline = None
-                    continue
-                if msg["parent_header"].get("msg_id") != msg_id:
-                    continue
-                if msg["msg_type"] == "status" and msg["content"]["execution_state"] == "idle":
-                    break
-                builder.feed(msg)
-            while True:
-                reply = await self.kc.get_shell_msg(timeout=60)
-                if reply["parent_header"].get("msg_id") == msg_id:
-                    break
-        finally:
-            if stdin is not None:
-                stdin.cancel()
+        while True:
+            wait = 0.05 if asks else 1.0  # with prompts to answer, look at stdin whenever iopub is quiet
+            if deadline is not None:
+                wait = max(0.01, min(wait, deadline - time.monotonic()))
+            try:
+                msg = await self.kc.get_iopub_msg(timeout=wait)
+            except Empty:
+                if deadline is not None and time.monotonic() > deadline:
+                    await self.interrupt()
+                    deadline = None
+                if asks:  # a prompt is answered only once the output sent before it was handled
+                    await self._answer_stdin()
+                continue
+            if msg["parent_header"].get("msg_id") != msg_id:
+                continue
+            if msg["msg_type"] == "status" and msg["content"]["execution_state"] == "idle":
+                break
+            builder.feed(msg)
+        while True:
+            reply = await self.kc.get_shell_msg(timeout=60)
+            if reply["parent_header"].get("msg_id") == msg_id:
+                break
         return builder.finish(reply["content"], time.monotonic() - started, reply.get("metadata", {}))
 
-    async def _serve_stdin(self) -> None:
-        """Answer the kernel's input requests: skill approvals via the approver, anything else with EOF."""
+    async def _answer_stdin(self) -> None:
+        """Answer the kernel's pending input requests: skill approvals via the approver (refused without one),
+        the guest's own prompts via `input` (EOF without it: an agent has no keyboard)."""
         while True:
             try:
-                msg = await self.kc.get_stdin_msg(timeout=0.2)
+                msg = await self.kc.get_stdin_msg(timeout=0)
             except Empty:
-                continue
+                return
             approval = approval_of(msg)
-            if approval is not None and self.approver is not None:
-                verdict = self.approver(approval)
+            if approval is not None:
+                verdict = self.approver(approval) if self.approver is not None else False
                 if asyncio.iscoroutine(verdict):
                     verdict = await verdict
                 self._answer(msg, _approval_answer(verdict))
+            elif self.input is not None:
+                line = await asyncio.to_thread(self.input, msg["content"].get("prompt", ""))
+                self._answer(msg, "\x04" if line is None else line)
             else:
-                self._answer(msg, "\x04")  # input() in the guest gets EOFError: an agent has no keyboard
+                self._answer(msg, "\x04")  # input() in the guest gets EOFError
 
     def _answer(self, request: dict[str, Any], value: str) -> None:
         """An input_reply naming the prompt it answers (the kernel ignores answers to other prompts)."""
@@ -263,7 +284,11 @@ class Sandbox:
         return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
 
     def start(self) -> Sandbox:
-        self._call(self._async.start())
+        try:
+            self._call(self._async.start())
+        except BaseException:
+            self.close()
+            raise
         return self
 
     def __enter__(self) -> Sandbox:

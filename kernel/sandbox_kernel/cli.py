@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
+from pathlib import Path
 
 from . import __version__
 
@@ -27,7 +28,7 @@ def _fetch(args: argparse.Namespace) -> int:
         print(message, file=sys.stderr, flush=True)
 
     try:
-        pyodide, _ = asyncio.run(ensure_all(say))
+        pyodide, _ = asyncio.run(ensure_all(say, thorough=True))
         snapshot = snapshot_if_ready() or asyncio.run(build_snapshot(say))
     except ProvisionError as exc:
         print(f"sandbox-kernel: {exc}", file=sys.stderr)
@@ -37,28 +38,67 @@ def _fetch(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    """Run a script or `-c` code in a fresh sandbox; output streams through; exit 1 on error."""
-    from .agent import Sandbox
+    """Run a script or `-c` code in a fresh sandbox, as `python` would: its arguments in sys.argv, this
+    command's stdin for input()/sys.stdin, output streamed, exit code 0, 1 on an error, or sys.exit's."""
+    from .agent import Sandbox, SandboxSettingsError
 
-    if (args.code is None) == (args.script is None):
-        print("sandbox-kernel run: give a script file or -c CODE (one of them)", file=sys.stderr)
+    if args.code is not None:  # as with python -c, what follows are the code's arguments
+        code, argv = args.code, ["-c", *([args.script] if args.script else []), *args.arguments]
+    elif args.script is not None:
+        try:
+            code = Path(args.script).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            print(f"sandbox-kernel run: can't open file {args.script!r}: {exc}", file=sys.stderr)
+            return 2
+        argv = [args.script, *args.arguments]
+    else:
+        print("sandbox-kernel run: give a script file or -c CODE", file=sys.stderr)
         return 2
-    code = args.code if args.code is not None else open(args.script, encoding="utf-8").read()
     options = {
         "cell_timeout": args.timeout,
         "mounts": args.mount or None,
         "allow_net": args.allow_net or None,
+        "working_folder": args.working_folder,
+        "input": _read_line,
+        "extra_arguments": ["--log-level=CRITICAL"],  # the script's output only, not the kernel's notes
         "on_stdout": lambda text: print(text, end="", flush=True),
         "on_stderr": lambda text: print(text, end="", file=sys.stderr, flush=True),
     }
-    with Sandbox(**options) as sandbox:
-        result = sandbox.run(code)
+    try:
+        with Sandbox(**options) as sandbox:
+            sandbox.run(f"import sys as _sys\n_sys.argv = {argv!r}\ndel _sys")
+            result = sandbox.run(code)
+    except SandboxSettingsError as exc:
+        for problem in exc.problems:
+            print(f"sandbox-kernel run: bad setting: {problem}", file=sys.stderr)
+        return 2
     if result.text is not None:
         print(result.text)
-    if result.error is not None:
-        print(result.error.traceback or f"{result.error.ename}: {result.error.evalue}", file=sys.stderr)
+    if result.error is None:
+        return 0
+    if result.error.ename == "SystemExit":
+        return _exit_code(result.error.evalue)
+    print(result.error.traceback or f"{result.error.ename}: {result.error.evalue}", file=sys.stderr)
+    return 130 if result.error.ename == "KeyboardInterrupt" else 1
+
+
+def _read_line(prompt: str) -> str | None:
+    """One line of this command's stdin for the guest (None at its end); the prompt goes where python puts it."""
+    if prompt:
+        print(prompt, end="", flush=True)
+    line = sys.stdin.readline()
+    return line.removesuffix("\n") if line else None
+
+
+def _exit_code(evalue: str) -> int:
+    """The status of `sys.exit(evalue)`, as python gives it (a message is printed, and means 1)."""
+    if evalue in ("", "None"):
+        return 0
+    try:
+        return int(evalue) & 0xFF
+    except ValueError:
+        print(evalue, file=sys.stderr)
         return 1
-    return 0
 
 
 def _doctor(args: argparse.Namespace) -> int:
@@ -93,10 +133,16 @@ def main(argv: list[str] | None = None) -> None:
     fetch.set_defaults(func=_fetch)
     run = sub.add_parser("run", help="run a script (or -c code) in a fresh sandbox and exit")
     run.add_argument("script", nargs="?", help="a Python file to run in the sandbox")
+    run.add_argument("arguments", nargs=argparse.REMAINDER, help="the script's arguments (its sys.argv[1:])")
     run.add_argument("-c", dest="code", help="code to run instead of a file")
     run.add_argument("--timeout", type=float, help="seconds before the code is stopped (cell_timeout)")
     run.add_argument("--mount", action="append", help="host_folder:/guest/path[:ro|rw] (repeatable)")
     run.add_argument("--allow-net", action="append", help="host or host:port the code may reach (repeatable)")
+    run.add_argument(
+        "--working-folder",
+        choices=["ro", "rw"],
+        help="mount the current folder at /work (read-only or read-write) and run there (working_folder)",
+    )
     run.set_defaults(func=_run)
     doctor = sub.add_parser("doctor", help="check Deno, the cache, the kernelspec and the OS layers in force")
     doctor.set_defaults(func=_doctor)

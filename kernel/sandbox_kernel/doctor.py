@@ -67,14 +67,19 @@ def checks() -> list[Check]:
         )
     except (OSError, subprocess.SubprocessError, ImportError) as exc:
         found.append(Check("deno", False, f"the Deno binary cannot run: {exc} (pip install deno)"))
-    cached = provision.pyodide_is_cached()
+    folder = paths.pyodide_dir(provision.deno_dir())
+    try:
+        problems = provision.pyodide_problems(thorough=True)
+    except (OSError, ValueError, provision.ProvisionError) as exc:
+        problems = [str(exc)]
     found.append(
         Check(
             "pyodide",
-            cached,
-            f"Pyodide {paths.pyodide_version()} cached in {paths.pyodide_dir(provision.deno_dir())}"
-            if cached
-            else "Pyodide is not cached yet: run `sandbox-kernel fetch` (needs the npm registry)",
+            not problems,
+            f"Pyodide {paths.pyodide_version()} cached in {folder}, every file as pinned"
+            if not problems
+            else f"{'; '.join(problems[:3])} in {folder}: run `sandbox-kernel fetch` (it fetches what is missing or "
+            "damaged; needs the npm registry)",
         )
     )
     wheels = provision.guest_wheels()

@@ -33,6 +33,8 @@ from .supervision import Action, StopCause, Supervisor
 
 SIMPLE_REQUEST_TIMEOUT = 30.0  # seconds for completion, inspection, is_complete, configure
 REPLAY_TIMEOUT = 120.0  # seconds for one %pip install replayed after a restart
+WORKING_FOLDER = "/work"  # where working_folder puts the kernel's folder in the guest
+KERNEL_INFO_WAIT = 30.0  # seconds kernel_info waits for the sandbox (a first start fetches and builds)
 SHORT_EVALUE = 1000  # characters of an error's message kept when the cell's output budget is spent
 OVER_BUDGET = {
     "status": "error",
@@ -134,6 +136,13 @@ class SandboxKernel(Kernel):
     skill_timeout = Float(30.0, help="Seconds one skill call may take on the host.").tag(config=True)
     skill_max_bytes = Int(1 << 20, help="Largest skill arguments or result, in bytes of JSON.").tag(config=True)
     audit_log = Unicode(help="JSON-lines file that records every skill call ('' to disable).").tag(config=True)
+    working_folder = Enum(
+        ("off", "ro", "rw"),
+        "off",
+        help="Mount the kernel's working folder (in JupyterLab: the notebook's folder) at /work, read-only ('ro') or "
+        "read-write ('rw'), and make it the guest's working folder, so that open('data.csv') finds the file next "
+        "to the notebook. 'off': the guest sees no host file unless `mounts` names it.",
+    ).tag(config=True)
     os_sandbox = Enum(
         MODES,
         "auto",
@@ -165,16 +174,26 @@ class SandboxKernel(Kernel):
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
+        # What is wrong with the settings (the app adds what it found before the kernel was made): while
+        # there is anything, no sandbox starts and every cell answers with SandboxSettingsError.
+        self.settings_problems: list[str] = []
         self._history = History()
-        self._skills = self._load_skills()
         try:
-            self._mounts = mounts.parse_all(list(self.mounts), Path.cwd(), dict(self.mount_limits))
+            self._skills = self._load_skills()
+        except TraitError as exc:
+            self.settings_problems.append(str(exc))
+            self._skills = self._no_skills()
+        self._mounts: list[mounts.Mount] = []
+        allowed: list[str] = []
+        try:
+            self._mounts = mounts.parse_all(self._mount_specs(), Path.cwd(), dict(self.mount_limits))
+        except mounts.MountError as exc:
+            self.settings_problems.append(f"SandboxKernel.mounts, mount_limits or working_folder: {exc}")
+        try:
             allowed, _ = netpolicy.deno_flags(list(self.allow_net))
-        except (mounts.MountError, netpolicy.NetPolicyError) as exc:
-            raise TraitError(str(exc)) from None
-        problems = netpolicy.private_resolutions(allowed)
-        if problems:
-            raise TraitError("; ".join(problems))
+            self.settings_problems += [f"SandboxKernel.allow_net: {p}" for p in netpolicy.private_resolutions(allowed)]
+        except netpolicy.NetPolicyError as exc:
+            self.settings_problems.append(f"SandboxKernel.allow_net: {exc}")
         image_hosts = [netpolicy.split_entry(entry)[0] for entry in allowed]
         self._sanitizer = OutputSanitizer(trusted=self.trust_output, image_hosts=image_hosts)
         self._pyodide_index: packages.PyodideIndex | None = None
@@ -184,6 +203,8 @@ class SandboxKernel(Kernel):
         self._stdin: StdinGate | None = None
         self._next_count = 1
         self._guest_info: dict[str, Any] = {}
+        self._pyodide_verified = False  # the cached Pyodide's contents were checked by this kernel process
+        self._pyodide_lock = asyncio.Lock()
         self._os_report: dict[str, Any] = {}  # the OS layers of the latest sandbox (oslayers.launch)
         self._interrupted = asyncio.Event()
         self._running = False
@@ -204,13 +225,40 @@ class SandboxKernel(Kernel):
         problems = check_policy(self.skill_policy, by_name)
         if problems:
             raise TraitError("SandboxKernel.skill_policy: " + "; ".join(problems))
-        approver = import_item(self.skill_approver) if self.skill_approver else None
+        try:
+            approver = import_item(self.skill_approver) if self.skill_approver else None
+        except (ImportError, ValueError) as exc:
+            raise TraitError(
+                f"SandboxKernel.skill_approver {self.skill_approver!r} cannot be imported: {exc}"
+            ) from None
         return SkillService(
             Gatekeeper(by_name, dict(self.skill_policy)),
             AuditLog(Path(self.audit_log) if self.audit_log else None),
             self.skill_timeout,
             self.skill_max_bytes,
             approver,
+        )
+
+    def _mount_specs(self) -> list[str]:
+        """`mounts`, and the kernel's working folder at WORKING_FOLDER when `working_folder` asks for it."""
+        specs = list(self.mounts)
+        if self.working_folder != "off":
+            specs.append(f"{Path.cwd()}:{WORKING_FOLDER}:{self.working_folder}")
+        return specs
+
+    def _no_skills(self) -> SkillService:
+        """No skill at all (while the settings are wrong)."""
+        return SkillService(Gatekeeper({}, {}), AuditLog(None), self.skill_timeout, self.skill_max_bytes, None)
+
+    @property
+    def settings_error(self) -> str:
+        """The whole message a user sees while the settings are wrong ('' when they are fine)."""
+        if not self.settings_problems:
+            return ""
+        listed = "\n".join(f"- {problem}" for problem in self.settings_problems)
+        return (
+            "the kernel's settings are wrong, so no code runs until they are fixed and the kernel is restarted:\n"
+            f"{listed}"
         )
 
     def _guest_config(self) -> dict[str, Any]:
@@ -223,6 +271,7 @@ class SandboxKernel(Kernel):
             "memory_limit_mb": self.memory_limit_mb,
             "auto_load_packages": self.auto_load_packages,
             "pyodide_index": self.pyodide_index,
+            "cwd": WORKING_FOLDER if self.working_folder != "off" else None,
         }
 
     # ---- execution count (as IPython counts: only cells stored in history) ------------
@@ -251,7 +300,12 @@ class SandboxKernel(Kernel):
     @property
     def kernel_info(self) -> dict[str, Any]:
         """ipykernel's kernel_info, plus what confines this kernel's sandbox (for agents and tools)."""
-        return {**super().kernel_info, "sandbox_kernel": {"os_sandbox": self._os_report}}
+        facts = {
+            "os_sandbox": self._os_report,
+            "settings_error": self.settings_error,
+            "settings_problems": list(self.settings_problems),
+        }
+        return {**super().kernel_info, "sandbox_kernel": facts}
 
     @property
     def banner(self) -> str:  # type: ignore[override]
@@ -269,10 +323,15 @@ class SandboxKernel(Kernel):
     ]
 
     async def kernel_info_request(self, stream: Any, ident: Any, parent: Any) -> None:
+        """Answered once the sandbox is up (its banner names the guest's versions), or after KERNEL_INFO_WAIT
+        seconds at most, whatever the sandbox does: a start that fails or hangs is told at the first cell."""
         try:
-            await self._pool.get()
+            if not self.settings_problems:
+                await asyncio.wait_for(asyncio.shield(self._pool.get()), KERNEL_INFO_WAIT)
         except (SandboxStartError, SandboxDied) as exc:
             self.log.error("sandbox start failed: %s", exc)
+        except asyncio.TimeoutError:
+            self.log.warning("kernel_info answered before the sandbox was up (%.0f s)", KERNEL_INFO_WAIT)
         await super().kernel_info_request(stream, ident, parent)
 
     # ---- sandbox lifecycle -------------------------------------------------------------
@@ -282,7 +341,10 @@ class SandboxKernel(Kernel):
         loop.add_signal_handler(signal.SIGINT, self._on_sigint)
         assert self.session is not None
         self._stdin = StdinGate(self.session, self.stdin_socket, self.log)
-        loop.call_soon(self._pool.start_soon)
+        if self.settings_problems:
+            self.log.error("%s", self.settings_error)
+        else:
+            loop.call_soon(self._pool.start_soon)
 
     def pre_handler_hook(self) -> None:
         """SIGINT is handled by _on_sigint, never as KeyboardInterrupt in the kernel."""
@@ -295,7 +357,8 @@ class SandboxKernel(Kernel):
 
     async def _package_options(self) -> dict[str, Any]:
         """Wheels for `packages` and the Pyodide index, both resolved on the host (cached)."""
-        await provision.ensure_pyodide(self._say)
+        await self._ensure_pyodide(thorough=not self._pyodide_verified)
+        self._pyodide_verified = True
         extra: dict[str, Any] = {"extra_wheels": [], "extra_read": []}
         if self.packages:
             wheelhouse = Path(self.wheelhouse) if self.wheelhouse else None
@@ -338,12 +401,38 @@ class SandboxKernel(Kernel):
         """The largest guest event the host passes on: a cell's whole output budget, or a request."""
         return max(self.max_output_bytes, self._request_bytes) + (64 << 10)
 
+    async def _ensure_pyodide(self, thorough: bool) -> None:
+        """The cached Pyodide, checked (contents too with `thorough`) and fetched again if damaged; one at a time."""
+        async with self._pyodide_lock:
+            await provision.ensure_pyodide(self._say, thorough)
+
     async def _launch(self) -> SandboxProcess:
-        """A started and configured sandbox (not yet the kernel's current one)."""
+        """A started and configured sandbox (not yet the kernel's current one).
+
+        A start that fails is often a damaged cache: the Pyodide files' contents are checked then, and
+        when they were damaged (and could be fetched again) the start is tried once more.
+        """
+        try:
+            return await self._launch_once()
+        except SandboxStartError:
+            if not await asyncio.to_thread(provision.pyodide_problems, True):
+                raise
+        try:
+            await self._ensure_pyodide(thorough=True)
+        except provision.ProvisionError as exc:
+            raise SandboxStartError(str(exc)) from None
+        return await self._launch_once()
+
+    async def _launch_once(self) -> SandboxProcess:
+        if self.settings_problems:  # never reached from a cell (it answers first); completion, inspection
+            raise SandboxStartError(self.settings_error)
         try:
             extra = await self._package_options()
         except (packages.PackageError, provision.ProvisionError) as exc:
             raise SandboxStartError(str(exc)) from None
+        except Exception as exc:  # a bug or a damaged file we do not check: the user still gets a reply
+            self.log.exception("preparing the sandbox failed")
+            raise SandboxStartError(f"preparing the sandbox failed: {type(exc).__name__}: {exc}") from None
         sandbox = SandboxProcess(self._options(**extra), self.log, self._say)
         try:
             self._guest_info = await sandbox.start()
@@ -477,9 +566,14 @@ class SandboxKernel(Kernel):
             ident=self._get_shell_context_var(self._shell_parent_ident),
             parent=self.get_parent("shell"),
         )
+
+        async def ask(prompt: str, password: bool, ident: Any, parent: Any, metadata: dict[str, Any] | None) -> str:
+            router.flush()  # what the cell printed before the prompt reaches the frontend first
+            return await self._ask(prompt, password, ident, parent, metadata)
+
         desk = GuestServiceDesk(
             context,
-            self._ask,
+            ask,
             lambda text: router.notice(text, "approval_view", "stdout"),
             self._skills,
             self._pyodide_index,
@@ -570,6 +664,8 @@ class SandboxKernel(Kernel):
         facts: dict[str, Any],
     ) -> dict[str, Any]:
         """Run one cell; `facts` (the reply's sandbox_kernel metadata) learns whether it timed out or restarted."""
+        if self.settings_problems:
+            return self._error_reply("SandboxSettingsError", self.settings_error, router)
         payload = {
             "code": code,
             "silent": silent,

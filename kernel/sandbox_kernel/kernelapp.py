@@ -2,29 +2,21 @@
 
 from __future__ import annotations
 
+import os
+import re
 from typing import Any, ClassVar
 
 from ipykernel.kernelapp import IPKernelApp
 from jupyter_core.paths import jupyter_config_path
 from traitlets import Type
-from traitlets.config import Config
 from traitlets.config.application import Application
+from traitlets.config.loader import JSONFileConfigLoader, PyFileConfigLoader
 from traitlets.utils.importstring import import_item
 
+from . import settings_check
 from .kernel import SandboxKernel
 
 CONFIG_FILE = "sandbox_kernel_config"
-
-
-class ConfigError(Exception):
-    """A setting that does not exist or has a wrong value."""
-
-
-def unknown_settings(config: Config, kernel_class: type) -> list[str]:
-    """Names of `SandboxKernel.*` settings that the kernel does not have."""
-    known = set(kernel_class.class_trait_names(config=True))
-    section = config.get(kernel_class.__name__, {})
-    return sorted(f"{kernel_class.__name__}.{key}" for key in section if key not in known)
 
 
 class SandboxKernelApp(IPKernelApp):
@@ -45,13 +37,33 @@ class SandboxKernelApp(IPKernelApp):
         if self.displayhook_class:
             self.displayhook = import_item(str(self.displayhook_class))(self.session, self.iopub_socket)
 
-    def initialize(self, argv: Any = None) -> None:
-        super().initialize(argv)
-        bad = unknown_settings(self.config, SandboxKernel)
-        if bad:
-            known = ", ".join(sorted(SandboxKernel.class_own_traits(config=True)))
-            self.log.critical("Unknown setting(s): %s. SandboxKernel settings are: %s", ", ".join(bad), known)
-            self.exit(2)
+    def init_kernel(self) -> None:
+        """Make the kernel without the settings that are wrong; it then answers every cell with what they were."""
+        messages, bad = settings_check.problems(self.config, SandboxKernel, self._origin)
+        section = self.config.get(settings_check.SECTION, {})
+        for name in bad:
+            del section[name]
+        super().init_kernel()
+        found = self.kernel.settings_problems  # between settings (mounts, allow_net, skills): say where they were made
+        for i, problem in enumerate(found):
+            named = re.match(rf"{settings_check.SECTION}\.(\w+)", problem)
+            if named:
+                found[i] = f"{problem} (set in {self._origin(named.group(1))})"
+        found[:0] = messages
+
+    def _origin(self, name: str) -> str:
+        """Where setting `name` was made: the command line, or the last config file that sets it."""
+        if name in self.cli_config.get(settings_check.SECTION, {}):
+            return "the kernel's command line: its kernelspec's argv or --SandboxKernel options"
+        for path in reversed(self.loaded_config_files):
+            loader = JSONFileConfigLoader if path.endswith(".json") else PyFileConfigLoader
+            try:
+                config = loader(os.path.basename(path), os.path.dirname(path)).load_config()
+            except Exception:  # it loaded before; a file that changed since proves nothing
+                continue
+            if name in config.get(settings_check.SECTION, {}):
+                return path
+        return "the kernel's configuration"
 
 
 def launch(argv: list[str] | None = None) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import json
 import os
 import shutil
 import sys
@@ -15,6 +16,11 @@ from pathlib import Path
 from . import paths
 
 GUEST_REQUIREMENTS = paths.PACKAGE_DIR / "guest-requirements.txt"
+PYODIDE_MANIFEST = paths.host_dir() / "pyodide-files.json"
+OFFLINE_FIX = (
+    "Run `sandbox-kernel fetch` where the npm registry can be reached; for a machine without it, copy the folder "
+    "{cache} from a machine where `sandbox-kernel fetch` ran (or point SANDBOX_KERNEL_CACHE at such a copy)"
+)
 GUEST_PYTHON = "3.14"
 
 
@@ -39,18 +45,68 @@ def deno_dir() -> Path:
     return paths.cache_dir() / "deno"
 
 
+def pyodide_manifest() -> dict[str, tuple[int, str]]:
+    """Each file of the pinned Pyodide package: (size, sha256), from host_ts/pyodide-files.json."""
+    data = json.loads(PYODIDE_MANIFEST.read_text())
+    if data.get("version") != paths.pyodide_version():
+        raise ProvisionError(
+            f"{PYODIDE_MANIFEST} describes Pyodide {data.get('version')}, but host_ts/deno.json pins "
+            f"{paths.pyodide_version()}: run `python -m sandbox_kernel.provision --write-manifest` after a fetch"
+        )
+    return {name: (int(size), str(digest)) for name, (size, digest) in data["files"].items()}
+
+
+def write_pyodide_manifest() -> Path:
+    """Record the cached Pyodide's files in host_ts/pyodide-files.json (for maintainers, after a version bump)."""
+    folder = paths.pyodide_dir(deno_dir())
+    rows = [f"  {json.dumps(f.name)}: [{f.stat().st_size}, {json.dumps(_sha256(f))}]" for f in sorted(folder.iterdir())]
+    version = json.dumps(paths.pyodide_version())
+    PYODIDE_MANIFEST.write_text(f'{{"version": {version}, "files": {{\n' + ",\n".join(rows) + "\n}}\n")
+    return PYODIDE_MANIFEST
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def pyodide_problems(thorough: bool = False) -> list[str]:
+    """What is wrong with the cached Pyodide ([] when it is whole): missing files, sizes, and with
+    `thorough` also contents (sha256, ~20 ms)."""
+    folder = paths.pyodide_dir(deno_dir())
+    problems = []
+    for name, (size, digest) in pyodide_manifest().items():
+        path = folder / name
+        try:
+            actual = path.stat().st_size
+        except OSError:
+            problems.append(f"{name} is missing")
+            continue
+        if actual != size:
+            problems.append(f"{name} has {actual} bytes instead of {size}")
+        elif thorough and _sha256(path) != digest:
+            problems.append(f"{name} is damaged (its sha256 differs)")
+    return problems
+
+
 def pyodide_is_cached() -> bool:
-    return (paths.pyodide_dir(deno_dir()) / "pyodide.asm.wasm").is_file()
+    return not pyodide_problems()
 
 
-async def ensure_pyodide(say: Callable[[str], None]) -> Path:
-    """Make Deno fetch the pinned Pyodide (per host_ts/deno.lock) unless it is cached."""
+async def ensure_pyodide(say: Callable[[str], None], thorough: bool = False) -> Path:
+    """The pinned Pyodide, whole: fetched through Deno (per host_ts/deno.lock) when it is missing, and fetched
+    again when the cached copy fails its check (`thorough`: contents too)."""
     target = paths.pyodide_dir(deno_dir())
-    if pyodide_is_cached():
+    problems = pyodide_problems(thorough)
+    if not problems:
         return target
-    say(
-        f"sandbox-kernel: first start: fetching Pyodide {paths.pyodide_version()} through Deno into {deno_dir()} (once)"
-    )
+    damaged = target.exists()
+    if damaged:
+        say(f"sandbox-kernel: the cached Pyodide in {target} is damaged ({'; '.join(problems[:3])}): fetching it again")
+        shutil.rmtree(target)
+    else:
+        say(
+            f"sandbox-kernel: fetching Pyodide {paths.pyodide_version()} through Deno into {deno_dir()} (once per cache)"
+        )
     host = paths.host_dir()
     # A trusted, one-time step: it keeps the user's environment (proxies, CA bundles).
     env = {**os.environ, "DENO_DIR": str(deno_dir()), "NO_COLOR": "1", "DENO_NO_UPDATE_CHECK": "1"}
@@ -63,11 +119,25 @@ async def ensure_pyodide(say: Callable[[str], None]) -> Path:
         str(host / "worker.ts"),
     ]
     code, out = await _run(argv, env, host)
-    if code != 0 or not pyodide_is_cached():
+    left = pyodide_problems(thorough=True) if code == 0 else []
+    if code != 0:
         raise ProvisionError(
-            f"could not fetch Pyodide through Deno (exit {code}); is the npm registry reachable?\n{out[-2000:]}"
+            f"could not {'fetch Pyodide again' if damaged else 'fetch Pyodide'} {paths.pyodide_version()} from the "
+            f"npm registry through Deno: {_first_error(out)}. {OFFLINE_FIX.format(cache=paths.cache_dir())}"
+        )
+    if left:
+        raise ProvisionError(
+            f"Pyodide fetched into {target} does not match {PYODIDE_MANIFEST.name} ({'; '.join(left[:3])}); "
+            "the package's host_ts/deno.lock and pyodide-files.json disagree: reinstall sandbox-kernel"
         )
     return target
+
+
+def _first_error(output: str) -> str:
+    """Deno's own error line (not its stack backtrace), or the last line of its output."""
+    lines = [line.strip() for line in output.splitlines() if line.strip()]
+    errors = [line for line in lines if line.lower().startswith("error")]
+    return (errors or lines or ["no output"])[0][:500]
 
 
 def wheels_dir() -> Path:
@@ -138,9 +208,9 @@ async def ensure_guest_site(say: Callable[[str], None]) -> Path:
     return site
 
 
-async def ensure_all(say: Callable[[str], None]) -> tuple[Path, Path]:
+async def ensure_all(say: Callable[[str], None], thorough: bool = False) -> tuple[Path, Path]:
     """Everything a sandbox start needs (Pyodide, the guest's site folder); fast when cached."""
-    pyodide = await ensure_pyodide(say)
+    pyodide = await ensure_pyodide(say, thorough)
     site = await ensure_guest_site(say)
     return pyodide, site
 
@@ -188,3 +258,10 @@ async def build_snapshot(say: Callable[[str], None]) -> Path:
 def drop_snapshot() -> None:
     """Forget a snapshot that failed to restore (it is rebuilt)."""
     snapshot_path().unlink(missing_ok=True)
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] == ["--write-manifest"]:
+        print(write_pyodide_manifest())
+    else:
+        sys.exit("usage: python -m sandbox_kernel.provision --write-manifest")

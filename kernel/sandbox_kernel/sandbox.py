@@ -304,6 +304,8 @@ class SandboxProcess:
 
     def kill_now(self) -> None:
         """Synchronous last resort (shutdown, atexit): SIGKILL the process group, remove its folder."""
+        if self._killed_because is None:
+            self._killed_because = "the kernel shut down"
         if self._proc is not None and self._proc.returncode is None:
             try:
                 os.killpg(self._proc.pid, signal.SIGKILL)
@@ -340,7 +342,7 @@ class SandboxProcess:
             )
         else:
             reason = _describe_exit(code)
-        self.log.warning("sandbox process %s ended: %s", self.pid, reason)
+        (self.log.info if self._killed_because else self.log.warning)("sandbox process %s ended: %s", self.pid, reason)
         self._mark_dead(reason, self._kill_cause if self._killed_because else StopCause.CRASH)
         if self._tmp is not None:  # however it ended, its private folder goes with it
             shutil.rmtree(self._tmp, ignore_errors=True)

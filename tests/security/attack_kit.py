@@ -246,7 +246,7 @@ def start_refused(arguments: list[str], tmp: Path, wait: float = 20) -> str | No
 def start_or_refusal(
     arguments: list[str], tmp: Path, env: dict[str, str] | None = None
 ) -> tuple[KernelManager, BlockingKernelClient] | str:
-    """A running sandbox kernel with these settings, or the message with which it refused to start."""
+    """A running sandbox kernel with these settings, or the message with which it refused them."""
     km = KernelManager(kernel_name=KERNEL_NAME)
     km.start_kernel(extra_arguments=arguments, **({"env": {**os.environ, **env}} if env else {}))
     kc = km.client()
@@ -259,6 +259,12 @@ def start_or_refusal(
         message = start_refused(arguments, tmp)
         assert message is not None, "the kernel died at start, yet runs when started directly"
         return message
+    # Settings it cannot use: the kernel stays up (so that frontends show why) but starts no sandbox.
+    problem = kc.kernel_info(reply=True, timeout=60)["content"]["sandbox_kernel"]["settings_error"]
+    if problem:
+        kc.stop_channels()
+        km.shutdown_kernel(now=True)
+        return problem
     return km, kc
 
 

@@ -8,6 +8,8 @@ import itertools
 import json
 from typing import Any
 
+from .cleantb import CleanTraceback
+
 _js: Any = None  # the worker's `_sandbox_host` JS module, bound by attach() after every (re)start
 
 
@@ -92,9 +94,16 @@ def request(event: dict[str, Any]) -> Any:
     return json.loads(raw)
 
 
+class Interrupted(CleanTraceback, KeyboardInterrupt):
+    """KeyboardInterrupt (caught as one, shown as one) without this module's frame."""
+
+
+Interrupted.__name__ = Interrupted.__qualname__ = "KeyboardInterrupt"
+
+
 def sleep(seconds: float) -> None:
     """Sleep without burning CPU; an interrupt raises KeyboardInterrupt."""
     __tracebackhide__ = True
     flush_streams()
     if _js.sleep(max(0.0, float(seconds)) * 1000.0):
-        raise KeyboardInterrupt
+        raise Interrupted

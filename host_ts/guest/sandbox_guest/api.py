@@ -13,24 +13,22 @@ import sys
 import time
 from typing import Any
 
-from IPython.core import error
-
 from . import _host, pkgs
 from .cleantb import CleanTraceback
-from .shell import SandboxShell, make_shell
-from .streams import BridgeStream
+from .shell import SandboxShell, StdinNotImplementedError, make_shell
+from .streams import BridgeStream, InputStream
 
 _shell: SandboxShell | None = None
 _allow_stdin = False
 _task: asyncio.Task[Any] | None = None
 
 
-class StdinNotImplementedError(CleanTraceback, error.StdinNotImplementedError):
-    """IPython's error (same name, caught the same), shown without the sandbox's frames."""
-
-
 class InputRefused(CleanTraceback, PermissionError):
     """The kernel refused an input() prompt (e.g. one that imitates its approval prompts)."""
+
+
+class EOFError(CleanTraceback, builtins.EOFError):
+    """The end of input (the frontend answered with Ctrl-D, or `sandbox-kernel run`'s stdin ended)."""
 
 
 def _input(prompt: object = "", password: bool = False) -> str:
@@ -40,6 +38,7 @@ def _input(prompt: object = "", password: bool = False) -> str:
         raise StdinNotImplementedError(
             f"{what}() was called, but this frontend does not support input requests (allow_stdin is False)."
         )
+    _host.flush_streams()  # what was printed before the prompt is shown before it
     reply = _host.request({"type": "input_request", "prompt": str(prompt), "password": bool(password)})
     if not isinstance(reply, dict) or "value" not in reply:
         error = reply.get("error") if isinstance(reply, dict) else None
@@ -49,10 +48,12 @@ def _input(prompt: object = "", password: bool = False) -> str:
             raise StdinNotImplementedError(message)
         if kind == "PermissionError":
             raise InputRefused(message)
+        if kind == "KeyboardInterrupt":  # the kernel withdrew the prompt because the cell was interrupted
+            raise KeyboardInterrupt
         raise RuntimeError(message)
     value = str(reply["value"])
     if value == "\x04":
-        raise EOFError
+        raise EOFError("EOF when reading a line")
     return value
 
 
@@ -73,6 +74,7 @@ def boot() -> None:
     sys.stdout = BridgeStream(_host.STDOUT, "<stdout>")
     sys.stderr = BridgeStream(_host.STDERR, "<stderr>")
     builtins.input = _input
+    sys.stdin = InputStream(lambda: _input(""))
     getpass.getpass = _getpass
     time.sleep = _host.sleep
     os.system = posix.system = _no_system
@@ -85,6 +87,10 @@ def warm_up() -> None:
     _shell.run_cell("pass", store_history=False, silent=True)
     _shell.transform_cell("x = 1\n")
     _shell.input_transformer_manager.check_complete("for i in x:")
+    # The first Tab imports and primes Jedi (~2 s): done here, it is in the snapshot, and the first
+    # completion answers within JupyterLab's 1 s limit.
+    for code in ("impo", "import o", "x = [1]\nx.ap", "len(", "device."):
+        _complete({"code": code, "cursor_pos": len(code)})
 
 
 STARTED_FROM_SNAPSHOT = False
@@ -127,7 +133,9 @@ async def _execute(req: dict[str, Any]) -> dict[str, Any]:
     global _allow_stdin
     shell = _shell
     assert shell is not None
-    _allow_stdin = bool(req.get("allow_stdin"))
+    _allow_stdin = shell.allow_stdin = bool(req.get("allow_stdin"))
+    if isinstance(sys.stdin, InputStream):
+        sys.stdin.reset()
     shell.execution_count = int(req.get("execution_count") or shell.execution_count)
     shell.last_error = None
     shell.interrupt_requested = False
@@ -229,6 +237,10 @@ def _configure(req: dict[str, Any]) -> dict[str, Any]:
 
     assert _shell is not None
     guards.install(req)
+    os.environ.pop("_", None)  # the snapshot builder's command (a host path), not the guest's business
+    _shell.user_ns.pop("_pyodide_core", None)  # Pyodide's bootstrap leaves it in __main__; sys.modules keeps it
+    if req.get("cwd"):
+        os.chdir(req["cwd"])  # SandboxKernel.working_folder: the kernel's folder, mounted
     pkgs.SETTINGS.update(
         auto_load=bool(req.get("auto_load_packages", True)),
         allow_net=list(req.get("allow_net") or []),

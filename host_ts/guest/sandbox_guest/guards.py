@@ -144,7 +144,13 @@ def _guard_open() -> None:
 
     def open(file: Any, mode: str = "r", *args: Any, **kwargs: Any) -> Any:
         __tracebackhide__ = True
-        handle = real_open(file, mode, *args, **kwargs)
+        try:
+            handle = real_open(file, mode, *args, **kwargs)
+        except FileNotFoundError as exc:
+            hint = missing_file_hint(file)
+            if hint is None:
+                raise
+            raise FileNotFoundError(exc.errno, f"{exc.strerror}. {hint}", exc.filename) from None
         if isinstance(file, (str, bytes, os.PathLike)) and any(c in mode for c in "wax+"):
             path = os.path.normpath(os.path.join(os.getcwd(), os.fsdecode(os.fspath(file))))
             mount = _mount_of(path)
@@ -157,6 +163,20 @@ def _guard_open() -> None:
     import IPython.core.interactiveshell as ipython_shell
 
     ipython_shell.io_open = open  # the `open` IPython puts in the user's namespace calls this
+
+
+def missing_file_hint(file: Any) -> str | None:
+    """For a relative path that is not there: where the sandbox looks, and how host files get in."""
+    if not isinstance(file, (str, os.PathLike)) or os.path.isabs(os.fspath(file)):
+        return None
+    cwd = os.getcwd()
+    if _mount_of(cwd) is not None:
+        return None  # the working folder is a host folder already (working_folder): an ordinary miss
+    return (
+        f"The sandbox's working folder is {cwd}, its own (host files are not there). To open files next to the "
+        "notebook, set SandboxKernel.working_folder = 'ro' (or 'rw'); for other host folders, SandboxKernel.mounts "
+        "= ['host_folder:/data'], then open('/data/...')"
+    )
 
 
 def blocked_url(url: str, error: BaseException) -> PermissionError:

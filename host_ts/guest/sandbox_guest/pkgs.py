@@ -12,6 +12,7 @@ from IPython.core.magic import Magics, line_magic, magics_class
 from . import _host
 from .cleantb import CleanTraceback
 
+MATPLOTLIB_MAGIC = "run_line_magic('matplotlib'"  # how IPython transforms a %matplotlib line
 SETTINGS: dict[str, Any] = {"auto_load": True, "allow_net": [], "pyodide_index": ""}
 
 
@@ -24,10 +25,13 @@ def missing_imports(source: str) -> list[str]:
     from pyodide.code import find_imports
 
     try:
-        names = find_imports(source)
+        names = set(find_imports(source))
     except SyntaxError:
         return []
-    return sorted({n for n in names if importlib.util.find_spec(n) is None})
+    if MATPLOTLIB_MAGIC in source:  # %matplotlib needs the package as `import matplotlib` does
+        names.add("matplotlib")
+    tops = {name.split(".")[0] for name in names}  # find_spec("a.b") raises while "a" is missing
+    return sorted(top for top in tops if importlib.util.find_spec(top) is None)
 
 
 async def load_for(source: str) -> None:

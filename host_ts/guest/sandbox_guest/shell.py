@@ -5,11 +5,12 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from IPython.core import page
+from IPython.core import error, page
 from IPython.core.interactiveshell import InteractiveShell
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 
 from . import _host
+from .cleantb import CleanTraceback
 from .display import BridgeDisplayHook, BridgeDisplayPublisher
 
 
@@ -60,11 +61,23 @@ class NoShellMagics(Magics):
         self._refuse("sx", line)
 
 
+PROCESS_MAGICS = frozenset(
+    {"!", "bash", "sh", "script", "system", "sx", "sc", "python", "python2", "python3", "pypy", "perl", "ruby",
+     "killbgscripts", "edit", "ed"}
+)  # fmt: skip
+PROMPT_MAGICS = frozenset({"debug"})  # the debugger reads commands at a prompt until told to quit
+
+
+class StdinNotImplementedError(CleanTraceback, error.StdinNotImplementedError):
+    """IPython's error (same name, caught the same), shown without the sandbox's frames."""
+
+
 class SandboxShell(InteractiveShell):
     """InteractiveShell whose output goes to the kernel over the bridge."""
 
     last_error: dict[str, Any] | None = None
     interrupt_requested = False
+    allow_stdin = False  # whether the current request's frontend answers prompts
 
     def init_magics(self) -> None:
         super().init_magics()
@@ -72,10 +85,33 @@ class SandboxShell(InteractiveShell):
         from .pkgs import PipMagics
 
         self.register_magics(PipMagics)
-        for name in ("perl", "ruby", "python2", "python3", "pypy", "js", "javascript", "html"):
-            if name in ("js", "javascript", "html"):
-                continue
-            self.magics_manager.magics["cell"].pop(name, None)
+
+    # IPython registers some magics lazily (the script magics on first use), so a magic removed from the
+    # table can come back: those that need a process, or a person at a prompt, are refused here by name.
+    def run_line_magic(self, magic_name: str, line: str, _stack_depth: int = 1) -> Any:
+        self._refuse_magic(magic_name, line)
+        return super().run_line_magic(magic_name, line, _stack_depth + 1)
+
+    def run_cell_magic(self, magic_name: str, line: str, cell: str) -> Any:
+        self._refuse_magic(magic_name, line, cell=True)
+        return super().run_cell_magic(magic_name, line, cell)
+
+    def debugger(self, force: bool = False) -> None:
+        """The post-mortem debugger (%debug, %pdb on) reads commands at a prompt: only where prompts are answered."""
+        if self.allow_stdin:
+            super().debugger(force)
+        elif force or self.call_pdb:
+            print("[the debugger was not started: this frontend does not answer prompts (allow_stdin is False)]")
+
+    def _refuse_magic(self, name: str, line: str, cell: bool = False) -> None:
+        __tracebackhide__ = True
+        shown = f"{'%%' if cell else '%'}{name} {line}".strip()
+        if name in PROCESS_MAGICS:
+            raise no_shell(shown)
+        if name in PROMPT_MAGICS and not self.allow_stdin:
+            raise StdinNotImplementedError(
+                f"{shown} asks questions at a prompt, but this frontend does not answer prompts (allow_stdin is False)"
+            )
 
     def init_hooks(self) -> None:
         super().init_hooks()

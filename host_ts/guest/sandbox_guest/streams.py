@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+from collections.abc import Callable
 
 from . import _host
 
@@ -38,3 +39,55 @@ class BridgeStream(io.TextIOBase):
 
     def flush(self) -> None:
         _host.flush_streams()
+
+
+class InputStream(io.TextIOBase):
+    """sys.stdin: each line read is asked of the frontend, as input() asks; EOF once it answers with Ctrl-D.
+
+    So a script run by `sandbox-kernel run` reads the command's piped stdin with input() or sys.stdin alike.
+    """
+
+    def __init__(self, ask: Callable[[], str]) -> None:
+        super().__init__()
+        self._ask = ask
+        self._line = ""
+        self._eof = False
+
+    @property
+    def name(self) -> str:
+        return "<stdin>"
+
+    @property
+    def encoding(self) -> str:
+        return "utf-8"
+
+    def readable(self) -> bool:
+        return True
+
+    def isatty(self) -> bool:
+        return False
+
+    def reset(self) -> None:
+        """A new cell: what was not read is gone, and an EOF seen before no longer holds."""
+        self._line, self._eof = "", False
+
+    def readline(self, size: int | None = -1) -> str:
+        if not self._line and not self._eof:
+            try:
+                self._line = self._ask() + "\n"
+            except EOFError:
+                self._eof = True
+        cut = len(self._line) if size is None or size < 0 else size
+        line, self._line = self._line[:cut], self._line[cut:]
+        return line
+
+    def read(self, size: int | None = -1) -> str:
+        parts: list[str] = []
+        left = -1 if size is None or size < 0 else size
+        while left != 0:
+            line = self.readline(left)
+            if not line:
+                break
+            parts.append(line)
+            left = left - len(line) if left > 0 else left
+        return "".join(parts)

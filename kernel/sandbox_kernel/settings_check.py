@@ -1,0 +1,59 @@
+"""Find what is wrong with the `SandboxKernel.*` settings before the kernel is made, and where each was set.
+
+A kernel with bad settings still starts (JupyterLab shows nothing from a kernel that exits): it runs no
+sandbox and answers every cell with the messages made here.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Callable
+from typing import Any
+
+from traitlets.config import Config, Configurable
+
+SECTION = "SandboxKernel"
+
+
+def unknown_settings(config: Config, kernel_class: type[Configurable]) -> list[str]:
+    """Names of `SandboxKernel.*` settings that the kernel does not have."""
+    known = set(kernel_class.class_trait_names(config=True))
+    return sorted(key for key in config.get(SECTION, {}) if key not in known)
+
+
+def describe_unknown(name: str, kernel_class: type[Configurable]) -> str:
+    own = sorted(kernel_class.class_own_traits(config=True))
+    close = difflib.get_close_matches(name, own, n=1)
+    hint = f"did you mean {SECTION}.{close[0]}? " if close else ""
+    return f"{SECTION}.{name} is not a setting of this kernel: {hint}its settings are {', '.join(own)}"
+
+
+def value_problem(kernel_class: type[Configurable], name: str, value: Any) -> str | None:
+    """Why `value` is not allowed for setting `name` (None if it is), as the kernel's own validators say.
+
+    The value goes through traitlets' config loading on a bare instance of the kernel class (no
+    sockets, no sandbox), so string parsing, types, enums and `@validate` methods all apply.
+    """
+    probe = kernel_class.__new__(kernel_class)
+    try:
+        Configurable.__init__(probe, config=Config({SECTION: {name: value}}))
+    except Exception as exc:  # TraitError, or the ValueError of a value that does not parse
+        return str(exc)
+    return None
+
+
+def problems(
+    config: Config, kernel_class: type[Configurable], origin: Callable[[str], str]
+) -> tuple[list[str], list[str]]:
+    """(messages, the names of the settings to drop); `origin(name)` says where a setting was made."""
+    section = config.get(SECTION, {})
+    messages, bad = [], []
+    for name in unknown_settings(config, kernel_class):
+        messages.append(f"{describe_unknown(name, kernel_class)} (set in {origin(name)})")
+        bad.append(name)
+    for name in sorted(set(section) - set(bad)):
+        why = value_problem(kernel_class, name, section[name])
+        if why:
+            messages.append(f"{SECTION}.{name}: {why} (set in {origin(name)})")
+            bad.append(name)
+    return messages, bad

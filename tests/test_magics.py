@@ -1,0 +1,70 @@
+"""No magic can hang: every line and cell magic %lsmagic lists answers, within seconds, with harmless input."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from conftest import execute, start_kernel, stop_kernel
+
+ANSWER_WITHIN = 20.0  # seconds for one magic (measured: well under a second each, %timeit ~2 s)
+NEED_A_PROCESS = ("!", "bash", "sh", "script", "python", "python2", "python3", "pypy", "perl", "ruby", "system", "sx")
+# Harmless arguments where an empty line would do nothing useful (or would ask a question).
+LINE_ARGS = {"reset": "-f", "reset_selective": "-f nothing_matches_this", "timeit": "-n1 -r1 pass", "time": "pass",
+             "prun": "-q pass", "logstart": "-q /tmp/sbk-magic-log.py", "cd": "/tmp", "pushd": "/tmp",
+             "run": "-m this", "doctest_mode": "", "macro": "m 1", "store": "-z"}  # fmt: skip
+CELL_BODY = {"code_wrap": "__code__"}  # the identity template: later cells run as they are
+CELL_ARGS = {
+    "writefile": "/tmp/sbk-magic-file.txt",
+    "timeit": "-n1 -r1",
+    "capture": "captured",
+    "file": "/tmp/f.txt",
+}
+
+
+@pytest.fixture
+def magics():
+    """A fresh kernel for each walk: line magics such as %doctest_mode or %autocall change how later cells run."""
+    km, kc = start_kernel()
+    assert "Available line magics" in execute(kc, "%lsmagic").of_type("execute_result")[0]["data"]["text/plain"]
+    code = "import json\nprint(json.dumps({k: sorted(v) for k, v in get_ipython().magics_manager.lsmagic().items()}))"
+    listed = json.loads(execute(kc, code).stream())
+    yield kc, listed
+    stop_kernel(km, kc)
+
+
+def answered(kc, code: str):
+    t0 = time.monotonic()
+    run = execute(kc, code, timeout=ANSWER_WITHIN + 10, allow_stdin=False)  # as nbclient and agents run cells
+    took = time.monotonic() - t0
+    assert took < ANSWER_WITHIN, f"{code!r} took {took:.1f} s"
+    return run
+
+
+def test_lsmagic_lists_what_we_walk(magics):
+    _, listed = magics
+    assert len(listed["line"]) > 50 and len(listed["cell"]) > 10, listed
+
+
+def test_every_line_magic_answers(magics):
+    kc, listed = magics
+    for name in sorted(listed["line"]):
+        if name in ("exit", "quit", "Exit", "Quit"):
+            continue  # asks the frontend to end the session: tested in test_lifecycle
+        run = answered(kc, f"%{name} {LINE_ARGS.get(name, '')}")
+        if name in NEED_A_PROCESS:
+            assert run.content.get("ename") == "ShellUnavailableError", (name, run.content)
+    assert execute(kc, "1+1").of_type("execute_result"), "the kernel no longer answers"
+
+
+def test_every_cell_magic_answers_and_none_starts_a_process(magics):
+    kc, listed = magics
+    for name in sorted(listed["cell"]):
+        run = answered(kc, f"%%{name} {CELL_ARGS.get(name, '')}\n{CELL_BODY.get(name, 'x = 1')}\n")
+        if name in NEED_A_PROCESS:
+            assert run.content.get("ename") == "ShellUnavailableError", (name, run.content)
+            run = answered(kc, f"%%{name}\nx = 1\n")  # a second use once hung (lazily registered magics)
+            assert run.content.get("ename") == "ShellUnavailableError", (name, run.content)
+    assert execute(kc, "1+1").of_type("execute_result"), "the kernel no longer answers"

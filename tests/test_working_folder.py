@@ -1,0 +1,78 @@
+"""Files next to the notebook: a hint when a relative path misses, and the opt-in working_folder mount."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from jupyter_client.manager import KernelManager
+
+from conftest import START_TIMEOUT, execute, stop_kernel, value
+from sandbox_kernel.install import KERNEL_NAME
+
+FIRST_COMPLETION_LIMIT = 1.0  # seconds: JupyterLab drops a completion reply that takes longer
+
+
+def start_in(folder, arguments: list[str]):
+    """A kernel started in `folder`, as JupyterLab starts one in the notebook's folder."""
+    km = KernelManager(kernel_name=KERNEL_NAME)
+    km.start_kernel(extra_arguments=arguments, cwd=str(folder))
+    kc = km.client()
+    kc.start_channels()
+    kc.wait_for_ready(timeout=START_TIMEOUT)
+    return km, kc
+
+
+@pytest.fixture
+def notebook_folder(tmp_path):
+    (tmp_path / "data.csv").write_text("a,b\n1,2\n")
+    return tmp_path
+
+
+def test_a_relative_path_that_misses_says_how_host_files_get_in(notebook_folder):
+    km, kc = start_in(notebook_folder, [])
+    try:
+        run = execute(kc, "open('data.csv')")
+        assert run.content["ename"] == "FileNotFoundError"
+        shown = run.content["evalue"]
+        assert "SandboxKernel.working_folder = 'ro'" in shown and "SandboxKernel.mounts" in shown, shown
+        assert str(notebook_folder) not in shown  # no host path reaches the guest
+        run = execute(kc, "open('/tmp/nothing-here.txt')")  # an absolute path in the sandbox: the plain error
+        assert run.content["evalue"] == "[Errno 44] No such file or directory: '/tmp/nothing-here.txt'"
+    finally:
+        stop_kernel(km, kc)
+
+
+@pytest.mark.parametrize("mode", ["ro", "rw"])
+def test_working_folder_is_the_notebooks_folder(notebook_folder, mode):
+    km, kc = start_in(notebook_folder, [f"--SandboxKernel.working_folder={mode}"])
+    try:
+        assert value(execute(kc, "import os; os.getcwd()")) == "'/work'"
+        assert value(execute(kc, "open('data.csv').read()")) == repr("a,b\n1,2\n")
+        run = execute(kc, "open('out.txt', 'w').write('made in the sandbox')")
+        if mode == "rw":
+            assert (notebook_folder / "out.txt").read_text() == "made in the sandbox"
+        else:
+            assert run.content["ename"] == "PermissionError" and "read-only" in run.content["evalue"]
+            assert not (notebook_folder / "out.txt").exists()
+        # After a restart the sandbox is back in the same folder.
+        kc.execute("import os; os._exit(1)")
+        execute(kc, "1")  # reports the restart
+        assert value(execute(kc, "import os; os.getcwd()")) == "'/work'"
+    finally:
+        stop_kernel(km, kc)
+
+
+def test_the_first_completion_answers_within_jupyterlabs_limit(notebook_folder):
+    km, kc = start_in(notebook_folder, [])
+    try:
+        t0 = time.monotonic()
+        msg_id = kc.complete("impo")
+        reply = kc.get_shell_msg(timeout=30)
+        while reply["parent_header"].get("msg_id") != msg_id:
+            reply = kc.get_shell_msg(timeout=30)
+        took = time.monotonic() - t0
+        assert reply["content"]["matches"] == ["import"]
+        assert took < FIRST_COMPLETION_LIMIT, f"the first completion took {took:.2f} s"
+    finally:
+        stop_kernel(km, kc)
