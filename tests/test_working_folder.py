@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 
 import pytest
@@ -13,10 +14,10 @@ from sandbox_kernel.install import KERNEL_NAME
 FIRST_COMPLETION_LIMIT = 1.0  # seconds: JupyterLab drops a completion reply that takes longer
 
 
-def start_in(folder, arguments: list[str]):
+def start_in(folder, arguments: list[str], env: dict[str, str] | None = None):
     """A kernel started in `folder`, as JupyterLab starts one in the notebook's folder."""
     km = KernelManager(kernel_name=KERNEL_NAME)
-    km.start_kernel(extra_arguments=arguments, cwd=str(folder))
+    km.start_kernel(extra_arguments=arguments, cwd=str(folder), **({"env": {**os.environ, **env}} if env else {}))
     kc = km.client()
     kc.start_channels()
     kc.wait_for_ready(timeout=START_TIMEOUT)
@@ -59,6 +60,18 @@ def test_working_folder_is_the_notebooks_folder(notebook_folder, mode):
         kc.execute("import os; os._exit(1)")
         execute(kc, "1")  # reports the restart
         assert value(execute(kc, "import os; os.getcwd()")) == "'/work'"
+    finally:
+        stop_kernel(km, kc)
+
+
+def test_a_writable_working_folder_may_not_hold_the_kernels_cache(notebook_folder):
+    """A notebook in the home folder, working_folder='rw': guest code could rewrite the snapshot later kernels use."""
+    cache = notebook_folder / ".cache" / "sandbox-kernel"
+    km, kc = start_in(notebook_folder, ["--SandboxKernel.working_folder=rw"], {"SANDBOX_KERNEL_CACHE": str(cache)})
+    try:
+        run = execute(kc, "1+1")
+        assert run.content["ename"] == "SandboxSettingsError", run.content
+        assert "sandbox-kernel's own cache" in run.content["evalue"] and "working_folder" in run.content["evalue"]
     finally:
         stop_kernel(km, kc)
 

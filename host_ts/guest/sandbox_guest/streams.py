@@ -8,12 +8,11 @@ from collections.abc import Callable
 from . import _host
 
 
-class BridgeStream(io.TextIOBase):
-    """A text stream whose writes go straight to the kernel, unbuffered."""
+class _TextStream(io.TextIOBase):
+    """What the guest's standard streams have in common: a name, UTF-8, no terminal."""
 
-    def __init__(self, kind: int, name: str) -> None:
+    def __init__(self, name: str) -> None:
         super().__init__()
-        self._kind = kind
         self._name = name
 
     @property
@@ -24,11 +23,19 @@ class BridgeStream(io.TextIOBase):
     def encoding(self) -> str:
         return "utf-8"
 
-    def writable(self) -> bool:
-        return True
-
     def isatty(self) -> bool:
         return False
+
+
+class BridgeStream(_TextStream):
+    """A text stream whose writes go straight to the kernel, unbuffered."""
+
+    def __init__(self, kind: int, name: str) -> None:
+        super().__init__(name)
+        self._kind = kind
+
+    def writable(self) -> bool:
+        return True
 
     def write(self, s: str) -> int:
         if not isinstance(s, str):
@@ -41,31 +48,20 @@ class BridgeStream(io.TextIOBase):
         _host.flush_streams()
 
 
-class InputStream(io.TextIOBase):
+class InputStream(_TextStream):
     """sys.stdin: each line read is asked of the frontend, as input() asks; EOF once it answers with Ctrl-D.
 
     So a script run by `sandbox-kernel run` reads the command's piped stdin with input() or sys.stdin alike.
     """
 
     def __init__(self, ask: Callable[[], str]) -> None:
-        super().__init__()
+        super().__init__("<stdin>")
         self._ask = ask
         self._line = ""
         self._eof = False
 
-    @property
-    def name(self) -> str:
-        return "<stdin>"
-
-    @property
-    def encoding(self) -> str:
-        return "utf-8"
-
     def readable(self) -> bool:
         return True
-
-    def isatty(self) -> bool:
-        return False
 
     def reset(self) -> None:
         """A new cell: what was not read is gone, and an EOF seen before no longer holds."""
