@@ -401,10 +401,10 @@ class SandboxKernel(Kernel):
         """The largest guest event the host passes on: a cell's whole output budget, or a request."""
         return max(self.max_output_bytes, self._request_bytes) + (64 << 10)
 
-    async def _ensure_pyodide(self, thorough: bool) -> None:
+    async def _ensure_pyodide(self, thorough: bool, problems: list[str] | None = None) -> None:
         """The cached Pyodide, checked (contents too with `thorough`) and fetched again if damaged; one at a time."""
         async with self._pyodide_lock:
-            await provision.ensure_pyodide(self._say, thorough)
+            await provision.ensure_pyodide(self._say, thorough, problems)
 
     async def _launch(self) -> SandboxProcess:
         """A started and configured sandbox (not yet the kernel's current one).
@@ -415,10 +415,11 @@ class SandboxKernel(Kernel):
         try:
             return await self._launch_once()
         except SandboxStartError:
-            if not await asyncio.to_thread(provision.pyodide_problems, True):
+            problems = await asyncio.to_thread(provision.pyodide_problems, True)
+            if not problems:
                 raise
         try:
-            await self._ensure_pyodide(thorough=True)
+            await self._ensure_pyodide(thorough=True, problems=problems)
         except provision.ProvisionError as exc:
             raise SandboxStartError(str(exc)) from None
         return await self._launch_once()

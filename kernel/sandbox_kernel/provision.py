@@ -92,17 +92,19 @@ def pyodide_is_cached() -> bool:
     return not pyodide_problems()
 
 
-async def ensure_pyodide(say: Callable[[str], None], thorough: bool = False) -> Path:
+async def ensure_pyodide(say: Callable[[str], None], thorough: bool = False, problems: list[str] | None = None) -> Path:
     """The pinned Pyodide, whole: fetched through Deno (per host_ts/deno.lock) when it is missing, and fetched
-    again when the cached copy fails its check (`thorough`: contents too)."""
+    again when the cached copy fails its check (`thorough`: contents too; `problems`: already found by the
+    caller). Files are checked and removed in a worker thread, never on the event loop."""
     target = paths.pyodide_dir(deno_dir())
-    problems = pyodide_problems(thorough)
+    if problems is None:
+        problems = await asyncio.to_thread(pyodide_problems, thorough)
     if not problems:
         return target
     damaged = target.exists()
     if damaged:
         say(f"sandbox-kernel: the cached Pyodide in {target} is damaged ({'; '.join(problems[:3])}): fetching it again")
-        shutil.rmtree(target)
+        await asyncio.to_thread(shutil.rmtree, target)
     else:
         say(
             f"sandbox-kernel: fetching Pyodide {paths.pyodide_version()} through Deno into {deno_dir()} (once per cache)"
@@ -119,12 +121,12 @@ async def ensure_pyodide(say: Callable[[str], None], thorough: bool = False) -> 
         str(host / "worker.ts"),
     ]
     code, out = await _run(argv, env, host)
-    left = pyodide_problems(thorough=True) if code == 0 else []
     if code != 0:
         raise ProvisionError(
             f"could not {'fetch Pyodide again' if damaged else 'fetch Pyodide'} {paths.pyodide_version()} from the "
             f"npm registry through Deno: {_first_error(out)}. {OFFLINE_FIX.format(cache=paths.cache_dir())}"
         )
+    left = await asyncio.to_thread(pyodide_problems, True)
     if left:
         raise ProvisionError(
             f"Pyodide fetched into {target} does not match {PYODIDE_MANIFEST.name} ({'; '.join(left[:3])}); "
