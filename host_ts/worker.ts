@@ -20,7 +20,9 @@ async function withMemoryAtLeast<T>(bytes: number, load: () => Promise<T>): Prom
       const result = (await original.apply(WebAssembly, args)) as { instance?: WebAssembly.Instance };
       const instance = (result.instance ?? result) as WebAssembly.Instance;
       const memory = instance.exports?.memory as WebAssembly.Memory | undefined;
-      if (memory && memory.buffer.byteLength < bytes) memory.grow(Math.ceil((bytes - memory.buffer.byteLength) / 65536));
+      if (memory && memory.buffer.byteLength < bytes) {
+        memory.grow(Math.ceil((bytes - memory.buffer.byteLength) / 65536));
+      }
       return result;
     };
   }
@@ -33,7 +35,22 @@ async function withMemoryAtLeast<T>(bytes: number, load: () => Promise<T>): Prom
 
 type Request = { op: string; [key: string]: unknown };
 type Message =
-  | { type: "init"; progress: MessagePort; ring: SharedArrayBuffer; interrupt: SharedArrayBuffer; reply: SharedArrayBuffer; life: SharedArrayBuffer; wheels: string[]; guestSite: string; snapshot: string | null; mounts: { host: string; guest: string }[]; pyodideLock: string | null; pyodidePackages: string | null; guestDir: string; maxEventBytes: number }
+  | {
+    type: "init";
+    progress: MessagePort;
+    ring: SharedArrayBuffer;
+    interrupt: SharedArrayBuffer;
+    reply: SharedArrayBuffer;
+    life: SharedArrayBuffer;
+    wheels: string[];
+    guestSite: string;
+    snapshot: string | null;
+    mounts: { host: string; guest: string }[];
+    pyodideLock: string | null;
+    pyodidePackages: string | null;
+    guestDir: string;
+    maxEventBytes: number;
+  }
   | { type: "request"; id: number; json: string }
   | { type: "interrupt"; id: number };
 
@@ -104,7 +121,11 @@ async function start(init: Extract<Message, { type: "init" }>): Promise<void> {
 
   // Pyodide's own packages load from a folder the host fills (the guest has no network for them).
   const packages = init.pyodidePackages
-    ? { lockFileContents: init.pyodideLock ?? undefined, packageBaseUrl: init.pyodidePackages, packageCacheDir: init.pyodidePackages }
+    ? {
+      lockFileContents: init.pyodideLock ?? undefined,
+      packageBaseUrl: init.pyodidePackages,
+      packageCacheDir: init.pyodidePackages,
+    }
     : {};
   const options = { env: { HOME: "/home/pyodide" }, ...packages };
   let pyodide: Awaited<ReturnType<typeof loadPyodide>>;
@@ -112,7 +133,10 @@ async function start(init: Extract<Message, { type: "init" }>): Promise<void> {
   if (init.snapshot) {
     try {
       const bytes = await Deno.readFile(init.snapshot);
-      pyodide = await withMemoryAtLeast(bytes.length, () => loadPyodide({ ...options, _loadSnapshot: bytes } as typeof options));
+      pyodide = await withMemoryAtLeast(
+        bytes.length,
+        () => loadPyodide({ ...options, _loadSnapshot: bytes } as typeof options),
+      );
       restored = true;
     } catch (err) {
       // A stale or broken snapshot: start from scratch; the kernel rebuilds it.
@@ -142,9 +166,12 @@ async function start(init: Extract<Message, { type: "init" }>): Promise<void> {
     pyodide.FS.mkdirTree(mount.guest);
     pyodide.mountNodeFS(mount.guest, mount.host);
   }
+  applyUmask(pyodide.FS);
   // Output goes to the request it was made for (the guest tracks that per asyncio task), but
   // never to a later request than the one being served: the kernel drops finished ones.
-  const tag = (rid: unknown) => (typeof rid === "number" && rid > 0 && rid <= currentId ? rid : timerOrigin || currentId);
+  const tag = (
+    rid: unknown,
+  ) => (typeof rid === "number" && rid > 0 && rid <= currentId ? rid : timerOrigin || currentId);
   const host = {
     write(kind: number, text: string, rid?: number): void {
       ring.writeText(kind === STDERR ? STDERR : STDOUT, tag(rid), text);
@@ -206,7 +233,10 @@ async function start(init: Extract<Message, { type: "init" }>): Promise<void> {
       reply = (await handle(json, id)) as string; // JSON made by the supervisor, outside the guest's reach
     } catch (err) {
       const text = String(err);
-      if (text.includes("fatal error") || (pyodide as unknown as { _api?: { fatal_error_occurred?: boolean } })._api?.fatal_error_occurred) {
+      if (
+        text.includes("fatal error") ||
+        (pyodide as unknown as { _api?: { fatal_error_occurred?: boolean } })._api?.fatal_error_occurred
+      ) {
         fatal(`Pyodide suffered a fatal error: ${text.slice(0, 500)}`);
         return;
       }
@@ -247,4 +277,13 @@ if (first.type !== "init") {
   fatal("the sandbox worker expected an init message first");
 } else {
   start(first).catch((err) => fatal(`sandbox start failed: ${String(err?.stack ?? err).slice(0, 2000)}`));
+}
+
+/** Files and folders the guest creates get the usual umask (022), as under a normal Python: Emscripten
+ * has no umask and sets open()'s 0666 on a new file explicitly, which Deno applies to host files verbatim. */
+type Create = (path: string, flagsOrMode?: unknown, mode?: number) => unknown;
+function applyUmask(fs: { open: Create; mkdir: Create }): void {
+  const [open, mkdir] = [fs.open, fs.mkdir];
+  fs.open = (path, flags, mode = 0o666) => open(path, flags, mode & ~0o022);
+  fs.mkdir = (path, mode = 0o777) => mkdir(path, (mode as number) & ~0o022);
 }

@@ -116,3 +116,21 @@ def test_matplotlib_magic_and_dotted_imports_go_through_the_package_loader(kc):
         run = execute(kc, code, timeout=120)
         assert run.content["ename"] == "PackageLoadError", (code, run.content)
         assert run.stream("stderr") == "", (code, run.stream("stderr"))
+
+
+def test_a_syntax_warning_is_shown_once_under_the_cells_name(kc):
+    """The kernel's import scan parses the cell too; its warnings must not appear a second time as `<unknown>`."""
+    run = execute(kc, 'pattern = "\\d"\nlen(pattern)')
+    assert value(run) == "2"
+    warnings = run.stream("stderr")
+    assert warnings.count("SyntaxWarning") == 1, warnings
+    assert "<unknown>" not in warnings and "<ipython-input-" in warnings
+
+
+def test_zoneinfo_has_a_time_zone_database(kc):
+    """Tutorials use zoneinfo; Pyodide has no system database, so tzdata ships with the guest's wheels."""
+    code = (
+        "from zoneinfo import ZoneInfo\nimport datetime as dt\n"
+        "str(dt.datetime(2026, 7, 1, 12, tzinfo=ZoneInfo('UTC')).astimezone(ZoneInfo('Europe/Paris')))"
+    )
+    assert value(execute(kc, code)) == "'2026-07-01 14:00:00+02:00'"

@@ -267,6 +267,22 @@ def test_no_shell(kc: BlockingKernelClient, code: str, refused: str) -> None:
     assert content["evalue"].startswith(f"{refused}: there is no shell in the sandbox"), content["evalue"]
     # Just the refusal: no frames of the sandbox's own code.
     assert text.strip() == f"ShellUnavailableError: {content['evalue']}"
+    assert "%pip" not in content["evalue"]
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        "!pip install -q sbk-demo",
+        "import sys\n!{sys.executable} -m pip install -q sbk-demo",
+        "!python3 -m pip install -q sbk-demo",
+    ],
+)
+def test_shell_pip_points_to_the_pip_magic(kc: BlockingKernelClient, code: str) -> None:
+    """Tutorials install with `!pip install`: the refusal names the magic that does it here (which takes -q)."""
+    content, _ = error_of(kc, code)
+    assert content["ename"] == "ShellUnavailableError"
+    assert content["evalue"].endswith("use the %pip magic, which installs into the sandbox: %pip install -q sbk-demo")
 
 
 # ---- errors ---------------------------------------------------------------------------------

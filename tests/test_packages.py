@@ -123,11 +123,14 @@ def index(wheelhouse):
 
 
 def test_pip_without_network_says_what_to_allow(kc, index):
-    run = execute(kc, f"%pip install sbk-demo --index-url http://127.0.0.1:{index.port}/simple", timeout=120)
+    run = execute(kc, f"%pip install -q sbk-demo --index-url http://127.0.0.1:{index.port}/simple", timeout=120)
     assert run.content["status"] == "error"
     assert "needs network access to the package index" in run.content["evalue"]
     assert "SandboxKernel.allow_net" in run.content["evalue"] and "SandboxKernel.packages" in run.content["evalue"]
     assert index.requests == []
+    errors = run.of_type("error")
+    assert len(errors) == 1, errors  # once, with the cell's frame, not again from Pyodide's run_sync
+    assert "Cell In[" in "\n".join(errors[0]["traceback"]) and not run.stream("stderr")
 
 
 def test_pip_from_an_allowed_index(index):
@@ -162,7 +165,16 @@ def test_numpy_without_a_reachable_index_fails_fast(kc):
     assert "numpy is provided by the Pyodide index" in evalue
     assert f"cdn.jsdelivr.net/pyodide/v{paths.pyodide_version()}/full/" in evalue
     assert "SandboxKernel.pyodide_index" in evalue
+    assert "SandboxKernel.allow_net does not apply" in evalue  # the host fetches these, not the sandbox
     assert value(execute(kc, "1+1")) == "2"
+
+
+def test_pip_install_of_a_pyodide_package_says_where_it_comes_from_once(kc):
+    run = execute(kc, "%pip install numpy", timeout=120)
+    assert run.content["ename"] == "PackageLoadError"
+    assert "numpy is provided by the Pyodide index" in run.content["evalue"]
+    assert "SandboxKernel.allow_net does not apply" in run.content["evalue"]
+    assert len(run.of_type("error")) == 1
 
 
 @pytest.fixture(scope="module")

@@ -89,3 +89,19 @@ def test_the_first_completion_answers_within_jupyterlabs_limit(notebook_folder):
         assert took < FIRST_COMPLETION_LIMIT, f"the first completion took {took:.2f} s"
     finally:
         stop_kernel(km, kc)
+
+
+def test_files_the_guest_makes_get_the_usual_umask_quietly(notebook_folder):
+    """As under a normal Python (umask 022): no group/world-writable files left on the host, and no notice."""
+    km, kc = start_in(notebook_folder, ["--SandboxKernel.working_folder=rw"])
+    try:
+        run = execute(kc, "import logging, os\nlogging.FileHandler('app.log').close()\nos.mkdir('made')")
+        assert run.content["status"] == "ok", run.content
+        assert run.stream("stderr") == ""  # no "[cleared ... world-writable bits ...]" for an ordinary file
+        assert (notebook_folder / "app.log").stat().st_mode & 0o777 == 0o644
+        assert (notebook_folder / "made").stat().st_mode & 0o777 == 0o755
+        run = execute(kc, "os.chmod('app.log', 0o666)")  # asked for explicitly: the host still clears o+w, and says so
+        assert "world-writable" in run.stream("stderr")
+        assert (notebook_folder / "app.log").stat().st_mode & 0o002 == 0
+    finally:
+        stop_kernel(km, kc)

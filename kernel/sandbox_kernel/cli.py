@@ -101,6 +101,24 @@ def _exit_code(evalue: str) -> int:
         return 1
 
 
+def _compare(args: argparse.Namespace) -> int:
+    """Run each notebook under this kernel and under ipykernel; print the cells whose outputs differ."""
+    from .compare import compare, report
+
+    missing = [name for name in args.notebooks if not Path(name).is_file()]
+    if missing:
+        print(f"sandbox-kernel compare: no such notebook: {', '.join(missing)}", file=sys.stderr)
+        return 2
+    settings = [f"--SandboxKernel.working_folder={args.working_folder}"] if args.working_folder else []
+    settings += [f"--SandboxKernel.{setting}" for setting in args.setting or []]
+    results = [compare(Path(name), settings) for name in args.notebooks]
+    text = report(results)
+    if args.output:
+        Path(args.output).write_text(text, encoding="utf-8")
+    print(text, end="")
+    return 1 if any(r.failure for r in results) else 0
+
+
 def _doctor(args: argparse.Namespace) -> int:
     from .doctor import main as doctor
 
@@ -109,7 +127,7 @@ def _doctor(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
-    if not argv or argv[0] not in {"install", "fetch", "run", "doctor", "--version", "-h", "--help"}:
+    if not argv or argv[0] not in {"install", "fetch", "run", "compare", "doctor", "--version", "-h", "--help"}:
         # Kernel launch: `sandbox-kernel -f {connection_file} [--SandboxKernel.x=...]`.
         if argv and argv[0] == "kernel":
             argv = argv[1:]
@@ -144,6 +162,12 @@ def main(argv: list[str] | None = None) -> None:
         help="mount the current folder at /work (read-only or read-write) and run there (working_folder)",
     )
     run.set_defaults(func=_run)
+    cmp = sub.add_parser("compare", help="run notebooks here and under ipykernel; show the cells whose outputs differ")
+    cmp.add_argument("notebooks", nargs="+", help=".ipynb files (each runs in a temporary copy of its folder)")
+    cmp.add_argument("--working-folder", choices=["ro", "rw"], help="as for run: the notebook's folder at /work")
+    cmp.add_argument("--setting", action="append", help="a kernel setting for this run, e.g. cell_timeout=30")
+    cmp.add_argument("--output", help="also write the report (markdown) to this file")
+    cmp.set_defaults(func=_compare)
     doctor = sub.add_parser("doctor", help="check Deno, the cache, the kernelspec and the OS layers in force")
     doctor.set_defaults(func=_doctor)
     args = parser.parse_args(argv)

@@ -139,8 +139,9 @@ class PyodideIndex:
             except OSError as exc:
                 raise PackageError(
                     f"{pkg['name']} is provided by the Pyodide index, and it could not be fetched from "
-                    f"{self.source} ({type(exc).__name__}: {exc}). Set SandboxKernel.pyodide_index to a reachable "
-                    "mirror URL or a local folder holding the Pyodide packages (with their pyodide-lock.json)."
+                    f"{self.source} ({type(exc).__name__}: {exc}). The kernel fetches these on the host, outside the "
+                    "sandbox, so SandboxKernel.allow_net does not apply: set SandboxKernel.pyodide_index to a "
+                    "reachable mirror URL or a local folder holding the Pyodide packages (with their pyodide-lock.json)."
                 ) from None
             digest = hashlib.sha256(data).hexdigest()
             if digest != pkg["sha256"]:

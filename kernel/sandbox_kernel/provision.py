@@ -161,7 +161,7 @@ async def ensure_guest_wheels(say: Callable[[str], None]) -> list[Path]:
     if wheels:
         return wheels
     folder = wheels_dir()
-    say(f"sandbox-kernel: first start: downloading IPython wheels for the sandbox into {folder} (once)")
+    say(f"sandbox-kernel: downloading IPython wheels for the sandbox into {folder} (once)")
     folder.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=".download-", dir=folder.parent))
     argv = [

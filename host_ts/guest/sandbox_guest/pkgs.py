@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 import shlex
 import sys
+import warnings
 from typing import Any
 
 from IPython.core.magic import Magics, line_magic, magics_class
@@ -25,7 +26,9 @@ def missing_imports(source: str) -> list[str]:
     from pyodide.code import find_imports
 
     try:
-        names = set(find_imports(source))
+        with warnings.catch_warnings():  # the cell's own compile shows them, under the cell's name
+            warnings.simplefilter("ignore")
+            names = set(find_imports(source))
     except SyntaxError:
         return []
     if MATPLOTLIB_MAGIC in source:  # %matplotlib needs the package as `import matplotlib` does
@@ -136,6 +139,8 @@ class PipMagics(Magics):
                 index_urls.append(word.split("=", 1)[1])
             elif word == "--pre":
                 pre = True
+            elif word in ("-q", "-qq", "--quiet"):
+                continue  # micropip says little anyway
             elif word.startswith("-"):
                 raise PackageLoadError(f"%pip install: option {word!r} is not supported here")
             else:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import re
 from typing import Any
 
 from IPython.core import error, page
@@ -22,11 +23,17 @@ class ShellUnavailableError(RuntimeError):
         return [f"{type(self).__name__}: {self}"]
 
 
+_PIP_INSTALL = re.compile(r"^!!?\s*(?:(?:\S*python[0-9.]*|\{sys\.executable\})\s+)?(?:-m\s+)?pip3?\s+install\s+(?P<args>.+)$")
+
+
 def no_shell(what: str) -> ShellUnavailableError:
-    return ShellUnavailableError(
-        f"{what}: there is no shell in the sandbox (no processes can be started). "
-        "Use Python code instead, e.g. os/pathlib for files."
+    pip = _PIP_INSTALL.match(what.strip())
+    instead = (
+        f"For packages use the %pip magic, which installs into the sandbox: %pip install {pip['args'].strip()}"
+        if pip
+        else "Use Python code instead, e.g. os/pathlib for files."
     )
+    return ShellUnavailableError(f"{what}: there is no shell in the sandbox (no processes can be started). {instead}")
 
 
 @magics_class
@@ -121,6 +128,13 @@ class SandboxShell(InteractiveShell):
     def _page(self, strng: str | dict[str, Any], start: int = 0, *args: Any, **kwargs: Any) -> None:
         data = strng if isinstance(strng, dict) else {"text/plain": strng}
         self.payload_manager.write_payload({"source": "page", "data": data, "start": max(0, start)})
+
+    def excepthook(self, etype: type, value: BaseException, tb: Any) -> None:  # type: ignore[override]
+        """Silent: Pyodide calls sys.excepthook whenever a Python error crosses into JavaScript.
+
+        That happens on the way out of `run_sync` (as in `%pip install`), where the error is then
+        raised again in the cell and shown once by the shell; IPython's own hook would show it twice.
+        """
 
     def _showtraceback(self, etype: type, evalue: BaseException, stb: list[str]) -> None:
         if self.interrupt_requested and issubclass(etype, asyncio.CancelledError):
