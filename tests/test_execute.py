@@ -134,3 +134,15 @@ def test_zoneinfo_has_a_time_zone_database(kc):
         "str(dt.datetime(2026, 7, 1, 12, tzinfo=ZoneInfo('UTC')).astimezone(ZoneInfo('Europe/Paris')))"
     )
     assert value(execute(kc, code)) == "'2026-07-01 14:00:00+02:00'"
+
+
+def test_post_execute_and_post_run_cell_events_fire_as_in_ipykernel(kc):
+    """Extensions and the inline plot backend hook these; IPython fires them only from run_cell, not run_cell_async."""
+    code = (
+        "_events = []\nget_ipython().events.register('post_execute', lambda: _events.append('post_execute'))\n"
+        "get_ipython().events.register('post_run_cell', lambda r: _events.append(('post_run_cell', r.success)))"
+    )
+    assert execute(kc, code).content["status"] == "ok"
+    execute(kc, "pass")
+    expected = "['post_execute', ('post_run_cell', True), 'post_execute', ('post_run_cell', True)]"
+    assert value(execute(kc, "str(_events[:4])")) == repr(expected)

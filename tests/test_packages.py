@@ -7,6 +7,7 @@ import hashlib
 import http.server
 import io
 import json
+import re
 import threading
 import time
 import zipfile
@@ -68,7 +69,7 @@ def test_native_wheels_are_refused_clearly(tmp_path):
     try:
         run = execute(kc, "1+1", timeout=120)
         assert run.content["ename"] == "SandboxUnavailable"
-        assert "no pure-Python (py3-none-any) wheels" in run.content["evalue"]
+        assert "no pure-Python (py3-none-any) or Pyodide (pyemscripten_" in run.content["evalue"]
         assert "sbk-native" in run.content["evalue"]
     finally:
         stop_kernel(km, kc)
@@ -78,22 +79,30 @@ def test_native_wheels_are_refused_clearly(tmp_path):
 
 
 class Index:
-    """A PEP 503 simple index on 127.0.0.1 that serves one wheel and records every request."""
+    """A PEP 503 simple index on 127.0.0.1 that serves the given wheels and records every request."""
 
-    def __init__(self, wheel: Path) -> None:
+    def __init__(self, wheel: Path, *more: Path) -> None:
         self.wheel = wheel
         self.requests: list[str] = []
-        digest = hashlib.sha256(wheel.read_bytes()).hexdigest()
-        page = f'<html><body><a href="/files/{wheel.name}#sha256={digest}">{wheel.name}</a></body></html>'
+        files = {w.name: w for w in (wheel, *more)}
+        pages: dict[str, list[str]] = {}
+        for w in files.values():
+            project = re.sub(r"[-_.]+", "-", w.name.split("-")[0]).lower()
+            digest = hashlib.sha256(w.read_bytes()).hexdigest()
+            pages.setdefault(f"/simple/{project}", []).append(f'<a href="/files/{w.name}#sha256={digest}">{w.name}</a>')
         outer = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
             def do_GET(self) -> None:
                 outer.requests.append(self.path)
-                if self.path.rstrip("/") == "/simple/sbk-demo":
-                    body, kind = page.encode(), "text/html"
-                elif self.path == f"/files/{wheel.name}":
-                    body, kind = wheel.read_bytes(), "application/octet-stream"
+                name = self.path.removeprefix("/files/")
+                if self.path.rstrip("/") in pages:
+                    body, kind = (
+                        f"<html><body>{''.join(pages[self.path.rstrip('/')])}</body></html>".encode(),
+                        "text/html",
+                    )
+                elif name in files:
+                    body, kind = files[name].read_bytes(), "application/octet-stream"
                 else:
                     self.send_response(404)
                     self.end_headers()

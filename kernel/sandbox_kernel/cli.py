@@ -119,6 +119,28 @@ def _compare(args: argparse.Namespace) -> int:
     return 1 if any(r.failure for r in results) else 0
 
 
+def _mirror(args: argparse.Namespace) -> int:
+    """Build a local Pyodide index folder; say where each package came from and what could not be had."""
+    from .mirror import build
+    from .packages import PackageError, default_pyodide_index
+
+    folder = Path(args.folder).resolve()
+    try:
+        report = build(folder, list(args.names), args.index or default_pyodide_index())
+    except PackageError as exc:
+        print(f"sandbox-kernel mirror: {exc}", file=sys.stderr)
+        return 2
+    if report.from_index:
+        print(f"from the Pyodide index: {', '.join(report.from_index)}")
+    if report.from_pypi:
+        why = f" (the Pyodide index could not give them: {report.index_error})" if report.index_error else ""
+        print(f"from PyPI: {', '.join(report.from_pypi)}{why}")
+    for name, why in report.failed.items():
+        print(f"sandbox-kernel mirror: could not get {name}: {why}", file=sys.stderr)
+    print(f"Use it with: --SandboxKernel.pyodide_index={folder}  (or c.SandboxKernel.pyodide_index = {str(folder)!r})")
+    return 1 if report.failed else 0
+
+
 def _doctor(args: argparse.Namespace) -> int:
     from .doctor import main as doctor
 
@@ -127,7 +149,17 @@ def _doctor(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
-    if not argv or argv[0] not in {"install", "fetch", "run", "compare", "doctor", "--version", "-h", "--help"}:
+    if not argv or argv[0] not in {
+        "install",
+        "fetch",
+        "run",
+        "compare",
+        "mirror",
+        "doctor",
+        "--version",
+        "-h",
+        "--help",
+    }:
         # Kernel launch: `sandbox-kernel -f {connection_file} [--SandboxKernel.x=...]`.
         if argv and argv[0] == "kernel":
             argv = argv[1:]
@@ -168,6 +200,11 @@ def main(argv: list[str] | None = None) -> None:
     cmp.add_argument("--setting", action="append", help="a kernel setting for this run, e.g. cell_timeout=30")
     cmp.add_argument("--output", help="also write the report (markdown) to this file")
     cmp.set_defaults(func=_compare)
+    mirror = sub.add_parser("mirror", help="build a local Pyodide index folder (pyodide_index) for offline machines")
+    mirror.add_argument("folder", help="the folder to fill (created; what is already there is kept)")
+    mirror.add_argument("names", nargs="*", help="packages, with their dependencies (default: all the index has)")
+    mirror.add_argument("--index", help="the Pyodide index to copy from (default: Pyodide's CDN); PyPI fills gaps")
+    mirror.set_defaults(func=_mirror)
     doctor = sub.add_parser("doctor", help="check Deno, the cache, the kernelspec and the OS layers in force")
     doctor.set_defaults(func=_doctor)
     args = parser.parse_args(argv)

@@ -103,7 +103,8 @@ class SandboxKernel(Kernel):
         None, allow_none=True, help="A local folder of wheels to resolve `packages` from (offline)."
     ).tag(config=True)
     pyodide_index = Unicode(
-        help="Where Pyodide's compiled packages (numpy, ...) come from: a URL or a local folder with pyodide-lock.json. "
+        help="Where Pyodide's compiled packages (numpy, ...) come from: an http(s) URL, a file:// URL or a local "
+        "folder, each with its pyodide-lock.json (without one, Pyodide's own lock names the files). "
         "Default: the CDN of the pinned Pyodide version."
     ).tag(config=True)
     spare_sandbox = Bool(
@@ -359,18 +360,22 @@ class SandboxKernel(Kernel):
         """Wheels for `packages` and the Pyodide index, both resolved on the host (cached)."""
         await self._ensure_pyodide(thorough=not self._pyodide_verified)
         self._pyodide_verified = True
-        extra: dict[str, Any] = {"extra_wheels": [], "extra_read": []}
-        if self.packages:
-            wheelhouse = Path(self.wheelhouse) if self.wheelhouse else None
-            folder, wheels = await packages.preinstall_wheels(list(self.packages), wheelhouse, self._say)
-            extra = {"extra_wheels": wheels, "extra_read": [folder]}
         if self._pyodide_index is None:
             digest = hashlib.sha256(self.pyodide_index.encode()).hexdigest()[:12]
             cache = paths.cache_dir() / "pyodide-packages" / paths.pyodide_version() / digest
             bundled = paths.pyodide_dir(provision.deno_dir()) / "pyodide-lock.json"
             self._pyodide_index = await asyncio.to_thread(packages.PyodideIndex, self.pyodide_index, cache, bundled)
             await asyncio.to_thread(cache.mkdir, parents=True, exist_ok=True)
+            for note in self._pyodide_index.notes:
+                self.log.warning("SandboxKernel.pyodide_index: %s; using Pyodide's own lock file", note)
         index = self._pyodide_index
+        extra: dict[str, Any] = {"extra_wheels": [], "extra_read": []}
+        if self.packages:
+            wheelhouse = Path(self.wheelhouse) if self.wheelhouse else None
+            folder, wheels = await packages.preinstall_wheels(
+                list(self.packages), wheelhouse, self._say, index.abi_version
+            )
+            extra = {"extra_wheels": wheels, "extra_read": [folder]}
         extra["extra_read"].append(index.cache)
         extra["pyodide_lock"] = index.lock_text
         extra["pyodide_packages"] = index.cache

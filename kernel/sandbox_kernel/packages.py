@@ -13,6 +13,8 @@ import re
 import shutil
 import sys
 import tempfile
+import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -21,11 +23,20 @@ from typing import Any
 from . import paths
 
 GUEST_PYTHON = "3.14"
+ABI_TAG = "cp314"
 FETCH_TIMEOUT = 15.0  # seconds per Pyodide package download
 
 
 class PackageError(RuntimeError):
     """A package that cannot be provided; the message says what to do."""
+
+
+class IndexFetchError(PackageError):
+    """A file the Pyodide index could not give; `reason` is the short why (for reports that list many)."""
+
+    def __init__(self, message: str, reason: str) -> None:
+        super().__init__(message)
+        self.reason = reason
 
 
 def default_pyodide_index() -> str:
@@ -38,11 +49,17 @@ def is_guest_wheel(name: str) -> bool:
     return len(tags) == 3 and (tags[1:] == ["none", "any"] or "emscripten" in tags[2])
 
 
-async def _pip_download(specs: list[str], wheelhouse: Path | None, target: Path) -> tuple[int, str]:
+def guest_platform(abi_version: str) -> str:
+    """The PEP 783 platform tag of wheels built for the guest's Pyodide ABI (from its lock file's info)."""
+    return f"pyemscripten_{abi_version}_wasm32"
+
+
+async def pip_download(specs: list[str], wheelhouse: Path | None, target: Path, abi_version: str) -> tuple[int, str]:
+    """pip download of pure wheels and of wheels for the guest's Pyodide ABI (PEP 783), for CPython 3.14."""
     argv = [
         sys.executable, "-m", "pip", "download", "--quiet", "--only-binary=:all:",
-        "--python-version", GUEST_PYTHON, "--implementation", "py", "--abi", "none", "--platform", "any",
-        "-d", str(target), *specs,
+        "--python-version", GUEST_PYTHON, "--implementation", "cp", "--abi", "none", "--abi", ABI_TAG,
+        "--abi", "abi3", "--platform", "any", "--platform", guest_platform(abi_version), "-d", str(target), *specs,
     ]  # fmt: skip
     if wheelhouse is not None:
         argv[4:4] = ["--no-index", "--find-links", str(wheelhouse)]
@@ -68,41 +85,137 @@ def _finish(staging: Path, folder: Path) -> list[Path]:
 
 
 async def preinstall_wheels(
-    specs: list[str], wheelhouse: Path | None, say: Callable[[str], None]
+    specs: list[str], wheelhouse: Path | None, say: Callable[[str], None], abi_version: str
 ) -> tuple[Path, list[Path]]:
     """Wheels (with dependencies) for `SandboxKernel.packages`, cached by the request's digest."""
-    key = json.dumps({"specs": specs, "wheelhouse": str(wheelhouse) if wheelhouse else None}, sort_keys=True)
+    request = {"specs": specs, "wheelhouse": str(wheelhouse) if wheelhouse else None, "abi": abi_version}
+    key = json.dumps(request, sort_keys=True)
     folder = paths.cache_dir() / "packages" / hashlib.sha256(key.encode()).hexdigest()[:16]
     if (folder / ".complete").is_file():
         return folder, sorted(folder.glob("*.whl"))
     say(f"sandbox-kernel: resolving SandboxKernel.packages {specs} on the host into {folder}")
     folder.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=".download-", dir=folder.parent))
-    code, out = await _pip_download(specs, wheelhouse, staging)
+    code, out = await pip_download(specs, wheelhouse, staging, abi_version)
     if code != 0:
         shutil.rmtree(staging, ignore_errors=True)
         where = f"the wheelhouse {wheelhouse}" if wheelhouse else "the package index"
         raise PackageError(
-            f"SandboxKernel.packages {specs}: no pure-Python (py3-none-any) wheels found in {where} for all of "
-            "them and their dependencies. Compiled packages need Pyodide builds: import them and they load from "
-            f"SandboxKernel.pyodide_index.\npip said: {out.strip()[-1500:]}"
+            f"SandboxKernel.packages {specs}: no pure-Python (py3-none-any) or Pyodide ({guest_platform(abi_version)}) "
+            f"wheels found in {where} for all of them and their dependencies. Other compiled packages need Pyodide "
+            f"builds: import them and they load from SandboxKernel.pyodide_index.\npip said: {out.strip()[-1500:]}"
         )
     return folder, await asyncio.to_thread(_finish, staging, folder)
 
 
+LOCK_NAME = "pyodide-lock.json"
+LOCK_TIMEOUT = 10.0  # seconds to read a mirror's lock file at sandbox start
+_FILE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]*")
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+
+
+def _index_location(value: str) -> tuple[str, Path | None]:
+    """(source as shown, local folder or None) for SandboxKernel.pyodide_index; a bad value is a PackageError."""
+    if value.startswith(("http://", "https://")):
+        return (value if value.endswith("/") else value + "/"), None
+    if value.startswith("file:"):
+        parts = urllib.parse.urlsplit(value)
+        if parts.netloc not in ("", "localhost"):
+            raise PackageError(
+                f"SandboxKernel.pyodide_index {value!r}: a file:// URL must name a folder on this machine"
+            )
+        folder = Path(urllib.request.url2pathname(parts.path))
+    elif "://" in value:
+        raise PackageError(
+            f"SandboxKernel.pyodide_index {value!r}: use an http:// or https:// URL, a file:// URL or a folder"
+        )
+    else:
+        folder = Path(value).expanduser()
+    if not folder.is_dir():
+        raise PackageError(
+            f"SandboxKernel.pyodide_index: {str(folder)!r} is not a folder. It should hold Pyodide packages and "
+            f"their {LOCK_NAME}; set it to such a folder or URL, or remove the setting to use Pyodide's CDN."
+        )
+    return str(folder), folder
+
+
+def _checked_lock(text: str, source: str, bundled: dict[str, Any]) -> dict[str, Any]:
+    """The parsed lock file, refused (PackageError) unless its entries are safe to use as file names and hashes."""
+    where = f"the {LOCK_NAME} of SandboxKernel.pyodide_index {source}"
+    try:
+        lock = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise PackageError(f"{where} is not valid JSON ({exc})") from None
+    entries = lock.get("packages") if isinstance(lock, dict) else None
+    if not isinstance(entries, dict):
+        raise PackageError(f"{where} has no 'packages' object: it is not a Pyodide lock file")
+    for name, pkg in entries.items():
+        ok = isinstance(pkg, dict) and _FILE_NAME.fullmatch(str(pkg.get("file_name", ""))) is not None
+        if not ok or not _SHA256.fullmatch(str(pkg.get("sha256", ""))):
+            raise PackageError(f"{where}: package {name!r} needs a plain file_name and a sha256 (64 hex digits)")
+    want = (bundled.get("info") or {}).get("abi_version")
+    have = (lock.get("info") or {}).get("abi_version")
+    if want and have and have != want:
+        raise PackageError(
+            f"{where} is for Pyodide ABI {have}; this kernel's Pyodide {paths.pyodide_version()} needs ABI {want}"
+        )
+    return lock
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
 class PyodideIndex:
-    """Pyodide's compiled packages: the lock file says what exists, files are fetched on the host."""
+    """Pyodide's compiled packages: the lock file says what exists, files are fetched on the host.
+
+    `source` is an http(s) URL, a `file://` URL or a folder. The index's own `pyodide-lock.json` is used
+    when it has one (Pyodide's bundled lock otherwise, noted in `notes`); every file is checked against
+    the lock's sha256 each time it is used, so a changed or damaged cached file is fetched again.
+    """
 
     def __init__(self, source: str, cache: Path, bundled_lock: Path) -> None:
-        self.source = source if source.endswith("/") or not source.startswith(("http://", "https://")) else source + "/"
+        self.source, self.local = _index_location(source)
         self.cache = cache
-        self.local = None if self.source.startswith(("http://", "https://")) else Path(self.source)
-        own_lock = self.local / "pyodide-lock.json" if self.local else None
-        self.lock_path = own_lock if own_lock and own_lock.is_file() else bundled_lock
-        self.lock_text = self.lock_path.read_text()  # handed to every sandbox start as it is
-        self.lock: dict[str, Any] = json.loads(self.lock_text)
+        self.notes: list[str] = []
+        bundled_text = bundled_lock.read_text()
+        bundled = json.loads(bundled_text)
+        self.abi_version: str = (bundled.get("info") or {}).get("abi_version", "")  # the runtime's ABI
+        own = self._own_lock(source, bundled_text)
+        self.lock_text = own if own is not None else bundled_text  # handed to every sandbox start as it is
+        self.lock: dict[str, Any] = _checked_lock(self.lock_text, self.source, bundled)
         self.packages: dict[str, dict[str, Any]] = self.lock["packages"]
         self.by_import = {imp: name for name, pkg in self.packages.items() for imp in pkg.get("imports", [])}
+
+    def _own_lock(self, value: str, bundled_text: str) -> str | None:
+        """The index's pyodide-lock.json, or None (with a note) where it has none."""
+        if self.local is not None:
+            own = self.local / LOCK_NAME
+            if own.is_file():
+                return own.read_text()
+        elif value.rstrip("/") == default_pyodide_index().rstrip("/"):
+            return bundled_text  # the CDN of the pinned version: its lock is the one Pyodide ships
+        else:
+            try:
+                with urllib.request.urlopen(self.source + LOCK_NAME, timeout=LOCK_TIMEOUT) as resp:
+                    return resp.read().decode()
+            except urllib.error.HTTPError as exc:
+                if exc.code != 404:
+                    self.notes.append(f"could not read {self.source}{LOCK_NAME} (HTTP {exc.code})")
+                    return None
+            except (OSError, UnicodeDecodeError) as exc:
+                self.notes.append(f"could not read {self.source}{LOCK_NAME} ({type(exc).__name__}: {exc})")
+                return None
+        self.notes.append(f"{self.source} has no {LOCK_NAME}")
+        return None
+
+    def describe_lock(self) -> str:
+        why = "; ".join(self.notes)
+        return f" ({why}: its packages were looked up in Pyodide's own lock file)" if why else ""
 
     def canonical(self, spec: str) -> str:
         """The lock file's name for a requirement like 'Attrs>=23' (PEP 503 normalised)."""
@@ -120,34 +233,44 @@ class PyodideIndex:
             todo.extend(self.packages[name].get("depends", []))
         return seen
 
-    def missing_files(self, names: Iterable[str]) -> list[dict[str, Any]]:
-        return [
-            self.packages[n] for n in self.closure(names) if not (self.cache / self.packages[n]["file_name"]).is_file()
-        ]
-
     def fetch(self, names: list[str]) -> None:
-        """Put the files of `names` (and their dependencies) into the cache, checking sha256."""
+        """Have the files of `names` (and their dependencies) in the cache, each matching the lock's sha256.
+
+        A cached file is hashed at every use: one that changed (a damaged cache, or an index whose file
+        changed under the same name) is fetched again rather than loaded.
+        """
         self.cache.mkdir(parents=True, exist_ok=True)
-        for pkg in self.missing_files(names):
-            file_name = pkg["file_name"]
-            try:
-                if self.local is not None:
-                    data = (self.local / file_name).read_bytes()
-                else:
-                    with urllib.request.urlopen(self.source + file_name, timeout=FETCH_TIMEOUT) as resp:
-                        data = resp.read()
-            except OSError as exc:
-                raise PackageError(
-                    f"{pkg['name']} is provided by the Pyodide index, and it could not be fetched from "
-                    f"{self.source} ({type(exc).__name__}: {exc}). The kernel fetches these on the host, outside the "
-                    "sandbox, so SandboxKernel.allow_net does not apply: set SandboxKernel.pyodide_index to a "
-                    "reachable mirror URL or a local folder holding the Pyodide packages (with their pyodide-lock.json)."
-                ) from None
+        for name in self.closure(names):
+            pkg = self.packages[name]
+            cached = self.cache / pkg["file_name"]
+            if cached.is_file():
+                if _sha256(cached) == pkg["sha256"]:
+                    continue
+                cached.unlink()
+            data = self._download(pkg)
             digest = hashlib.sha256(data).hexdigest()
             if digest != pkg["sha256"]:
                 raise PackageError(
-                    f"{file_name} from {self.source} has sha256 {digest}, but the lock file says {pkg['sha256']}"
+                    f"{pkg['file_name']} from {self.source} has sha256 {digest}, but the lock file says "
+                    f"{pkg['sha256']}{self.describe_lock()}"
                 )
-            partial = self.cache / f".{file_name}.part"
+            partial = self.cache / f".{pkg['file_name']}.part"
             partial.write_bytes(data)
-            partial.rename(self.cache / file_name)
+            partial.rename(cached)
+
+    def _download(self, pkg: dict[str, Any]) -> bytes:
+        try:
+            if self.local is not None:
+                return (self.local / pkg["file_name"]).read_bytes()
+            with urllib.request.urlopen(self.source + pkg["file_name"], timeout=FETCH_TIMEOUT) as resp:
+                return resp.read()
+        except OSError as exc:
+            reason = f"{type(exc).__name__}: {exc}"
+            raise IndexFetchError(
+                f"{pkg.get('name', pkg['file_name'])} is provided by the Pyodide index, and it could not be fetched from "
+                f"{self.source} ({reason}){self.describe_lock()}. The kernel fetches these on the "
+                "host, outside the sandbox, so SandboxKernel.allow_net does not apply: set "
+                "SandboxKernel.pyodide_index to a reachable mirror URL or a local folder holding the Pyodide packages "
+                "(with their pyodide-lock.json), e.g. one made by `sandbox-kernel mirror DIR NAME...`.",
+                reason,
+            ) from None

@@ -164,9 +164,11 @@ def test_infinite_recursion_is_an_error_or_a_clean_restart(limited, code):
     _, kc = limited
     run = attack(kc, code, timeout=120)
     ename, evalue = error(run)
-    assert ename in ("RecursionError", "JsException", "SandboxRestarted"), evalue
-    if ename == "SandboxRestarted":
-        assert "restarted" in evalue
+    # A raised recursion limit sometimes recurses for 30-60 s before the JS stack overflows (seen before this
+    # test's last change too): then cell_timeout stops it, which is a clean restart as well.
+    assert ename in ("RecursionError", "JsException", "SandboxRestarted", "SandboxTimeout"), evalue
+    if ename in ("SandboxRestarted", "SandboxTimeout"):
+        assert "the sandbox was restarted" in evalue
 
 
 # ---- Deno's own stdout: only logged, never parsed -- and never able to block the kernel -------------

@@ -152,14 +152,21 @@ async def _execute(req: dict[str, Any]) -> dict[str, Any]:
         shell.showtraceback()
         error = shell.last_error or {"ename": type(exc).__name__, "evalue": str(exc), "traceback": []}
         return {"status": "error", **error, "user_expressions": {}, "payload": []}
-    result = await shell.run_cell_async(
-        code,
-        store_history=bool(req.get("store_history")),
-        silent=bool(req.get("silent")),
-        transformed_cell=transformed,
-        preprocessing_exc_tuple=preprocessing_exc,
-        cell_id=req.get("cell_id"),
-    )
+    silent = bool(req.get("silent"))
+    result = None
+    try:
+        result = await shell.run_cell_async(
+            code,
+            store_history=bool(req.get("store_history")),
+            silent=silent,
+            transformed_cell=transformed,
+            preprocessing_exc_tuple=preprocessing_exc,
+            cell_id=req.get("cell_id"),
+        )
+    finally:  # as ipykernel does around run_cell_async (only run_cell triggers them): inline plots flush here
+        shell.events.trigger("post_execute")
+        if not silent:
+            shell.events.trigger("post_run_cell", result)
     _host.flush_streams()
     if result.success:
         reply: dict[str, Any] = {"status": "ok"}
@@ -238,6 +245,8 @@ def _configure(req: dict[str, Any]) -> dict[str, Any]:
     assert _shell is not None
     guards.install(req)
     os.environ.pop("_", None)  # the snapshot builder's command (a host path), not the guest's business
+    # As ipykernel does: matplotlib, once imported, draws inline with no setup cell.
+    os.environ.setdefault("MPLBACKEND", "module://matplotlib_inline.backend_inline")
     _shell.user_ns.pop("_pyodide_core", None)  # Pyodide's bootstrap leaves it in __main__; sys.modules keeps it
     if req.get("cwd"):
         os.chdir(req["cwd"])  # SandboxKernel.working_folder: the kernel's folder, mounted

@@ -11,6 +11,7 @@ import errno
 import io
 import os
 import sys
+import sysconfig
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
@@ -233,7 +234,9 @@ def install(config: dict[str, Any]) -> None:
     LIMITS.mounts = list(config.get("mounts") or [])
     LIMITS.allow_net = list(config.get("allow_net") or [])
     LIMITS.memory_limit_mb = int(config.get("memory_limit_mb") or 0)
-    LIMITS.own_roots = tuple(sorted({*os.listdir("/"), "tmp", "home", "lib", "dev", "proc"}))
+    # "share" (and the like) under sys.prefix: where wheels' data files (`*.data/data/share/...`) install.
+    data_root = sysconfig.get_path("data").strip("/").split("/")[0]
+    LIMITS.own_roots = tuple(sorted({*os.listdir("/"), "tmp", "home", "lib", "dev", "proc", "share", data_root} - {""}))
     if first:
         sys.addaudithook(_audit)
         _guard_open()

@@ -102,8 +102,14 @@ def _blocked_hosts(index_urls: list[str] | None) -> list[str]:
 async def pip_install(specs: list[str], index_urls: list[str] | None = None, pre: bool = False) -> None:
     import micropip
 
-    await load_packages({"packages": specs})  # those in Pyodide's lock file come from its index, via the host
     blocked = _blocked_hosts(index_urls)
+    if not index_urls:  # an index named on the line is used as asked; otherwise Pyodide's index comes first
+        try:
+            await load_packages({"packages": specs})  # those in Pyodide's lock file, fetched by the host
+        except PackageLoadError:
+            if blocked:
+                raise
+            # the sandbox may reach PyPI itself: micropip tries there
     if blocked:
         raise PackageLoadError(
             f"%pip needs network access to the package index, which the sandbox does not have: allow "

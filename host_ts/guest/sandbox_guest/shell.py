@@ -166,7 +166,12 @@ class SandboxShell(InteractiveShell):
         raise no_shell(f"!!{cmd}")
 
     def enable_gui(self, gui: str | None = None) -> None:
-        raise RuntimeError("GUI event loops are not available in the sandbox")
+        """No event loop is needed for inline output (`%matplotlib inline` asks for none); others cannot run here."""
+        if gui in (None, "inline"):
+            return
+        raise RuntimeError(
+            f"the {gui!r} GUI event loop is not available in the sandbox (no windows); use `%matplotlib inline`"
+        )
 
 
 def make_shell() -> SandboxShell:

@@ -1,0 +1,1 @@
+"""Stand-in matplotlib.backends."""
