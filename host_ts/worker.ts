@@ -1,3 +1,5 @@
+/// <reference no-default-lib="true" />
+/// <reference lib="deno.worker" />
 /**
  * Pyodide worker of the sandbox host. Guest code runs here.
  *
@@ -135,7 +137,8 @@ async function start(init: Extract<Message, { type: "init" }>): Promise<void> {
       const bytes = await Deno.readFile(init.snapshot);
       pyodide = await withMemoryAtLeast(
         bytes.length,
-        () => loadPyodide({ ...options, _loadSnapshot: bytes } as typeof options),
+        // _loadSnapshot: Pyodide's (underscored) option for restoring a memory snapshot; not in its types.
+        () => loadPyodide({ ...options, _loadSnapshot: bytes } as unknown as typeof options),
       );
       restored = true;
     } catch (err) {

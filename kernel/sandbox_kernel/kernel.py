@@ -276,7 +276,7 @@ class SandboxKernel(Kernel):
         }
 
     # ---- execution count (as IPython counts: only cells stored in history) ------------
-    @property  # type: ignore[override]
+    @property
     def execution_count(self) -> int:
         """The number the next stored cell gets (what execute_input shows)."""
         return self._next_count
@@ -626,7 +626,7 @@ class SandboxKernel(Kernel):
             metadata["sandbox_kernel"] = self._reply_metadata
         return metadata
 
-    async def do_execute(  # type: ignore[override]
+    async def do_execute(
         self,
         code: str,
         silent: bool,
@@ -749,14 +749,14 @@ class SandboxKernel(Kernel):
             self.log.warning("%s failed: %s", op, exc)
             return fallback
 
-    async def do_complete(self, code: str, cursor_pos: int | None) -> dict[str, Any]:  # type: ignore[override]
+    async def do_complete(self, code: str, cursor_pos: int | None) -> dict[str, Any]:
         pos = len(code) if cursor_pos is None else cursor_pos
         empty = {"status": "ok", "matches": [], "cursor_start": pos, "cursor_end": pos, "metadata": {}}
         return await self._simple_request("complete", {"code": code, "cursor_pos": pos}, empty)
 
     async def do_inspect(
         self, code: str, cursor_pos: int | None, detail_level: int = 0, omit_sections: Any = ()
-    ) -> dict[str, Any]:  # type: ignore[override]
+    ) -> dict[str, Any]:
         payload = {
             "code": code,
             "cursor_pos": cursor_pos,
@@ -768,7 +768,7 @@ class SandboxKernel(Kernel):
         )
         return {**reply, "data": self._sanitizer.bundle(reply["data"]).data}
 
-    async def do_is_complete(self, code: str) -> dict[str, Any]:  # type: ignore[override]
+    async def do_is_complete(self, code: str) -> dict[str, Any]:
         return await self._simple_request("is_complete", {"code": code}, {"status": "unknown"})
 
     async def do_history(
@@ -783,7 +783,7 @@ class SandboxKernel(Kernel):
         pattern: str | None = None,
         unique: bool = False,
         **kwargs: Any,
-    ) -> dict[str, Any]:  # type: ignore[override]
+    ) -> dict[str, Any]:
         try:
             history = self._history.query(hist_access_type, output, raw, session, start, stop, n, pattern, unique)
         except ValueError as exc:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import re
-from typing import Any, ClassVar
+from typing import Any
 
 from ipykernel.kernelapp import IPKernelApp
 from jupyter_core.paths import jupyter_config_path
@@ -23,8 +23,9 @@ class SandboxKernelApp(IPKernelApp):
     """Runs SandboxKernel; settings from the command line and sandbox_kernel_config.py/.json."""
 
     name = "sandbox-kernel"
-    kernel_class = Type(SandboxKernel, klass="ipykernel.kernelbase.Kernel").tag(config=True)
-    classes: ClassVar[list[type]] = [*IPKernelApp.classes, SandboxKernel]
+    # traitlets declarations: mypy sees the trait object where IPKernelApp's annotations name its value
+    kernel_class = Type(SandboxKernel, klass="ipykernel.kernelbase.Kernel").tag(config=True)  # type: ignore[assignment]
+    classes = [*IPKernelApp.classes, SandboxKernel]  # noqa: RUF012 (traitlets' Application.classes)
 
     def load_config_file(self, *args: Any, **kwargs: Any) -> None:
         """Read sandbox_kernel_config.{py,json} from every Jupyter config directory."""

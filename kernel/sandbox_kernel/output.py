@@ -9,6 +9,11 @@ from typing import Any
 
 FLUSH_INTERVAL = 0.05  # seconds: stream text reaches the frontend at least this often
 RESULT_TEXT_CHARS = 10_000  # of an execute_result's text/plain, kept for history's output
+# What each guest message costs on top of its content: a Jupyter message's header, parent header and
+# signature take about this much. Counting it keeps a flood of tiny messages (clear_output in a loop)
+# within the budget in messages too, well below IOPub's high-water mark, where ZMQ would drop messages
+# (and with them the truncation notice) silently.
+ENVELOPE_BYTES = 256
 
 # send(msg_type, content, metadata): metadata is the message's own, which only the kernel sets.
 Send = Callable[[str, dict[str, Any], dict[str, Any]], None]
@@ -70,7 +75,7 @@ class OutputRouter:
 
     def publish(self, msg_type: str, content: dict[str, Any]) -> bool:
         """A guest IOPub message (already checked and cleaned); False if it was over the budget."""
-        if not self.spend(size_of(content)):
+        if not self.spend(size_of(content) + ENVELOPE_BYTES):
             return False
         self.flush()
         if msg_type == "execute_result":

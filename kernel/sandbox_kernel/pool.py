@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any
 
 from .sandbox import SandboxProcess
 from .supervision import StopCause
 
-Launch = Callable[[], Awaitable[SandboxProcess]]
+Launch = Callable[[], Coroutine[Any, Any, SandboxProcess]]
 Prepare = Callable[[SandboxProcess], Awaitable[None]]
 
 

@@ -92,7 +92,7 @@ def load_directory(folder: Path) -> list[Skill]:
     """Every `*.py` in `folder`: each class named `...Skill` becomes a skill."""
     if not folder.is_dir():
         raise SkillLoadError(f"SandboxKernel.skills_path {str(folder)!r} is not a directory")
-    skills = []
+    skills: list[Skill] = []
     for path in sorted(folder.glob("*.py")):
         module_name = f"sandbox_kernel_skills_{path.stem}"
         spec = importlib.util.spec_from_file_location(module_name, path)
@@ -110,7 +110,7 @@ def load_directory(folder: Path) -> list[Skill]:
 
 def load_entry_points(names: Iterable[Any] | None = None) -> list[Skill]:
     """Skills published by installed packages under the `sandbox_kernel.skills` group."""
-    skills = []
+    skills: list[Skill] = []
     for ep in names if names is not None else entry_points(group=ENTRY_POINT_GROUP):
         try:
             obj = ep.load()
@@ -123,7 +123,7 @@ def load_entry_points(names: Iterable[Any] | None = None) -> list[Skill]:
 
 def load_configured(names: Iterable[str]) -> list[Skill]:
     """SandboxKernel.skills: shipped examples by name, or import paths of classes or modules."""
-    skills = []
+    skills: list[Skill] = []
     for name in names:
         path = SHIPPED.get(name, name)
         module_name, _, attribute = path.rpartition(".")

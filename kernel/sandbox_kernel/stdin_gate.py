@@ -13,14 +13,20 @@ from jupyter_client.session import Session
 async def _readable(sock: zmq.Socket[Any]) -> None:
     """Wait, without blocking the event loop, until `sock` has a message."""
     loop = asyncio.get_running_loop()
-    fd = sock.getsockopt(zmq.FD)
-    while not sock.getsockopt(zmq.EVENTS) & zmq.POLLIN:  # also re-arms zmq's edge-triggered FD
+    fd = _int_option(sock, zmq.FD)
+    while not _int_option(sock, zmq.EVENTS) & zmq.POLLIN:  # also re-arms zmq's edge-triggered FD
         ready: asyncio.Future[None] = loop.create_future()
         loop.add_reader(fd, _set, ready)
         try:
             await ready
         finally:
             loop.remove_reader(fd)
+
+
+def _int_option(sock: zmq.Socket[Any], option: int) -> int:
+    value = sock.getsockopt(option)
+    assert isinstance(value, int)  # FD and EVENTS are integer options
+    return value
 
 
 def _set(future: asyncio.Future[None]) -> None:
@@ -56,6 +62,7 @@ class StdinGate:
                 ident=ident,
                 metadata=metadata or {},
             )
+            assert sent is not None  # Session.send returns None only when sending nothing
             asked = sent["header"]["msg_id"]
             while True:
                 await _readable(self.socket)

@@ -23,7 +23,9 @@ class ShellUnavailableError(RuntimeError):
         return [f"{type(self).__name__}: {self}"]
 
 
-_PIP_INSTALL = re.compile(r"^!!?\s*(?:(?:\S*python[0-9.]*|\{sys\.executable\})\s+)?(?:-m\s+)?pip3?\s+install\s+(?P<args>.+)$")
+_PIP_INSTALL = re.compile(
+    r"^!!?\s*(?:(?:\S*python[0-9.]*|\{sys\.executable\})\s+)?(?:-m\s+)?pip3?\s+install\s+(?P<args>.+)$"
+)
 
 
 def no_shell(what: str) -> ShellUnavailableError:

@@ -1,0 +1,42 @@
+"""Static checks, so that CI fails on a lint, format or type error in either language.
+
+ruff (lint and format) over the repository, mypy over kernel/, and deno check, lint and fmt over host_ts/.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from sandbox_kernel import paths, provision
+
+REPO = Path(__file__).resolve().parents[2]
+HOST = REPO / "host_ts"
+TS_FILES = sorted(p.name for p in HOST.glob("*.ts"))
+
+
+def passes(argv: list[str], cwd: Path, env: dict[str, str] | None = None) -> None:
+    done = subprocess.run(argv, cwd=cwd, capture_output=True, text=True, timeout=300, env=env)
+    assert done.returncode == 0, f"{' '.join(argv)} failed:\n{done.stdout}\n{done.stderr}"
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["ruff", "check", "."], ["ruff", "format", "--check", "."], ["mypy"]],
+    ids=["ruff-check", "ruff-format", "mypy"],
+)
+def test_python(argv):
+    passes([sys.executable, "-m", *argv], REPO)
+
+
+@pytest.mark.parametrize(
+    "argv", [["check", *TS_FILES], ["lint"], ["fmt", "--check"]], ids=["deno-check", "deno-lint", "deno-fmt"]
+)
+def test_typescript(argv):
+    """With the kernel's own Deno cache (the pinned Pyodide's types are there after `sandbox-kernel fetch`)."""
+    env = {**os.environ, "DENO_DIR": str(provision.deno_dir()), "NO_COLOR": "1"}
+    passes([paths.deno_executable(), *argv], HOST, env)
