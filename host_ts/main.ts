@@ -242,9 +242,6 @@ function handleRequest(id: number, req: Record<string, unknown>): void {
       Atomics.notify(replyCtrl, 0);
       return;
     }
-    case "shutdown":
-      Deno.exit(0);
-      return;
     default:
       worker.postMessage({ type: "request", id, json: JSON.stringify(req) }); // this realm's JSON is safe
   }

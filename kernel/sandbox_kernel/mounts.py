@@ -28,9 +28,6 @@ class Mount:
     suffixes: tuple[str, ...] = ()  # allowed file suffixes when writing ('' = any)
     max_file_bytes: int | None = None
 
-    def describe(self) -> str:
-        return f"{self.guest} ({'rw' if self.writable else 'ro'})"
-
 
 def parse(spec: str, base: Path, limits: dict[str, dict] | None = None) -> Mount:
     """`host:guest[:ro|rw]` (default ro); host is relative to `base` unless absolute."""
