@@ -357,9 +357,10 @@ class SandboxKernel(Kernel):
         print(message, file=sys.__stderr__, flush=True)
 
     async def _package_options(self) -> dict[str, Any]:
-        """Wheels for `packages` and the Pyodide index, both resolved on the host (cached)."""
-        await self._ensure_pyodide(thorough=not self._pyodide_verified)
+        """Pyodide, the guest's wheels, `packages` and the Pyodide index: provisioned on the host (cached)."""
+        pyodide_dir = await self._ensure_pyodide(thorough=not self._pyodide_verified)
         self._pyodide_verified = True
+        guest_site = await provision.ensure_guest_site(self._say)
         if self._pyodide_index is None:
             digest = hashlib.sha256(self.pyodide_index.encode()).hexdigest()[:12]
             cache = paths.cache_dir() / "pyodide-packages" / paths.pyodide_version() / digest
@@ -369,13 +370,15 @@ class SandboxKernel(Kernel):
             for note in self._pyodide_index.notes:
                 self.log.warning("SandboxKernel.pyodide_index: %s; using Pyodide's own lock file", note)
         index = self._pyodide_index
-        extra: dict[str, Any] = {"extra_wheels": [], "extra_read": []}
+        extra: dict[str, Any] = {
+            "pyodide_dir": pyodide_dir, "guest_site": guest_site, "extra_wheels": [], "extra_read": [],
+        }  # fmt: skip
         if self.packages:
             wheelhouse = Path(self.wheelhouse) if self.wheelhouse else None
             folder, wheels = await packages.preinstall_wheels(
                 list(self.packages), wheelhouse, self._say, index.abi_version
             )
-            extra = {"extra_wheels": wheels, "extra_read": [folder]}
+            extra.update(extra_wheels=wheels, extra_read=[folder])
         extra["extra_read"].append(index.cache)
         extra["pyodide_lock"] = index.lock_text
         extra["pyodide_packages"] = index.cache
@@ -406,10 +409,10 @@ class SandboxKernel(Kernel):
         """The largest guest event the host passes on: a cell's whole output budget, or a request."""
         return max(self.max_output_bytes, self._request_bytes) + (64 << 10)
 
-    async def _ensure_pyodide(self, thorough: bool, problems: list[str] | None = None) -> None:
+    async def _ensure_pyodide(self, thorough: bool, problems: list[str] | None = None) -> Path:
         """The cached Pyodide, checked (contents too with `thorough`) and fetched again if damaged; one at a time."""
         async with self._pyodide_lock:
-            await provision.ensure_pyodide(self._say, thorough, problems)
+            return await provision.ensure_pyodide(self._say, thorough, problems)
 
     async def _launch(self) -> SandboxProcess:
         """A started and configured sandbox (not yet the kernel's current one).

@@ -1,7 +1,8 @@
-"""One launch spec: every path, permission and limit of a sandbox process, decided in one place.
+"""One launch plan: every path, permission and limit of a sandbox process, decided once per sandbox.
 
-Deno's flags, the worker's permissions and the OS layers' allow-lists all come from the same lists
-here, so the two walls always agree on what the sandbox may touch.
+Deno's command line, the worker's permissions and the OS layers' allow-lists are all made from one
+`LaunchPlan` value, so the two walls always agree on what the sandbox may touch. README's "exact command
+line" is checked against `deno_argv` by tests/unit/test_readme_command_line.py.
 """
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ from __future__ import annotations
 import os
 import struct
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -29,11 +30,22 @@ NETWORK_READ = (
 )  # fmt: skip
 LAUNCHER = Path(__file__).resolve().parent / "oslayers" / "launch.py"
 TEST_DENO_ALL = "SANDBOX_KERNEL_TEST_DENO_ALL"  # tests only: Deno's own checks off, to test the OS layers alone
+# V8 and Deno map about 1.1 GiB of writable memory before any guest code runs (measured here).
+DATA_BASELINE_MB = 1280
 
 
-@dataclass
+def data_limit_mb(memory_limit_mb: int) -> int:
+    """The OS limit on the sandbox process's writable memory: baseline, wasm memory and JS heap."""
+    return DATA_BASELINE_MB + 2 * memory_limit_mb
+
+
+def _deno_checks_off() -> bool:
+    return os.environ.get(TEST_DENO_ALL) == "1"
+
+
+@dataclass(frozen=True)
 class LaunchPlan:
-    """What one sandbox process may read, write, connect to and run."""
+    """What one sandbox process may read, write, connect to and run; made once per sandbox."""
 
     host: Path  # host_ts/
     pyodide: Path
@@ -44,6 +56,18 @@ class LaunchPlan:
     allow_net: list[str]
     private: Path  # the sandbox's own folder: its socket, and Deno's scratch DENO_DIR
     shared_deno_dir: Path
+    memory_limit_mb: int = 1024
+    v8_flags: list[str] = field(default_factory=list)
+    os_sandbox: str = "auto"  # auto | required | off
+    os_layers: list[str] = field(default_factory=list)
+    deno_checks_off: bool = field(default_factory=_deno_checks_off)
+    net_allowed: list[str] = field(init=False)  # allow_net as Deno takes it
+    net_denied: list[str] = field(init=False)  # private ranges not named by allow_net
+
+    def __post_init__(self) -> None:
+        allowed, denied = netpolicy.deno_flags(self.allow_net)  # checked once, here
+        object.__setattr__(self, "net_allowed", allowed)
+        object.__setattr__(self, "net_denied", denied)
 
     @property
     def socket(self) -> Path:
@@ -67,29 +91,26 @@ class LaunchPlan:
     def worker_write(self) -> list[Path]:
         return [m.host for m in self.mounts if m.writable]
 
-    def net(self) -> tuple[list[str], list[str]]:
-        """(allowed, denied) network entries, as Deno takes them."""
-        return netpolicy.deno_flags(self.allow_net)
+    @property
+    def data_limit(self) -> int:
+        """RLIMIT_DATA for the process, in bytes."""
+        return data_limit_mb(self.memory_limit_mb) << 20
 
-    @staticmethod
-    def deno_checks_off() -> bool:
-        return os.environ.get(TEST_DENO_ALL) == "1"
-
-    def deno_argv(self, memory_limit_mb: int, v8_flags: list[str]) -> list[str]:
+    def deno_argv(self) -> list[str]:
         """The exact Deno command line: least privilege, no prompts, cached code only."""
-        allowed, denied = self.net()
         read = ",".join(str(p) for p in (*self.worker_read, self.socket))
         write = ",".join(str(p) for p in (*self.worker_write, self.socket))
-        net = ",".join([f"unix:{self.socket}", *allowed])
+        net = ",".join([f"unix:{self.socket}", *self.net_allowed])
         flags = [
             f"--allow-read={read}",
             f"--allow-write={write}",
             f"--allow-net={net}",
-            f"--deny-net={','.join(denied)}",
+            f"--deny-net={','.join(self.net_denied)}",
         ]
-        if self.deno_checks_off():
+        if self.deno_checks_off:
             flags = ["--allow-all"]
-        v8 = [f"--wasm-max-mem-pages={memory_limit_mb * 16}", f"--max-old-space-size={memory_limit_mb}", *v8_flags]
+        mb = self.memory_limit_mb
+        v8 = [f"--wasm-max-mem-pages={mb * 16}", f"--max-old-space-size={mb}", *self.v8_flags]
         return [
             paths.deno_executable(), "run", "--no-prompt", "--cached-only", f"--config={self.host / 'deno.json'}",
             "--unstable-worker-options", *flags, "--v8-flags=" + ",".join(v8), str(self.host / "main.ts"),
@@ -100,8 +121,8 @@ class LaunchPlan:
         return {
             "workerRead": [str(p) for p in self.worker_read],
             "workerWrite": [str(p) for p in self.worker_write],
-            "workerNet": self.net()[0],
-            "workerInherits": self.deno_checks_off(),
+            "workerNet": self.net_allowed,
+            "workerInherits": self.deno_checks_off,
         }
 
     def env(self) -> dict[str, str]:
@@ -118,19 +139,20 @@ class LaunchPlan:
         self.scratch_deno_dir.mkdir()
         (self.scratch_deno_dir / "npm").symlink_to(self.shared_deno_dir / "npm")
 
-    def launch_spec(self, mode: str, layers: list[str], data_limit: int, argv: list[str]) -> LaunchSpec:
-        """What the launcher applies before it becomes Deno."""
+    def launch_spec(self) -> LaunchSpec:
+        """What the launcher applies before it becomes Deno (whose command line it carries)."""
+        argv = self.deno_argv()
         deno = os.path.realpath(argv[0])
-        allowed, _ = self.net()
+        allowed = self.net_allowed
         ports = [netpolicy.split_entry(e)[1] for e in allowed]
         system = [*SYSTEM_READ, *(NETWORK_READ if allowed else ())]
         return LaunchSpec(
             argv=argv,
             env=self.env(),
-            mode=mode,
-            layers=layers,
+            mode=self.os_sandbox,
+            layers=list(self.os_layers),
             parent=os.getpid(),
-            data_limit=data_limit,
+            data_limit=self.data_limit,
             read=[*system, *(str(p) for p in (*self.worker_read, self.shared_deno_dir / "npm", self.private))],
             write=[str(p) for p in self.worker_write],
             execute=[deno, *elf_interpreter(deno)],

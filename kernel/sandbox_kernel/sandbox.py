@@ -58,8 +58,10 @@ class SandboxStartError(RuntimeError):
 
 @dataclass
 class SandboxOptions:
-    """Settings of one sandbox process (filled from the kernel's traitlets)."""
+    """Settings of one sandbox process (filled from the kernel's traitlets and its provisioning)."""
 
+    pyodide_dir: Path  # the cached Pyodide, checked by the caller
+    guest_site: Path  # the guest's extracted wheels
     start_timeout: float = 120.0
     ring_bytes: int = 4 << 20
     reply_bytes: int = 1 << 20
@@ -85,15 +87,6 @@ class _Pending:
     listener: GuestListener
     decoders: dict[int, codecs.IncrementalDecoder]
     started: bool = False  # the worker said it began to serve this request
-
-
-# V8 and Deno map about 1.1 GiB of writable memory before any guest code runs (measured here).
-DATA_BASELINE_MB = 1280
-
-
-def data_limit_mb(memory_limit_mb: int) -> int:
-    """The OS limit on the sandbox process's writable memory: baseline, wasm memory and JS heap."""
-    return DATA_BASELINE_MB + 2 * memory_limit_mb
 
 
 def _describe_exit(code: int) -> str:
@@ -145,24 +138,24 @@ class SandboxProcess:
     async def start(self) -> dict[str, Any]:
         """Spawn the process and wait until Python is ready; returns guest facts."""
         loop = asyncio.get_running_loop()
-        try:
-            pyodide_dir, guest_site = await provision.ensure_all(self.say)
-            snapshot = provision.snapshot_if_ready() if self.options.use_snapshot else None
-            self.snapshot = snapshot
-        except provision.ProvisionError as exc:
-            raise SandboxStartError(str(exc)) from None
-        provision.snapshot_path().parent.mkdir(parents=True, exist_ok=True)
+        snapshot_file = provision.snapshot_path()
+        snapshot_file.parent.mkdir(parents=True, exist_ok=True)
+        self.snapshot = snapshot_file if self.options.use_snapshot and snapshot_file.is_file() else None
         self._tmp = Path(tempfile.mkdtemp(prefix="sbk-"))
         plan = LaunchPlan(
             host=paths.host_dir(),
-            pyodide=pyodide_dir,
+            pyodide=self.options.pyodide_dir,
             wheels=provision.wheels_dir(),
-            snapshots=provision.snapshot_path().parent,
+            snapshots=snapshot_file.parent,
             extra_read=list(self.options.extra_read),
             mounts=list(self.options.mounts),
             allow_net=list(self.options.allow_net),
             private=self._tmp,
             shared_deno_dir=provision.deno_dir(),
+            memory_limit_mb=self.options.memory_limit_mb,
+            v8_flags=list(self.options.v8_flags),
+            os_sandbox=self.options.os_sandbox,
+            os_layers=list(self.options.os_layers),
         )
         plan.prepare_scratch()
         token = secrets.token_hex(16)
@@ -176,11 +169,9 @@ class SandboxProcess:
 
         server = await asyncio.start_unix_server(on_connect, path=str(plan.socket), limit=1 << 20)
         os.chmod(plan.socket, 0o600)
-        argv = plan.deno_argv(self.options.memory_limit_mb, self.options.v8_flags)
-        limit = data_limit_mb(self.options.memory_limit_mb) << 20
-        spec = plan.launch_spec(self.options.os_sandbox, self.options.os_layers, limit, argv)
+        spec = plan.launch_spec()
         report_read, spec.report_fd = os.pipe()
-        self.log.info("starting sandbox: %s", " ".join(argv))
+        self.log.info("starting sandbox: %s", " ".join(spec.argv))
         try:
             self._proc = await asyncio.create_subprocess_exec(
                 *plan.launcher_argv(spec),
@@ -210,8 +201,8 @@ class SandboxProcess:
             "token": token,
             **plan.worker_permissions(),
             "mounts": [{"host": str(m.host), "guest": m.guest} for m in self.options.mounts],
-            "guestSite": str(guest_site),
-            "snapshot": str(snapshot) if snapshot else None,
+            "guestSite": str(self.options.guest_site),
+            "snapshot": str(self.snapshot) if self.snapshot else None,
             "wheels": [str(w) for w in self.options.extra_wheels],
             "pyodideLock": self.options.pyodide_lock,
             "pyodidePackages": str(self.options.pyodide_packages) if self.options.pyodide_packages else None,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -14,7 +15,7 @@ from sandbox_kernel.oslayers.report import describe
 from sandbox_kernel.oslayers.spec import LaunchSpec
 
 
-def plan(tmp_path: Path, allow_net: list[str] | None = None) -> LaunchPlan:
+def plan(tmp_path: Path, allow_net: list[str] | None = None, **settings: Any) -> LaunchPlan:
     return LaunchPlan(
         host=tmp_path / "host_ts",
         pyodide=tmp_path / "pyodide",
@@ -25,6 +26,7 @@ def plan(tmp_path: Path, allow_net: list[str] | None = None) -> LaunchPlan:
         allow_net=allow_net or [],
         private=tmp_path / "sbk-1",
         shared_deno_dir=tmp_path / "deno",
+        **settings,
     )
 
 
@@ -36,7 +38,7 @@ def flag(argv: list[str], name: str) -> str:
 def test_deno_gets_least_privilege(tmp_path, monkeypatch):
     monkeypatch.delenv(TEST_DENO_ALL, raising=False)
     p = plan(tmp_path)
-    argv = p.deno_argv(1024, [])
+    argv = p.deno_argv()
     assert "--no-prompt" in argv and "--cached-only" in argv
     for forbidden in (
         "-A",
@@ -56,8 +58,9 @@ def test_deno_gets_least_privilege(tmp_path, monkeypatch):
 
 def test_both_walls_allow_the_same_files(tmp_path):
     p = plan(tmp_path)
-    argv = p.deno_argv(1024, [])
-    spec = p.launch_spec("auto", ["landlock"], 0, argv)
+    argv = p.deno_argv()
+    spec = p.launch_spec()
+    assert spec.argv == argv
     deno_read = flag(argv, "allow-read").split(",")
     for path in deno_read:  # everything Deno may read, Landlock lets through (the socket: via its folder)
         assert path in spec.read or str(Path(path).parent) in spec.read, path
@@ -77,21 +80,32 @@ def test_both_walls_allow_the_same_files(tmp_path):
     ],
 )
 def test_tcp_ports_follow_allow_net(tmp_path, allow_net, network, ports):
-    spec = plan(tmp_path, allow_net).launch_spec("auto", ["landlock"], 0, plan(tmp_path).deno_argv(1024, []))
+    spec = plan(tmp_path, allow_net).launch_spec()
     assert spec.network is network and spec.tcp_ports == ports
     assert set(NETWORK_READ) <= set(spec.read) if network else not set(NETWORK_READ) & set(spec.read)
 
 
 def test_the_spec_survives_json(tmp_path):
-    spec = plan(tmp_path).launch_spec("required", ["seccomp"], 123, ["deno", "run"])
+    spec = plan(tmp_path, os_sandbox="required", os_layers=["seccomp"], memory_limit_mb=100).launch_spec()
     assert LaunchSpec.from_json(spec.to_json()) == spec
-    assert json.loads(spec.to_json())["mode"] == "required"
+    assert json.loads(spec.to_json())["mode"] == "required" and spec.layers == ["seccomp"]
+    assert spec.data_limit == (1280 + 2 * 100) << 20
+
+
+def test_memory_limit_and_v8_flags_reach_deno(tmp_path):
+    argv = plan(tmp_path, memory_limit_mb=512, v8_flags=["--single-threaded-gc"]).deno_argv()
+    assert flag(argv, "v8-flags") == "--wasm-max-mem-pages=8192,--max-old-space-size=512,--single-threaded-gc"
+
+
+def test_a_bad_allow_net_entry_fails_when_the_plan_is_made(tmp_path):
+    with pytest.raises(ValueError, match="allow_net entry 'http://x'"):
+        plan(tmp_path, ["http://x"])
 
 
 def test_test_mode_switches_deno_checks_off(tmp_path, monkeypatch):
     monkeypatch.setenv(TEST_DENO_ALL, "1")
     p = plan(tmp_path)
-    assert "--allow-all" in p.deno_argv(1024, []) and p.worker_permissions()["workerInherits"] is True
+    assert "--allow-all" in p.deno_argv() and p.worker_permissions()["workerInherits"] is True
 
 
 def test_elf_interpreter_of_deno_and_of_a_text_file(tmp_path):

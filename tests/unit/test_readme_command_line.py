@@ -1,0 +1,80 @@
+"""README's "exact command line" of Deno is the one `LaunchPlan.deno_argv` makes, placeholders aside.
+
+The plan is built with placeholder paths and the default settings, rendered the way README shows it, and
+compared with README's block; on a difference the test prints the block README should have.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+from sandbox_kernel import paths
+from sandbox_kernel.kernel import SandboxKernel
+from sandbox_kernel.launch_plan import LaunchPlan
+from sandbox_kernel.mounts import Mount
+
+README = Path(__file__).resolve().parents[2] / "README.md"
+WIDTH = 112
+
+
+def default(setting: str) -> Any:
+    return SandboxKernel.class_traits()[setting].default()
+
+
+def placeholder_plan() -> LaunchPlan:
+    """The plan with placeholder paths and every setting at the kernel's default."""
+    return LaunchPlan(
+        host=Path("<host_ts>"),
+        pyodide=Path(f"<cached pyodide {paths.pyodide_version()}>"),
+        wheels=Path("<cached guest wheels>"),
+        snapshots=Path("<snapshot folder>"),
+        extra_read=[Path("<Pyodide package cache>")],
+        mounts=[Mount(Path("<ro mount folders...>"), "/ro", False), Mount(Path("<rw mount folders...>"), "/rw", True)],
+        allow_net=list(default("allow_net")),
+        private=Path("<private folder>"),
+        shared_deno_dir=Path("<deno cache>"),
+        memory_limit_mb=default("memory_limit_mb"),
+        deno_checks_off=False,
+    )
+
+
+def render(argv: list[str]) -> str:
+    """One flag per line; comma lists wrapped with their continuation lines aligned after the '='."""
+    head = argv.index("--unstable-worker-options") + 1
+    lines = [" ".join(["deno", *argv[1:head]])]
+    for arg in argv[head:]:
+        name, eq, value = arg.partition("=")
+        if not eq or "," not in value:
+            lines.append(f"  {arg}")
+            continue
+        prefix = f"  {name}="
+        line = prefix
+        for item in value.split(","):
+            piece = item if line == prefix or line.endswith(" ") else f",{item}"
+            if len(line) + len(piece) + 1 > WIDTH and line.strip():
+                lines.append(line + ",")
+                line = " " * len(prefix) + item
+            else:
+                line += piece
+        lines.append(line)
+    return "\n".join(lines)
+
+
+def readme_block() -> str:
+    text = README.read_text()
+    match = re.search(r"This is the exact command line.*?```text\n(.*?)\n```", text, re.S)
+    assert match, "README.md lost its 'This is the exact command line' block"
+    return match.group(1)
+
+
+def test_readme_shows_the_command_line_the_code_makes() -> None:
+    expected = render(placeholder_plan().deno_argv())
+    assert readme_block() == expected, f"README.md's block should read:\n{expected}"
+
+
+def test_the_rendering_keeps_every_argument() -> None:
+    argv = placeholder_plan().deno_argv()
+    first, *rest = re.sub(r",\n +", ",", render(argv)).split("\n")
+    assert [*first.split(" "), *(line.strip() for line in rest)] == ["deno", *argv[1:]]
