@@ -1,6 +1,6 @@
 """Benchmarks of sandbox-kernel side by side with ipykernel's python3 kernel, in one run.
 
-Usage: python bench/run.py [--trials N] [--output bench/RESULTS.md]
+Usage: python bench/run.py [--trials N] [--calls N] [--lines N] [--output bench/RESULTS.md]
 Prints a markdown table (medians, ratio to ipykernel) and writes it to RESULTS.md.
 """
 
@@ -161,7 +161,7 @@ def skill_call(kc: BlockingKernelClient, target: str, calls: int) -> float:
 
 
 def streaming(kc: BlockingKernelClient, lines: int) -> float:
-    """Seconds from execute_request to the last IOPub message of a cell printing `lines` short lines."""
+    """Seconds from execute_request to the idle status (and the reply) of a cell printing `lines` short lines."""
     t0 = time.perf_counter()
     run(kc, f"for i in range({lines}):\n    print(i)")
     return time.perf_counter() - t0
@@ -227,7 +227,7 @@ def restart_reference(km: KernelManager, kc: BlockingKernelClient, trials: int) 
 
 
 def rss_mb(pid: int) -> float:
-    """Resident memory of `pid` and its child processes, in MiB."""
+    """Resident memory of `pid` and its direct children, in MiB."""
     pids = [pid]
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():

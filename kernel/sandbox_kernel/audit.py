@@ -22,7 +22,6 @@ class AuditLog:
     """
 
     def __init__(self, path: Path | None) -> None:
-        self.path = path
         self._file: TextIO | None = None
         if path is not None:
             path.parent.mkdir(parents=True, exist_ok=True)

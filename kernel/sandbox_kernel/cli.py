@@ -1,4 +1,4 @@
-"""The `sandbox-kernel` command: install the kernelspec, prefetch, or run the kernel."""
+"""The `sandbox-kernel` command: install, fetch, run, compare, mirror, doctor; otherwise the kernel itself."""
 
 from __future__ import annotations
 

@@ -24,7 +24,7 @@ class Gatekeeper:
     approved: set[str] = field(default_factory=set)  # "always this session" answers
 
     def available(self) -> str:
-        return ", ".join(sorted(self.skills)) or "none (no skills are loaded: see SandboxKernel.skills_path)"
+        return ", ".join(sorted(self.skills)) or "none (no skills are loaded: see SandboxKernel.skills)"
 
     def resolve(self, skill: object, method: object) -> tuple[Skill, str]:
         """The skill and method named, or SkillRefused naming what exists."""
@@ -51,7 +51,7 @@ class Gatekeeper:
 
 
 def check_policy(policy: dict[str, str], skills: dict[str, Skill]) -> list[str]:
-    """Problems with a configured policy (unknown values); empty when it is fine."""
+    """Problems with a configured policy (unknown values or skills); empty when it is fine."""
     problems = []
     for key, value in policy.items():
         if value not in POLICIES:

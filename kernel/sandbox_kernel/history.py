@@ -40,7 +40,10 @@ class History:
         unique: bool = False,
         **_: Any,
     ) -> list[list[Any]]:
-        """Entries as the protocol wants them: [session, line, input] or [.., (input, output)]."""
+        """Entries as the protocol wants them: [session, line, input] or [.., (input, output)].
+
+        Inputs are kept as typed, so `raw` changes nothing.
+        """
         if hist_access_type == "tail":
             found = self._unique(self.entries) if unique else list(self.entries)
             found = found[-n:] if n else found

@@ -1,7 +1,7 @@
 """Python packages for the sandbox, resolved on the host (the guest needs no network for them).
 
-Two sources: pure-Python wheels from the package index or a local wheelhouse (`SandboxKernel.packages`),
-and Pyodide's own compiled packages (numpy, ...) from the Pyodide index (`SandboxKernel.pyodide_index`).
+Two sources: pure-Python and Pyodide (PEP 783) wheels from the package index or a local wheelhouse
+(`SandboxKernel.packages`), and Pyodide's own builds (numpy, ...) from `SandboxKernel.pyodide_index`.
 """
 
 from __future__ import annotations

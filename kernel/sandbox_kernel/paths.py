@@ -32,7 +32,7 @@ def kernelspec_dir() -> Path:
 
 
 def cache_dir() -> Path:
-    """The user's cache for sandbox-kernel (Deno's cache, guest wheels)."""
+    """The user's cache: $SANDBOX_KERNEL_CACHE, else sandbox-kernel/ in $XDG_CACHE_HOME or ~/.cache."""
     base = os.environ.get("SANDBOX_KERNEL_CACHE")
     if base:
         return Path(base)
@@ -41,7 +41,7 @@ def cache_dir() -> Path:
 
 
 def deno_executable() -> str:
-    """The Deno binary shipped by the `deno` PyPI package (or DENO_BIN)."""
+    """The Deno binary shipped by the `deno` PyPI package (or $SANDBOX_KERNEL_DENO)."""
     override = os.environ.get("SANDBOX_KERNEL_DENO")
     if override:
         return override

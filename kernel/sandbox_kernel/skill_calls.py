@@ -44,7 +44,7 @@ class SkillService:
         self.approver = approver
 
     async def call(
-        self, event: dict[str, Any], ask: AskPerson | None, execution_count: int, show: ShowPerson | None = None
+        self, event: dict[str, Any], ask: AskPerson, execution_count: int, show: ShowPerson
     ) -> dict[str, Any]:
         """The answer for the guest: {"value": data} or {"error": {type, message, exception}}."""
         started = time.monotonic()
@@ -98,8 +98,8 @@ class SkillService:
         method: str,
         args: list[Any],
         kwargs: dict[str, Any],
-        ask: AskPerson | None,
-        show: ShowPerson | None,
+        ask: AskPerson,
+        show: ShowPerson,
     ) -> str:
         policy = self.gatekeeper.policy_for(skill, method)
         if policy == "allow":
@@ -111,10 +111,8 @@ class SkillService:
             if asyncio.iscoroutine(answer):
                 answer = await answer
             verdict = answer if answer in ("once", "always") else ("once" if answer is True else "no")
-        elif ask is not None:
-            verdict = await self._ask(approval_for(skill, method, args, kwargs), ask, show)
         else:
-            verdict = "no"
+            verdict = await self._ask(approval_for(skill, method, args, kwargs), ask, show)
         if verdict == "always":
             self.gatekeeper.approved.add(f"{skill}.{method}")
         if verdict == "no":
@@ -122,7 +120,7 @@ class SkillService:
         return f"ask: {verdict}"
 
     @staticmethod
-    async def _ask(approval: Approval, ask: AskPerson, show: ShowPerson | None) -> str:
+    async def _ask(approval: Approval, ask: AskPerson, show: ShowPerson) -> str:
         """The person's verdict; [v] shows the whole call, then asks again."""
         for _ in range(MAX_VIEWS + 1):
             reply = await ask(approval)
@@ -135,8 +133,7 @@ class SkillService:
             verdict = parse_answer(reply)
             if verdict != "view":
                 return verdict
-            if show is not None:
-                show(full_view(approval))
+            show(full_view(approval))
         return "no"
 
     @staticmethod

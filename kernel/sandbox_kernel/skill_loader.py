@@ -31,7 +31,6 @@ class MethodInfo:
     name: str
     signature: str
     doc: str
-    is_async: bool
 
 
 @dataclass
@@ -59,12 +58,7 @@ def public_methods(obj: Any) -> dict[str, MethodInfo]:
             signature = str(inspect.signature(bound))
         except (TypeError, ValueError):
             signature = "(...)"
-        found[name] = MethodInfo(
-            name=name,
-            signature=signature,
-            doc=inspect.getdoc(member) or "",
-            is_async=inspect.iscoroutinefunction(member),
-        )
+        found[name] = MethodInfo(name=name, signature=signature, doc=inspect.getdoc(member) or "")
     return found
 
 
@@ -108,10 +102,10 @@ def load_directory(folder: Path) -> list[Skill]:
     return skills
 
 
-def load_entry_points(names: Iterable[Any] | None = None) -> list[Skill]:
+def load_entry_points() -> list[Skill]:
     """Skills published by installed packages under the `sandbox_kernel.skills` group."""
     skills: list[Skill] = []
-    for ep in names if names is not None else entry_points(group=ENTRY_POINT_GROUP):
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
         try:
             obj = ep.load()
         except Exception as exc:

@@ -41,7 +41,7 @@ REQUEST: contextvars.ContextVar[int] = contextvars.ContextVar("sandbox_request",
 _pending: list[str] = []
 _pending_kind = STDOUT
 _pending_request = 0
-FLUSH_AT = 8192  # characters held at most
+FLUSH_AT = 8192  # characters: a longer write is sent at once
 
 
 def write(kind: int, text: str) -> None:
@@ -74,7 +74,7 @@ def emit(event: dict[str, Any]) -> None:
     """Send one JSON event to the kernel."""
     flush_streams()
     if not _js.emit(json.dumps(event, default=_json_default), REQUEST.get()):
-        raise ValueError("output too large to send to the frontend (limit: max_event_bytes)")
+        raise ValueError("output too large to send to the frontend (the limit follows SandboxKernel.max_output_bytes)")
 
 
 def iopub(msg_type: str, content: dict[str, Any]) -> None:

@@ -238,7 +238,7 @@ def _is_complete(req: dict[str, Any]) -> dict[str, Any]:
 
 
 def _configure(req: dict[str, Any]) -> dict[str, Any]:
-    """Install `device` with the host's skill catalog (after every sandbox start)."""
+    """Apply the kernel's settings after every sandbox start: guards, working folder, package loading, `device`."""
     from . import guards
     from .device import Device
 
@@ -253,7 +253,6 @@ def _configure(req: dict[str, Any]) -> dict[str, Any]:
     pkgs.SETTINGS.update(
         auto_load=bool(req.get("auto_load_packages", True)),
         allow_net=list(req.get("allow_net") or []),
-        pyodide_index=str(req.get("pyodide_index") or ""),
     )
     device = Device(req.get("skills") or {}, int(req.get("max_bytes") or 1 << 20))
     builtins.device = device  # type: ignore[attr-defined]  # survives %reset

@@ -41,4 +41,4 @@ class BridgeDisplayHook(DisplayHook):
         _host.iopub("execute_result", content)
 
     def finish_displayhook(self) -> None:
-        pass  # streams are unbuffered: nothing to flush
+        pass  # held stream text went out before the result (`_host.emit` sends it first)

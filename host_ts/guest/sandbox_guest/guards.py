@@ -1,7 +1,7 @@
 """Clear errors for what the sandbox does not allow: host files, network, memory.
 
-Deno's permissions enforce the rules; these guards only turn a refusal into a message
-that says what IS allowed (useful to people and to LLMs writing the code).
+Deno's permissions (and, for mount_limits, the host after each cell) enforce the rules; these guards
+refuse first, with a message that says what IS allowed (useful to people and to LLMs writing the code).
 """
 
 from __future__ import annotations

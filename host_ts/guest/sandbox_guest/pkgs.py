@@ -14,7 +14,7 @@ from . import _host
 from .cleantb import CleanTraceback
 
 MATPLOTLIB_MAGIC = "run_line_magic('matplotlib'"  # how IPython transforms a %matplotlib line
-SETTINGS: dict[str, Any] = {"auto_load": True, "allow_net": [], "pyodide_index": ""}
+SETTINGS: dict[str, Any] = {"auto_load": True, "allow_net": []}
 
 
 class PackageLoadError(CleanTraceback, ImportError):

@@ -28,7 +28,7 @@ class _TextStream(io.TextIOBase):
 
 
 class BridgeStream(_TextStream):
-    """A text stream whose writes go straight to the kernel, unbuffered."""
+    """A text stream whose writes go to the kernel a line at a time (see `_host.write`); flush() sends the rest."""
 
     def __init__(self, kind: int, name: str) -> None:
         super().__init__(name)

@@ -26,7 +26,7 @@ from .libc import check, mount, syscall, umount2
 
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
 MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 32, 4096, 16384, 1 << 18
-MS_NOATIME, MS_NODIRATIME, MS_RELATIME = 1024, 2048, 1 << 21
+MS_NOATIME, MS_NODIRATIME = 1024, 2048
 # statvfs flags of a mount -> the MS_ flags a bind remount must keep (the kernel locks them).
 KEPT_FLAGS = {1: MS_RDONLY, 2: MS_NOSUID, 4: MS_NODEV, 8: MS_NOEXEC, 1024: MS_NOATIME, 2048: MS_NODIRATIME}
 MNT_DETACH = 2
@@ -99,7 +99,8 @@ def build(view: View) -> None:
 
 
 def _bind(root: int, view_root: str, real: str, writable: bool) -> None:
-    """Bind `real` at the same path in the view; read-only unless `writable`, never setuid or devices."""
+    """Bind `real` at the same path in the view; read-only unless `writable`, never setuid; devices only where
+    `real` is itself a device file (/dev/null, /dev/urandom)."""
     source = os.open(real, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC)
     try:
         if os.readlink(f"/proc/self/fd/{source}") != real:

@@ -40,7 +40,7 @@ FS_ALL_LATEST = (1 << 16) - 1
 FILE_ONLY = EXECUTE | WRITE_FILE | READ_FILE | TRUNCATE | IOCTL_DEV  # rights a rule on a file may carry
 
 READ = READ_FILE | READ_DIR
-WRITE = (
+WRITE = (  # never MAKE_CHAR or MAKE_BLOCK: handled, so denied everywhere
     WRITE_FILE | REMOVE_DIR | REMOVE_FILE | MAKE_DIR | MAKE_REG | MAKE_SOCK | MAKE_FIFO | MAKE_SYM | REFER | TRUNCATE
 )
 

@@ -1,7 +1,8 @@
 """The launcher: apply the OS layers to this very process, then exec Deno (which inherits them).
 
 Run as `python -I -S launch.py SPEC_JSON` by the kernel; it imports only the standard library and
-its sibling modules, and never returns: it becomes Deno, or exits with REFUSED_EXIT and a message.
+its sibling modules, and never returns: it becomes Deno, or exits with REFUSED_EXIT and a message
+(or with 1, silently, when the kernel is already gone).
 """
 
 from __future__ import annotations

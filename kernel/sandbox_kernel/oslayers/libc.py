@@ -46,7 +46,6 @@ def umount2(target: str, flags: int) -> int:
 
 PR_SET_PDEATHSIG = 1
 PR_SET_NO_NEW_PRIVS = 38
-PR_GET_NO_NEW_PRIVS = 39
 PR_SET_SECCOMP = 22
 PR_CAPBSET_DROP = 24
 PR_CAP_AMBIENT = 47

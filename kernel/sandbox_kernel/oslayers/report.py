@@ -44,8 +44,3 @@ def describe(report: dict[str, Any]) -> str:
     if missing:
         text += "; missing: " + "; ".join(f"{name} ({why})" for name, why in missing.items())
     return text
-
-
-def in_force(report: dict[str, Any]) -> list[str]:
-    """The names of the layers applied."""
-    return [name for name in ("namespaces", "landlock", "seccomp") if name in report.get("layers", {})]

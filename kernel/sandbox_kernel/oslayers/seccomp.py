@@ -3,8 +3,8 @@
 A deny-list filter (x86_64 only for now): calls that debug or read other processes, make
 namespaces or mounts, load kernel code, reach kernel keyrings, BPF or perf, or start processes
 (fork, vfork, clone without CLONE_THREAD) fail with EPERM; clone3 fails with ENOSYS so that the C
-library falls back to clone, whose flags the filter can see. Without network access, sockets of
-the internet families fail too.
+library falls back to clone, whose flags the filter can see. Packet and netlink sockets always fail,
+and without network access those of the internet families too.
 """
 
 from __future__ import annotations

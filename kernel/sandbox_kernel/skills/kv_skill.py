@@ -47,7 +47,7 @@ class KeyValueSkill:
         return sorted(self._data)
 
     def delete(self, key: str) -> bool:
-        """Remove `key` and return True; a key that is not there raises KeyError."""
+        """Remove `key` (returns True); a missing key fails with KeyError (SkillError in the guest)."""
         del self._data[key]
         del self._sizes[key]
         return True
