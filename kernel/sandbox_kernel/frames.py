@@ -52,10 +52,12 @@ def encode_request(request_id: int, request: dict[str, Any]) -> bytes:
 
 
 async def read_frame(reader: asyncio.StreamReader, max_bytes: int) -> Frame:
-    """Read one frame; the length is checked before anything is buffered."""
+    """Read one frame; its length and kind are checked before the payload is read."""
     head = await reader.readexactly(_HEAD.size)
     length, kind, request_id = _HEAD.unpack(head)
-    if length < 5 or length - 5 > max_bytes:
+    if length < 5:
+        raise FrameError(f"frame length {length} is shorter than its kind and request id (5 bytes)")
+    if length - 5 > max_bytes:
         raise FrameError(f"frame of {length - 5} bytes exceeds the limit of {max_bytes} bytes")
     if kind not in (STDOUT, STDERR, GUEST_EVENT, HOST_EVENT, REPLY):
         raise FrameError(f"unknown frame kind {kind}")

@@ -271,7 +271,6 @@ class SandboxKernel(Kernel):
             "allow_net": list(self.allow_net),
             "memory_limit_mb": self.memory_limit_mb,
             "auto_load_packages": self.auto_load_packages,
-            "pyodide_index": self.pyodide_index,
             "cwd": WORKING_FOLDER if self.working_folder != "off" else None,
         }
 
@@ -433,7 +432,7 @@ class SandboxKernel(Kernel):
         return await self._launch_once()
 
     async def _launch_once(self) -> SandboxProcess:
-        if self.settings_problems:  # never reached from a cell (it answers first); completion, inspection
+        if self.settings_problems:  # only completion, inspection, is_complete: a cell answers with the error first
             raise SandboxStartError(self.settings_error)
         try:
             extra = await self._package_options()

@@ -1,4 +1,4 @@
-"""Fetch, once, what the sandbox needs: Pyodide (through Deno) and the guest wheels."""
+"""Fetch, once, what the sandbox needs: Pyodide (through Deno) and the guest wheels; build the start-up snapshot."""
 
 from __future__ import annotations
 
@@ -86,10 +86,6 @@ def pyodide_problems(thorough: bool = False) -> list[str]:
         elif thorough and _sha256(path) != digest:
             problems.append(f"{name} is damaged (its sha256 differs)")
     return problems
-
-
-def pyodide_is_cached() -> bool:
-    return not pyodide_problems()
 
 
 async def ensure_pyodide(say: Callable[[str], None], thorough: bool = False, problems: list[str] | None = None) -> Path:

@@ -2,7 +2,8 @@
 
 The kernel talks to the Deno supervisor over a private unix socket in a 0700
 temporary folder; the supervisor proves itself with a token given on its stdin.
-Deno's own stdout/stderr are only logged, never parsed.
+Deno's own stdout/stderr are logged, never read as protocol; when the process dies, their last lines
+are searched for out-of-memory messages to word the reason (guest code can print those too).
 """
 
 from __future__ import annotations
@@ -120,7 +121,7 @@ class SandboxProcess:
         self._pending: dict[int, _Pending] = {}
         self._ids = itertools.count(1)
         self._tmp: Path | None = None
-        self._stderr_tail: collections.deque[str] = collections.deque(maxlen=20)
+        self._output_tail: collections.deque[str] = collections.deque(maxlen=20)  # Deno's stdout and stderr
         self._fatal: str | None = None
         self._killed_because: str | None = None
         self._kill_cause = StopCause.CRASH
@@ -260,7 +261,7 @@ class SandboxProcess:
             return fut.result()
         fut.cancel()
         if self._dead.done():
-            detail = "\n".join(self._stderr_tail)
+            detail = "\n".join(self._output_tail)
             raise SandboxStartError(f"the sandbox did not {what}: {self._dead.result()}\n{detail}".rstrip())
         await self.kill(f"it did not {what} in time")
         raise SandboxStartError(
@@ -326,7 +327,7 @@ class SandboxProcess:
             reason = f"the sandbox was stopped because {self._killed_because}"
         elif self._fatal:
             reason = self._fatal
-        elif any(mark in line for line in self._stderr_tail for mark in OUT_OF_MEMORY_MARKS):
+        elif any(mark in line for line in self._output_tail for mark in OUT_OF_MEMORY_MARKS):
             reason = (
                 f"the sandbox ran out of memory (SandboxKernel.memory_limit_mb={self.options.memory_limit_mb}; "
                 "raise it to allow more)"
@@ -352,7 +353,7 @@ class SandboxProcess:
             partial = lines.pop()[-4096:]
             for line in lines:
                 text = line[:4096].decode(errors="replace").rstrip()
-                self._stderr_tail.append(text)
+                self._output_tail.append(text)
                 self.log.debug("sandbox: %s", text)
 
     # ---- frames -----------------------------------------------------------------------

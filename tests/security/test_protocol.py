@@ -1,6 +1,6 @@
 """Protocol forgery: guest code tries to speak for the sandbox host or for another cell.
 
-Promise (host_ts/main.ts, sandbox.py): Deno's own stdout/stderr are only logged, never parsed;
+Promise (host_ts/main.ts, sandbox.py): Deno's own stdout/stderr are only logged, never read as protocol;
 whatever the worker writes is framed by the supervisor as guest data for the current request; output
 of a request that is over is never attributed to another one; invalid guest data is dropped or ends
 the sandbox with a message. The next cells must run the user's code and show its true output.

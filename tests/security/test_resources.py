@@ -171,7 +171,7 @@ def test_infinite_recursion_is_an_error_or_a_clean_restart(limited, code):
         assert "the sandbox was restarted" in evalue
 
 
-# ---- Deno's own stdout: only logged, never parsed -- and never able to block the kernel -------------
+# ---- Deno's own stdout: only logged, never read as protocol -- and never able to block the kernel ---
 
 
 def test_flooding_deno_stdout_cannot_wedge_the_kernel():

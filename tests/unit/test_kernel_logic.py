@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import struct
 
 import pytest
 
@@ -48,6 +49,8 @@ def test_frames_round_trip_and_limits():
     assert (frame.kind, frame.request_id, frame.payload) == (frames.STDOUT, 9, b"hello")
     with pytest.raises(frames.FrameError, match="exceeds the limit"):
         read(frames.encode_frame(frames.STDOUT, 1, b"x" * 101), 100)
+    with pytest.raises(frames.FrameError, match="frame length 3 is shorter than its kind and request id"):
+        read(struct.pack(">IBI", 3, frames.STDOUT, 1), 100)
     with pytest.raises(frames.FrameError, match="unknown frame kind"):
         read(frames.encode_frame(frames.REQUEST, 1, b"{}"), 100)  # the host never sends requests
     with pytest.raises(frames.FrameError, match="not a JSON object"):
