@@ -1,7 +1,7 @@
 """Benchmarks of sandbox-kernel side by side with ipykernel's python3 kernel, in one run.
 
-Usage: python bench/run.py [--trials N] [--calls N] [--lines N] [--output bench/RESULTS.md]
-Prints a markdown table (medians, ratio to ipykernel) and writes it to RESULTS.md.
+Usage: python bench/run.py [--trials N] [--calls N] [--lines N] [--scale N ...] [--output bench/RESULTS.md]
+Prints a markdown table (medians and p90s, memory as PSS, ratio to ipykernel) and writes it to RESULTS.md.
 """
 
 from __future__ import annotations
@@ -30,14 +30,13 @@ class Row:
     ours: float
     reference: float | None
     note: str = ""
+    ours_p90: float | None = None
+    reference_p90: float | None = None
 
     def ratio(self) -> str:
         if not self.reference:
             return "n/a"
         return f"{self.ours / self.reference:.2f}x"
-
-
-SETTLE = 3.0  # seconds after a kernel start before warm measurements
 
 
 def start(kernel: str, arguments: list[str] | None = None) -> tuple[KernelManager, BlockingKernelClient]:
@@ -100,6 +99,8 @@ def median_of(trials: int, measure: Callable[[], float]) -> float:
 
 
 OS_LAYERS_OFF = "--SandboxKernel.os_sandbox=off"
+NO_SPARE = "--SandboxKernel.spare_sandbox=False"
+SANDBOXES_WITH_SPARE = 2  # the current sandbox and the pre-warmed spare
 WITH_TIME_SKILL = '--SandboxKernel.skills=["TimeSkill"]'  # shipped skills are exposed only when configured
 
 
@@ -115,15 +116,20 @@ def cold_start(kernel: str, trials: int, arguments: list[str] | None = None) -> 
     return median_of(trials, once)
 
 
-def warm_round_trip(kc: BlockingKernelClient, code: str, trials: int) -> float:
-    run(kc, code)
-
-    def once() -> float:
+def warm_round_trips(kc: BlockingKernelClient, code: str, samples: int, warm_up: int = 5) -> list[float]:
+    """Seconds from execute_request to idle, `samples` times after `warm_up` unmeasured runs."""
+    for _ in range(warm_up):
+        run(kc, code)
+    times = []
+    for _ in range(samples):
         t0 = time.perf_counter()
         run(kc, code)
-        return time.perf_counter() - t0
+        times.append(time.perf_counter() - t0)
+    return times
 
-    return median_of(trials, once)
+
+def p90(values: list[float]) -> float:
+    return statistics.quantiles(values, n=10)[-1]
 
 
 def first_completion(kernel: str, trials: int, arguments: list[str] | None = None) -> float:
@@ -226,24 +232,73 @@ def restart_reference(km: KernelManager, kc: BlockingKernelClient, trials: int) 
     return median_of(trials, once)
 
 
-def rss_mb(pid: int) -> float:
-    """Resident memory of `pid` and its direct children, in MiB."""
-    pids = [pid]
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                if f"PPid:\t{pid}\n" in (entry / "status").read_text():
-                    pids.append(int(entry.name))
-            except OSError:
-                pass
-    total = 0
-    for p in pids:
+def process_tree(pid: int) -> list[int]:
+    """`pid` and all its descendants."""
+    found = [pid]
+    try:
+        tasks = list((Path("/proc") / str(pid) / "task").iterdir())
+    except OSError:
+        return found
+    for task in tasks:
         try:
-            status = (Path("/proc") / str(p) / "status").read_text()
+            children = (task / "children").read_text().split()
         except OSError:
             continue
-        total += int(next(line.split()[1] for line in status.splitlines() if line.startswith("VmRSS:")))
-    return total / 1024
+        for child in children:
+            found += process_tree(int(child))
+    return found
+
+
+def pss_mb(pid: int) -> float:
+    """Proportional set size of one process in MiB (shared pages split among the processes that map them)."""
+    try:
+        text = (Path("/proc") / str(pid) / "smaps_rollup").read_text()
+    except OSError:
+        return 0.0
+    return next(int(line.split()[1]) for line in text.splitlines() if line.startswith("Pss:")) / 1024
+
+
+def tree_pss_mb(pid: int) -> float:
+    return sum(pss_mb(p) for p in process_tree(pid))
+
+
+def settled_pss(pid: int, processes: int, timeout: float = 120) -> tuple[float, list[float]]:
+    """Total and per-process PSS of `pid`'s tree once it has `processes` processes and two samples agree."""
+    deadline = time.monotonic() + timeout
+    last = -1.0
+    while time.monotonic() < deadline:
+        tree = process_tree(pid)
+        each = [pss_mb(p) for p in tree]
+        total = sum(each)
+        if len(tree) >= processes and abs(total - last) < 1.0:
+            return total, each
+        last = total if len(tree) >= processes else -1.0
+        time.sleep(0.5)  # sampling interval, not synchronisation: the loop waits for the condition
+    raise TimeoutError(f"process {pid} did not settle at {processes} processes within {timeout:.0f} s")
+
+
+def kernel_pid(km: KernelManager) -> int:
+    return km.provisioner.process.pid  # type: ignore[union-attr]
+
+
+def scale(kernel: str, count: int, processes: int, arguments: list[str] | None = None) -> tuple[float, float]:
+    """Start `count` kernels at once: (median seconds from launch to the first `1+1` result, total PSS in MiB)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def launch(_: int) -> tuple[float, KernelManager, BlockingKernelClient]:
+        t0 = time.perf_counter()
+        km, kc = start(kernel, arguments)
+        value(kc, "1+1")
+        return time.perf_counter() - t0, km, kc
+
+    with ThreadPoolExecutor(count) as pool:
+        started = list(pool.map(launch, range(count)))
+    try:
+        total = sum(settled_pss(kernel_pid(km), processes)[0] for _, km, _ in started)
+        return statistics.median(t for t, _, _ in started), total
+    finally:
+        for _, km, kc in started:
+            stop(km, kc)
 
 
 # ---- report --------------------------------------------------------------------------------
@@ -255,8 +310,10 @@ def table(rows: list[Row]) -> str:
         "|---|---|---:|---:|---:|---|",
     ]
     for r in rows:
+        ours = f"{r.ours:.4g}" + (f" (p90 {r.ours_p90:.4g})" if r.ours_p90 is not None else "")
         ref = "n/a" if r.reference is None else f"{r.reference:.4g}"
-        lines.append(f"| {r.name} | {r.unit} | {r.ours:.4g} | {ref} | {r.ratio()} | {r.note} |")
+        ref += f" (p90 {r.reference_p90:.4g})" if r.reference_p90 is not None else ""
+        lines.append(f"| {r.name} | {r.unit} | {ours} | {ref} | {r.ratio()} | {r.note} |")
     return "\n".join(lines)
 
 
@@ -265,6 +322,7 @@ def main() -> None:
     parser.add_argument("--trials", type=int, default=5)
     parser.add_argument("--calls", type=int, default=10_000, help="skill calls timed")
     parser.add_argument("--lines", type=int, default=200_000, help="lines printed in the streaming test")
+    parser.add_argument("--scale", type=int, nargs="*", default=[1, 4, 8], help="kernels started at once")
     parser.add_argument("--output", type=Path, default=Path(__file__).parent / "RESULTS.md")
     args = parser.parse_args()
     trials = args.trials
@@ -284,26 +342,31 @@ def main() -> None:
     rows.append(
         Row("first completion in a new kernel (`import o` + Tab)", "ms", *completion, "JupyterLab's limit: 1000 ms")
     )
+    samples = max(40, trials * 8)
     off_km, off = start(OURS, [OS_LAYERS_OFF])
-    time.sleep(SETTLE)  # as for the kernel with the layers below: its spare has started
-    off_pass = 1000 * warm_round_trip(off, "pass", max(40, trials * 8))
+    settled_pss(kernel_pid(off_km), 1 + SANDBOXES_WITH_SPARE)  # as for the kernel below: its spare has started
+    off_pass = [1000 * t for t in warm_round_trips(off, "pass", samples)]
     stop(off_km, off)
-    single_km, single = start(OURS, ["--SandboxKernel.spare_sandbox=False"])
-    time.sleep(SETTLE)
-    single_rss = rss_mb(single_km.provisioner.process.pid)
+    single_km, single = start(OURS, [NO_SPARE])
+    single_pss, single_each = settled_pss(kernel_pid(single_km), 2)
     stop(single_km, single)
     ours_km, ours = start(OURS, [WITH_TIME_SKILL])
     ref_km, ref = start(REFERENCE)
-    time.sleep(SETTLE)  # "warm": the spare sandbox has started, nothing else is running
-    started = (rss_mb(ours_km.provisioner.process.pid), rss_mb(ref_km.provisioner.process.pid))
+    started, started_each = settled_pss(kernel_pid(ours_km), 1 + SANDBOXES_WITH_SPARE)
+    ref_started, _ = settled_pss(kernel_pid(ref_km), 1)
     try:
         for code in ("pass", "1+1"):
-            samples = max(40, trials * 8)
-            ms = (1000 * warm_round_trip(ours, code, samples), 1000 * warm_round_trip(ref, code, samples))
-            rows.append(Row(f"warm round trip `{code}`", "ms", *ms))
+            ms = ([1000 * t for t in warm_round_trips(ours, code, samples)],
+                  [1000 * t for t in warm_round_trips(ref, code, samples)])  # fmt: skip
+            medians = [statistics.median(m) for m in ms]
+            note = f"{samples} samples after 5 warm-up cells"
+            rows.append(Row(f"warm round trip `{code}`", "ms", *medians, note, p90(ms[0]), p90(ms[1])))
             if code == "pass":
                 note = "no OS layers: compare with the row above for their cost"
-                rows.append(Row("warm round trip `pass`, `os_sandbox='off'`", "ms", off_pass, ms[1], note))
+                rows.append(
+                    Row("warm round trip `pass`, `os_sandbox='off'`", "ms", statistics.median(off_pass), medians[1],
+                        note, p90(off_pass), p90(ms[1]))
+                )  # fmt: skip
         run(ref, "from sandbox_kernel.skills.time_skill import TimeSkill; _skill = TimeSkill()")
         per_call = (
             1000 * skill_call(ours, "device.TimeSkill.get_current_time", args.calls),
@@ -313,7 +376,7 @@ def main() -> None:
         rows.append(Row(f"skill call ({args.calls:,} x `TimeSkill.get_current_time()`)", "ms/call", *per_call, note))
         seconds = (median_of(3, lambda: streaming(ours, args.lines)), median_of(3, lambda: streaming(ref, args.lines)))
         rows.append(Row(f"streaming ({args.lines:,} printed lines, to idle)", "s", *seconds))
-        streamed = (rss_mb(ours_km.provisioner.process.pid), rss_mb(ref_km.provisioner.process.pid))
+        streamed = (tree_pss_mb(kernel_pid(ours_km)), tree_pss_mb(kernel_pid(ref_km)))
         seconds = (median_of(3, lambda: rich_output(ours, 1000)), median_of(3, lambda: rich_output(ref, 1000)))
         rows.append(Row("rich output (1,000 `display(HTML(...))`)", "s", *seconds))
         seconds = (median_of(3, lambda: cpu_bound(ours)), median_of(3, lambda: cpu_bound(ref)))
@@ -321,18 +384,30 @@ def main() -> None:
         seconds = (restart_after_timeout(trials), restart_reference(ref_km, ref, trials))
         note = "ipykernel: a kernel restart (it has no cell timeout)"
         rows.append(Row("restart after a timeout, to the next result", "s", *seconds, note))
-        rows.append(Row("memory after start (kernel + sandbox + spare)", "MiB RSS", *started))
-        rows.append(Row("memory after start, `spare_sandbox=False`", "MiB RSS", single_rss, started[1]))
-        rows.append(Row("memory after the streaming test", "MiB RSS", *streamed))
+        each = ", ".join(f"{m:.0f}" for m in started_each)
+        rows.append(Row("memory after start (kernel + sandbox + spare)", "MiB PSS", started, ref_started,
+                        f"per process: {each}"))  # fmt: skip
+        each = ", ".join(f"{m:.0f}" for m in single_each)
+        rows.append(Row("memory after start, `spare_sandbox=False`", "MiB PSS", single_pss, ref_started,
+                        f"per process: {each}"))  # fmt: skip
+        rows.append(Row("memory after the streaming test", "MiB PSS", *streamed))
     finally:
         stop(ours_km, ours)
         stop(ref_km, ref)
+    for count in args.scale:
+        ours_scale = scale(OURS, count, 1 + SANDBOXES_WITH_SPARE)
+        ref_scale = scale(REFERENCE, count, 1)
+        rows.append(Row(f"{count} kernels started at once: launch to first result, each", "s",
+                        ours_scale[0], ref_scale[0], "median of the kernels"))  # fmt: skip
+        rows.append(Row(f"{count} kernels started at once: memory, all", "MiB PSS", ours_scale[1], ref_scale[1],
+                        f"{ours_scale[1] / count:.0f} MiB per kernel"))  # fmt: skip
 
     when = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     report = (
         f"# Benchmark results\n\nOne run of `python bench/run.py --trials {trials}` on {when}, "
         f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()} (host). "
-        "Medians; ratio = sandbox-kernel / ipykernel.\n\n"
+        "Medians (p90 where given); memory is PSS of the kernel process and all its children; "
+        "ratio = sandbox-kernel / ipykernel.\n\n"
         f"{table(rows)}\n"
     )
     print(report)

@@ -389,10 +389,7 @@ def test_no_deno_left_when_the_client_dies():
 
 def test_a_spare_sandbox_makes_restarts_instant(timed_kernel):
     km, kc = timed_kernel
-    deadline = time.monotonic() + 60
-    while len(sandbox_pids(km.provisioner.process.pid)) < 2 and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert len(sandbox_pids(km.provisioner.process.pid)) >= 2, "a pre-warmed spare runs beside the sandbox"
+    assert sandbox_count_reaches(km, 2), "with cell_timeout, a pre-warmed spare runs beside the sandbox"
     stubborn = "import time\nwhile True:\n    try:\n        time.sleep(10)\n    except KeyboardInterrupt:\n        pass"
     assert execute(kc, stubborn, timeout=60).content["ename"] == "SandboxTimeout"
     started = time.monotonic()
@@ -401,11 +398,43 @@ def test_a_spare_sandbox_makes_restarts_instant(timed_kernel):
     assert execute(kc, "device.TimeSkill.add_days('2024-01-01')").content["status"] == "ok"
 
 
+def sandbox_count_reaches(km, count: int, timeout: float = 60) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if len(sandbox_pids(km.provisioner.process.pid)) == count:
+            return True
+        time.sleep(0.2)
+    return False
+
+
 def test_no_spare_when_switched_off():
     km, kc = start_kernel(["--SandboxKernel.spare_sandbox=False"])
     try:
         execute(kc, "1+1")
-        time.sleep(3)
+        assert execute(kc, "import os\nos._exit(1)", timeout=60).content["ename"] == "SandboxRestarted"
+        execute(kc, "1+1")
+        time.sleep(3)  # the time a spare would take to appear (it never must)
         assert len(sandbox_pids(km.provisioner.process.pid)) == 1
+    finally:
+        stop_kernel(km, kc)
+
+
+def test_by_default_a_spare_is_kept_from_the_first_restart_on():
+    km, kc = start_kernel()  # spare_sandbox='auto', no cell_timeout
+    try:
+        execute(kc, "1+1")
+        time.sleep(3)  # the time a spare would take to appear (it must not, yet)
+        assert len(sandbox_pids(km.provisioner.process.pid)) == 1
+        assert execute(kc, "import os\nos._exit(1)", timeout=60).content["ename"] == "SandboxRestarted"
+        assert sandbox_count_reaches(km, 2), "after a restart, a pre-warmed spare runs beside the sandbox"
+    finally:
+        stop_kernel(km, kc)
+
+
+def test_with_spare_sandbox_true_the_spare_is_there_from_the_start():
+    km, kc = start_kernel(["--SandboxKernel.spare_sandbox=True"])
+    try:
+        execute(kc, "1+1")
+        assert sandbox_count_reaches(km, 2)
     finally:
         stop_kernel(km, kc)

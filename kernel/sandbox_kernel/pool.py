@@ -23,10 +23,13 @@ def _quiet(task: asyncio.Task[object]) -> None:
 class SandboxPool:
     """Owns every sandbox process of a kernel; the kernel asks it for the current one."""
 
-    def __init__(self, launch: Launch, prepare: Prepare, keep_spare: bool, log: logging.Logger) -> None:
+    def __init__(
+        self, launch: Launch, prepare: Prepare, keep_spare: bool, log: logging.Logger, spare_after_restart: bool = False
+    ) -> None:
         self._launch = launch
         self._prepare = prepare  # run on a sandbox before it becomes current (e.g. %pip replays)
-        self.keep_spare = keep_spare
+        self.keep_spare = keep_spare  # a pre-warmed spare beside the current sandbox
+        self.spare_after_restart = spare_after_restart  # keep one from the first restart on
         self.log = log
         self.current: SandboxProcess | None = None
         self._starting: asyncio.Task[SandboxProcess] | None = None
@@ -68,6 +71,8 @@ class SandboxPool:
             if dead is not None and dead.death_reason and not dead.death_reported:
                 self._unreported = dead.death_reason
                 dead.death_reported = True
+            if dead is not None:
+                self._restarting()
             self.start_soon()
         assert self._starting is not None
         return await asyncio.shield(self._starting)
@@ -78,6 +83,7 @@ class SandboxPool:
         if old is not None:
             old.death_reported = True
             await old.kill(why, cause)
+        self._restarting()
         self.start_soon()
 
     def died_under_request(self, sandbox: SandboxProcess) -> None:
@@ -85,7 +91,13 @@ class SandboxPool:
         sandbox.death_reported = True
         if self.current is sandbox:  # not restarted yet (a restart clears `current` first)
             self.current = None
+            self._restarting()
             self.start_soon()
+
+    def _restarting(self) -> None:
+        if self.spare_after_restart and not self.keep_spare:
+            self.keep_spare = True
+            self.log.info("keeping a spare sandbox from now on (SandboxKernel.spare_sandbox='auto')")
 
     def take_unreported_death(self) -> str | None:
         """Why the previous sandbox died between requests, once, if nobody was told yet."""

@@ -1,0 +1,98 @@
+"""SandboxPool with fake sandboxes: which sandboxes it launches, when, and what it reports."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+import pytest
+
+from sandbox_kernel.pool import SandboxPool
+from sandbox_kernel.supervision import StopCause
+
+
+class FakeSandbox:
+    def __init__(self, number: int) -> None:
+        self.number = number
+        self.alive = True
+        self.death_reason: str | None = None
+        self.death_reported = False
+
+    async def kill(self, why: str, cause: StopCause = StopCause.CRASH) -> None:
+        self.alive, self.death_reason = False, f"stopped because {why}"
+
+
+class Launcher:
+    def __init__(self) -> None:
+        self.launched: list[FakeSandbox] = []
+
+    async def __call__(self) -> Any:
+        sandbox = FakeSandbox(len(self.launched) + 1)
+        self.launched.append(sandbox)
+        return sandbox
+
+
+async def nothing(_: Any) -> None:
+    return None
+
+
+async def settle() -> None:
+    """Let the pool's background tasks run to completion (they await nothing slow)."""
+    for _ in range(10):
+        await asyncio.sleep(0)
+
+
+def pool_with(keep_spare: bool, spare_after_restart: bool) -> tuple[SandboxPool, Launcher]:
+    launch = Launcher()
+    return SandboxPool(launch, nothing, keep_spare, logging.getLogger("test"), spare_after_restart), launch
+
+
+@pytest.mark.parametrize(
+    ("keep_spare", "after_restart", "at_start", "after_a_restart"),
+    [
+        (True, False, 2, 3),  # always: the restart promotes the spare (2) and launches the next spare (3)
+        (False, False, 1, 2),  # never: each restart launches one
+        (False, True, 1, 3),  # 'auto' without cell_timeout: none at first; the restart launches one and a spare
+    ],
+    ids=["always", "never", "auto"],
+)
+def test_spares_are_launched_as_the_policy_says(keep_spare, after_restart, at_start, after_a_restart):
+    async def go() -> tuple[int, int, bool]:
+        pool, launch = pool_with(keep_spare, after_restart)
+        first = await pool.get()
+        await settle()
+        at_start_count = len(launch.launched)
+        await pool.restart("a test", StopCause.TIMEOUT)
+        second = await pool.get()
+        await settle()
+        return at_start_count, len(launch.launched), first is not second and second.alive
+
+    started, after, fresh = asyncio.run(go())
+    assert (started, after) == (at_start, after_a_restart) and fresh
+
+
+def test_a_death_between_requests_is_reported_once_and_starts_the_spare_policy():
+    async def go() -> tuple[str | None, str | None, int]:
+        pool, launch = pool_with(False, True)
+        first = await pool.get()
+        first.alive, first.death_reason = False, "the sandbox process was killed by SIGKILL"
+        await pool.get()
+        await settle()
+        return pool.take_unreported_death(), pool.take_unreported_death(), len(launch.launched)
+
+    told, again, launched = asyncio.run(go())
+    assert told == "the sandbox process was killed by SIGKILL" and again is None
+    assert launched == 3  # the replacement and, from now on, a spare
+
+
+def test_a_death_a_request_reported_is_not_reported_again():
+    async def go() -> tuple[str | None, bool]:
+        pool, _ = pool_with(False, False)
+        first = await pool.get()
+        first.alive, first.death_reason = False, "crashed"
+        pool.died_under_request(first)
+        second = await pool.get()
+        return pool.take_unreported_death(), second is not first
+
+    assert asyncio.run(go()) == (None, True)
