@@ -6,90 +6,68 @@
  * wheels, nothing else). Guest code can reach every JS global of the worker,
  * but not this isolate: whatever the worker writes is framed here as guest data.
  */
-import { makeRingBuffer, MORE, RingReader } from "./ring.ts";
-import { FRAME_HEADER, GUEST_EVENT, HOST_EVENT, REPLY, REQUEST, STDERR, STDOUT } from "./protocol.ts";
+import { concat, encodeFrame, FrameError, FrameParser, RecordFramer } from "./framing.ts";
+import type {
+  FromWorker,
+  HostEvent,
+  KernelRequest,
+  Progress,
+  SupervisorInit,
+  ToWorker,
+  Untrusted,
+} from "./messages.ts";
+import { HOST_EVENT, REPLY, REQUEST } from "./protocol.ts";
+import { makeRingBuffer, RingError, RingReader, type RingRecord } from "./ring.ts";
 
-type InitConfig = {
-  socket: string;
-  token: string;
-  workerRead: string[];
-  workerWrite: string[];
-  workerNet: string[];
-  workerInherits: boolean; // tests of the OS layers only: the worker gets Deno's checks off too
-  mounts: { host: string; guest: string }[];
-  pyodideLock: string | null;
-  pyodidePackages: string | null;
-  wheels: string[];
-  guestSite: string;
-  snapshot: string | null;
-  guestDir: string;
-  ringBytes: number;
-  replyBytes: number;
-  maxFrameBytes: number;
-  maxEventBytes: number;
-};
-
-const init: InitConfig = JSON.parse(await new Response(Deno.stdin.readable).text());
+const init: SupervisorInit = JSON.parse(await new Response(Deno.stdin.readable).text());
 const conn = await Deno.connect({ transport: "unix", path: init.socket });
 const encoder = new TextEncoder();
 const decoder = new TextDecoder();
+const EXIT_DEADLINE_MS = 1000; // the most the last frames may take before the process ends: a guest cannot hold it
 
 // ---- outgoing frames (to the kernel) -------------------------------------------------
 let outQueue: Uint8Array[] = [];
-let outWake: (() => void) | null = null;
-
-function frame(kind: number, id: number, payload: Uint8Array): Uint8Array {
-  const buf = new Uint8Array(FRAME_HEADER + payload.length);
-  const view = new DataView(buf.buffer);
-  view.setUint32(0, 5 + payload.length);
-  view.setUint8(4, kind);
-  view.setUint32(5, id >>> 0);
-  buf.set(payload, FRAME_HEADER);
-  return buf;
-}
+/** Settles once every frame sent so far is on the socket. */
+let written: Promise<void> = Promise.resolve();
 
 function send(kind: number, id: number, payload: Uint8Array): void {
-  outQueue.push(frame(kind, id, payload));
-  if (outWake) {
-    outWake();
-    outWake = null;
-  }
+  outQueue.push(encodeFrame(kind, id, payload));
+  if (outQueue.length === 1) written = written.then(writeQueued); // frames sent until it runs go with it
 }
 
-/** The parts, one after another, in one buffer. */
-function concat(parts: Uint8Array[]): Uint8Array {
-  const all = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
+async function writeQueued(): Promise<void> {
+  const all = concat(outQueue);
+  outQueue = [];
   let off = 0;
-  for (const p of parts) {
-    all.set(p, off);
-    off += p.length;
-  }
-  return all;
+  while (off < all.length) off += await conn.write(all.subarray(off));
 }
 
-function sendHostEvent(event: Record<string, unknown>): void {
+function sendHostEvent(event: HostEvent): void {
   send(HOST_EVENT, 0, encoder.encode(JSON.stringify(event)));
 }
 
-async function writer(): Promise<void> {
-  for (;;) {
-    while (outQueue.length === 0) await new Promise<void>((r) => (outWake = r));
-    const all = concat(outQueue);
-    outQueue = [];
-    let off = 0;
-    while (off < all.length) off += await conn.write(all.subarray(off));
-  }
+/** `promise` settled, or `ms` passed, whichever comes first. */
+function within(promise: Promise<unknown>, ms: number): Promise<void> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const deadline = new Promise<void>((resolve) => (timer = setTimeout(resolve, ms)));
+  return Promise.race([promise.then(() => {}, () => {}), deadline]).finally(() => clearTimeout(timer));
 }
 
-async function flushAndExit(code: number): Promise<never> {
-  const deadline = Date.now() + 1000;
-  while (outQueue.length > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 5));
+let dying = false;
+
+/** Tell the kernel why this sandbox ends (once), then end it when that is written (or at the deadline). */
+async function die(code: number, message: string): Promise<void> {
+  if (dying) return;
+  dying = true;
+  sendHostEvent({ event: "fatal", message });
+  await within(written, EXIT_DEADLINE_MS);
   Deno.exit(code);
 }
 
 // ---- shared memory with the worker ---------------------------------------------------
 const ringSab = makeRingBuffer(init.ringBytes);
 const ring = new RingReader(ringSab);
+const framer = new RecordFramer(init.maxEventBytes);
 const interruptSab = new SharedArrayBuffer(4);
 const interrupt = new Int32Array(interruptSab);
 const replySab = new SharedArrayBuffer(12 + init.replyBytes);
@@ -97,8 +75,9 @@ const replyCtrl = new Int32Array(replySab, 0, 3); // state, length, reply number
 const replyData = new Uint8Array(replySab, 12);
 const lifeSab = new SharedArrayBuffer(4);
 const life = new Int32Array(lifeSab);
-// The worker's glue reports the start and the end of each request on this port. Guest code has no
-// reference to it (it lives only in the glue's closure): only the trusted side says when a request is over.
+// The worker's glue reports the start and the end of each request on this port, and its own unloading (Progress).
+// Guest code has no reference to it (it lives only in the glue's closure): only the trusted side says when a
+// request is over.
 const progress = new MessageChannel();
 
 const worker = new Worker(new URL("./worker.ts", import.meta.url).href, {
@@ -118,21 +97,23 @@ const worker = new Worker(new URL("./worker.ts", import.meta.url).href, {
   },
 });
 
+function toWorker(message: ToWorker, transfer: Transferable[] = []): void {
+  worker.postMessage(message, transfer);
+}
+
 worker.onerror = (e: ErrorEvent) => {
   e.preventDefault();
-  sendHostEvent({ event: "fatal", message: `sandbox worker error: ${e.message}` });
-  flushAndExit(71);
+  die(71, `sandbox worker error: ${e.message}`);
 };
-worker.onmessage = (e: MessageEvent) => {
+worker.onmessage = (e: MessageEvent<Untrusted<FromWorker> | null>) => {
   // The worker glue posts only fatal reports; guest code can post too, so anything
   // shaped like one ends this sandbox (the kernel tells the user) and the rest is ignored.
   if (e.data?.type !== "fatal") return;
-  const message = typeof e.data.message === "string" ? e.data.message.slice(0, 2000) : "unknown";
-  sendHostEvent({ event: "fatal", message });
-  flushAndExit(72);
+  const message = e.data.message;
+  die(72, typeof message === "string" ? message.slice(0, 2000) : "unknown");
 };
 
-worker.postMessage({
+toWorker({
   type: "init",
   progress: progress.port2,
   ring: ringSab,
@@ -149,69 +130,56 @@ worker.postMessage({
   maxEventBytes: init.maxEventBytes,
 }, [progress.port2]);
 
-progress.port1.onmessage = (e: MessageEvent) => {
-  const { id, reply } = e.data ?? {};
-  if (typeof id !== "number" || id <= 0) return;
-  if (reply === undefined) { // the worker began to serve request `id`
-    sendHostEvent({ event: "started", id });
-    return;
+let progressEnded: () => void;
+const progressOver = new Promise<void>((resolve) => (progressEnded = resolve));
+
+progress.port1.onmessage = (e: MessageEvent<Progress>) => {
+  const m = e.data;
+  switch (m.type) {
+    case "started":
+      sendHostEvent({ event: "started", id: m.id });
+      return;
+    case "replied": {
+      // A reply may be as large as a frame: the kernel trims it to the cell's output budget.
+      const content = m.reply.length * 3 <= init.maxFrameBytes ? m.reply : JSON.stringify({
+        status: "error",
+        ename: "SandboxError",
+        evalue: `the reply was larger than the sandbox may send (SandboxKernel.max_frame_bytes=${init.maxFrameBytes})`,
+        traceback: [],
+        user_expressions: {},
+        payload: [],
+      });
+      pumpOnce(); // everything the request printed goes out before its reply
+      send(REPLY, m.id, encoder.encode(content));
+      return;
+    }
+    case "exited":
+      progressEnded();
   }
-  // A reply may be as large as a frame: the kernel trims it to the cell's output budget.
-  const ok = typeof reply === "string" && reply.length * 3 <= init.maxFrameBytes;
-  const content = ok ? reply : JSON.stringify({
-    status: "error",
-    ename: "SandboxError",
-    evalue: `the reply was larger than the sandbox may send (SandboxKernel.max_frame_bytes=${init.maxFrameBytes})`,
-    traceback: [],
-    user_expressions: {},
-    payload: [],
-  });
-  pumpOnce(); // everything the request printed goes out before its reply
-  send(REPLY, id, encoder.encode(content));
 };
 
 // The worker marks `life` when it unloads (e.g. guest code called Deno.exit).
 (async () => {
   const res = Atomics.waitAsync(life, 0, 0);
   if (res.async) await res.value;
-  await new Promise((r) => setTimeout(r, 20));
+  // Its ring records were written before `life`, so the pump below sees them all. Messages on the progress port
+  // (a request's start or reply) may still be on their way: they come before its last one, "exited".
+  await within(progressOver, EXIT_DEADLINE_MS);
   pumpOnce();
-  sendHostEvent({ event: "fatal", message: "the sandbox worker exited (guest code ended it)" });
-  await flushAndExit(73);
+  await die(73, "the sandbox worker exited (guest code ended it)");
 })();
 
 // ---- ring -> kernel ------------------------------------------------------------------
-let eventParts: Uint8Array[] = [];
-let eventSize = 0;
-
 function pumpOnce(): void {
-  let pending: { kind: number; id: number; parts: Uint8Array[] } | null = null;
-  const flushPending = () => {
-    if (!pending) return;
-    send(pending.kind, pending.id, concat(pending.parts));
-    pending = null;
-  };
-  for (const rec of ring.drain()) {
-    const kind = rec.kind & ~MORE;
-    if (kind === STDOUT || kind === STDERR) {
-      // Coalesce consecutive chunks of the same stream and request.
-      if (!pending || pending.kind !== kind || pending.id !== rec.id) {
-        flushPending();
-        pending = { kind, id: rec.id, parts: [] };
-      }
-      pending.parts.push(rec.payload);
-      continue;
-    }
-    flushPending();
-    if (kind !== GUEST_EVENT) continue; // the worker may write nothing else
-    eventSize += rec.payload.length;
-    if (eventSize <= init.maxEventBytes) eventParts.push(rec.payload);
-    if (rec.kind & MORE) continue;
-    if (eventSize <= init.maxEventBytes) send(GUEST_EVENT, rec.id, concat(eventParts));
-    eventParts = [];
-    eventSize = 0;
+  let records: RingRecord[];
+  try {
+    records = ring.drain();
+  } catch (err) {
+    if (!(err instanceof RingError)) throw err;
+    die(75, `the sandbox worker broke the output ring: ${err.message}`);
+    return;
   }
-  flushPending();
+  for (const f of framer.frames(records)) send(f.kind, f.id, f.payload);
 }
 
 async function pump(): Promise<void> {
@@ -223,13 +191,13 @@ async function pump(): Promise<void> {
 }
 
 // ---- kernel -> worker ----------------------------------------------------------------
-function handleRequest(id: number, req: Record<string, unknown>): void {
+function handleRequest(id: number, req: KernelRequest): void {
   switch (req.op) {
     case "interrupt":
       Atomics.store(interrupt, 0, 2); // SIGINT
       Atomics.notify(interrupt, 0);
       Atomics.notify(replyCtrl, 0);
-      worker.postMessage({ type: "interrupt", id });
+      toWorker({ type: "interrupt", id });
       return;
     case "reply": {
       const bytes = encoder.encode(JSON.stringify(req.content ?? null));
@@ -243,35 +211,27 @@ function handleRequest(id: number, req: Record<string, unknown>): void {
       return;
     }
     default:
-      worker.postMessage({ type: "request", id, json: JSON.stringify(req) }); // this realm's JSON is safe
+      toWorker({ type: "request", id, json: JSON.stringify(req) }); // this realm's JSON is safe
   }
 }
 
 async function reader(): Promise<void> {
-  let buf = new Uint8Array(0);
+  const parser = new FrameParser(init.maxFrameBytes);
   const chunk = new Uint8Array(1 << 16);
   for (;;) {
     const n = await conn.read(chunk);
     if (n === null) Deno.exit(0); // the kernel went away: so do we
-    const merged = new Uint8Array(buf.length + n);
-    merged.set(buf);
-    merged.set(chunk.subarray(0, n), buf.length);
-    buf = merged;
-    while (buf.length >= FRAME_HEADER) {
-      const view = new DataView(buf.buffer, buf.byteOffset);
-      const length = view.getUint32(0);
-      if (length < 5 || length > init.maxFrameBytes) Deno.exit(74);
-      if (buf.length < 4 + length) break;
-      const kind = view.getUint8(4);
-      const id = view.getUint32(5);
-      const payload = buf.subarray(FRAME_HEADER, 4 + length);
-      buf = buf.subarray(4 + length);
-      if (kind === REQUEST) handleRequest(id, JSON.parse(decoder.decode(payload)));
+    try {
+      for (const f of parser.push(chunk.subarray(0, n))) {
+        if (f.kind === REQUEST) handleRequest(f.id, JSON.parse(decoder.decode(f.payload)));
+      }
+    } catch (err) {
+      if (err instanceof FrameError) Deno.exit(74);
+      throw err;
     }
   }
 }
 
 sendHostEvent({ event: "hello", token: init.token });
-writer();
 pump();
 await reader();

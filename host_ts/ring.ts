@@ -94,6 +94,9 @@ export class RingWriter extends RingBase {
 
 export type RingRecord = { kind: number; id: number; payload: Uint8Array };
 
+/** The counters or a record's length are impossible: the ring was written by something other than RingWriter. */
+export class RingError extends Error {}
+
 /** The supervisor's side: takes every complete record, then frees the space. */
 export class RingReader extends RingBase {
   /** Sequence number to wait on before the next drain. */
@@ -107,14 +110,21 @@ export class RingReader extends RingBase {
     if (res.async) await res.value;
   }
 
+  /** Throws RingError (and frees nothing) when the ring holds something RingWriter cannot have written. */
   drain(): RingRecord[] {
     const out: RingRecord[] = [];
     const w = Atomics.load(this.ctrl, W) >>> 0;
     let r = Atomics.load(this.ctrl, R) >>> 0;
+    if (((w - r) >>> 0) > this.size) throw new RingError(`${(w - r) >>> 0} bytes written to a ring of ${this.size}`);
     while (r !== w) {
+      const left = (w - r) >>> 0;
+      if (left < HEADER_BYTES) throw new RingError(`a record of ${left} bytes is shorter than its header`);
       const head = this.copyOut(r, HEADER_BYTES);
       const view = new DataView(head.buffer);
       const length = view.getUint32(5);
+      if (length > left - HEADER_BYTES) {
+        throw new RingError(`a record claims ${length} bytes of ${left - HEADER_BYTES}`);
+      }
       out.push({
         kind: view.getUint8(0),
         id: view.getUint32(1),

@@ -11,6 +11,7 @@ import { loadPyodide } from "pyodide";
 import { RingWriter } from "./ring.ts";
 import { GUEST_EVENT, STDERR, STDOUT } from "./protocol.ts";
 import { mountGuestFolders, PREIMPORT } from "./snapshot_layout.ts";
+import type { FromWorker, Progress, ToWorker, WorkerInit } from "./messages.ts";
 
 /** Run `load` with WebAssembly memory grown to `bytes` before Pyodide makes its views of it. */
 async function withMemoryAtLeast<T>(bytes: number, load: () => Promise<T>): Promise<T> {
@@ -35,28 +36,7 @@ async function withMemoryAtLeast<T>(bytes: number, load: () => Promise<T>): Prom
   }
 }
 
-type Request = { op: string; [key: string]: unknown };
-type Message =
-  | {
-    type: "init";
-    progress: MessagePort;
-    ring: SharedArrayBuffer;
-    interrupt: SharedArrayBuffer;
-    reply: SharedArrayBuffer;
-    life: SharedArrayBuffer;
-    wheels: string[];
-    guestSite: string;
-    snapshot: string | null;
-    mounts: { host: string; guest: string }[];
-    pyodideLock: string | null;
-    pyodidePackages: string | null;
-    guestDir: string;
-    maxEventBytes: number;
-  }
-  | { type: "request"; id: number; json: string }
-  | { type: "interrupt"; id: number };
-
-const post = self.postMessage.bind(self);
+const post: (message: FromWorker) => void = self.postMessage.bind(self);
 const realSetTimeout = setTimeout;
 const realSetInterval = setInterval;
 const stringify = JSON.stringify; // captured before guest code can replace it
@@ -68,25 +48,28 @@ const atomicsStore = Atomics.store;
 
 // Messages that arrive before the interpreter is ready wait here. The listener is
 // installed before the first await, as Deno requires for worker messages.
-const early: Message[] = [];
-let deliver: ((m: Message) => void) | null = null;
-self.addEventListener("message", (e: MessageEvent) => {
+const early: ToWorker[] = [];
+let deliver: ((m: ToWorker) => void) | null = null;
+self.addEventListener("message", (e: MessageEvent<ToWorker>) => {
   if (!e.isTrusted) return; // dispatched by guest code, not posted by the supervisor
-  if (deliver) deliver(e.data as Message);
-  else early.push(e.data as Message);
+  if (deliver) deliver(e.data);
+  else early.push(e.data);
 });
 
 function fatal(message: string): void {
   post({ type: "fatal", message });
 }
 
-async function start(init: Extract<Message, { type: "init" }>): Promise<void> {
+async function start(init: WorkerInit): Promise<void> {
   const ring = new RingWriter(init.ring);
   const interrupt = new Int32Array(init.interrupt);
   const replyCtrl = new Int32Array(init.reply, 0, 3);
   const replyData = new Uint8Array(init.reply, 12);
   const life = new Int32Array(init.life);
+  // captured before any guest code runs
+  const report: (message: Progress) => void = init.progress.postMessage.bind(init.progress);
   addEventListener("unload", () => {
+    report({ type: "exited" }); // after every other report: the supervisor waits for it before it ends
     atomicsStore(life, 0, 1);
     Atomics.notify(life, 0);
   });
@@ -95,8 +78,6 @@ async function start(init: Extract<Message, { type: "init" }>): Promise<void> {
   Object.defineProperty(globalThis, "caches", { value: undefined, writable: false, configurable: false });
   // A guest that closes its own worker would leave requests unanswered forever.
   Object.defineProperty(self, "close", { value: () => {}, writable: false, configurable: false });
-
-  const report = init.progress.postMessage.bind(init.progress); // captured before any guest code runs
 
   // The request being served; 0 while idle (then output has no cell to go to and is dropped).
   let currentId = 0;
@@ -230,7 +211,7 @@ async function start(init: Extract<Message, { type: "init" }>): Promise<void> {
   let chain: Promise<void> = Promise.resolve();
   let busy = false;
   const serve = async (id: number, json: string) => {
-    report({ id }); // started: from here on, what happens to the sandbox happened under this request
+    report({ type: "started", id }); // from here on, what happens to the sandbox happened under this request
     currentId = id;
     busy = true;
     atomicsStore(interrupt, 0, 0);
@@ -252,9 +233,9 @@ async function start(init: Extract<Message, { type: "init" }>): Promise<void> {
     busy = false;
     currentId = 0;
     // The request is over when the run has resolved here, never when guest code says so.
-    report({ id, reply: typeof reply === "string" ? reply : "" });
+    report({ type: "replied", id, reply: typeof reply === "string" ? reply : "" });
   };
-  deliver = (m: Message) => {
+  deliver = (m: ToWorker) => {
     if (m.type === "request") chain = chain.then(() => serve(m.id, m.json));
     else if (m.type === "interrupt" && busy && m.id === currentId) {
       // Python is not running (this handler could not run otherwise): the cell awaits.
@@ -270,7 +251,7 @@ async function start(init: Extract<Message, { type: "init" }>): Promise<void> {
 }
 
 // The first message is always the init message.
-const first = await new Promise<Message>((resolve) => {
+const first = await new Promise<ToWorker>((resolve) => {
   deliver = resolve;
   const queued = early.shift();
   if (queued) {

@@ -1,6 +1,6 @@
 """Static checks, so that CI fails on a lint, format or type error in either language.
 
-ruff (lint and format) over the repository, mypy over kernel/, and deno check, lint and fmt over host_ts/.
+ruff (lint and format) over the repository, mypy over kernel/, and deno check, lint, fmt and test over host_ts/.
 """
 
 from __future__ import annotations
@@ -34,7 +34,14 @@ def test_python(argv):
 
 
 @pytest.mark.parametrize(
-    "argv", [["check", *TS_FILES], ["lint"], ["fmt", "--check"]], ids=["deno-check", "deno-lint", "deno-fmt"]
+    "argv",
+    [
+        ["check", *TS_FILES],  # the *_test.ts files too
+        ["lint"],
+        ["fmt", "--check"],
+        ["test", "--allow-read=ring.ts"],  # ring_test.ts's writer thread imports ring.ts; nothing else
+    ],
+    ids=["deno-check", "deno-lint", "deno-fmt", "deno-test"],
 )
 def test_typescript(argv):
     """With the kernel's own Deno cache (the pinned Pyodide's types are there after `sandbox-kernel fetch`)."""

@@ -1,0 +1,76 @@
+/**
+ * The messages of the host: the kernel's init JSON (on Deno's stdin), the JSON of request and host-event frames,
+ * and what the supervisor (main.ts) and the Pyodide worker (worker.ts) post to each other. The frames themselves
+ * are in protocol.ts (kinds) and framing.ts.
+ */
+
+export type Mount = { host: string; guest: string };
+
+/**
+ * The kernel's init message: built as `init = {...}` in kernel/sandbox_kernel/sandbox.py.
+ * tests/unit/test_protocol_agrees.py reads the keys below (one `key: type;` a line) and compares them.
+ */
+export interface SupervisorInit {
+  socket: string;
+  token: string;
+  workerRead: string[];
+  workerWrite: string[];
+  workerNet: string[];
+  workerInherits: boolean; // tests of the OS layers only: the worker gets Deno's checks off too
+  mounts: Mount[];
+  guestSite: string;
+  snapshot: string | null;
+  wheels: string[];
+  pyodideLock: string | null;
+  pyodidePackages: string | null;
+  guestDir: string;
+  ringBytes: number;
+  replyBytes: number;
+  maxFrameBytes: number;
+  maxEventBytes: number;
+}
+
+/** The supervisor's first message to the worker: the shared memory, the progress port and what Pyodide needs. */
+export interface WorkerInit extends
+  Pick<
+    SupervisorInit,
+    "wheels" | "guestSite" | "snapshot" | "mounts" | "pyodideLock" | "pyodidePackages" | "guestDir" | "maxEventBytes"
+  > {
+  type: "init";
+  progress: MessagePort; // the glue's port for Progress messages (transferred)
+  ring: SharedArrayBuffer; // ring.ts: the worker's output records
+  interrupt: SharedArrayBuffer; // Int32 [signal]: Pyodide's interrupt buffer
+  reply: SharedArrayBuffer; // Int32 [state, length, reply number], then the reply's bytes
+  life: SharedArrayBuffer; // Int32 [1 once the worker unloads]
+}
+
+/** Supervisor -> worker: the init message, then requests (their JSON) and interrupts. */
+export type ToWorker =
+  | WorkerInit
+  | { type: "request"; id: number; json: string }
+  | { type: "interrupt"; id: number };
+
+/**
+ * Worker -> supervisor on the worker's own channel. Guest code can post there too: the supervisor reads it
+ * as Untrusted<FromWorker>.
+ */
+export type FromWorker = { type: "fatal"; message: string };
+
+/** Worker glue -> supervisor on the progress port, which only the glue holds. */
+export type Progress =
+  | { type: "started"; id: number } // the worker began to serve request `id`
+  | { type: "replied"; id: number; reply: string } // request `id` is over: its reply (JSON text)
+  | { type: "exited" }; // the worker unloads: its last message, after all others
+
+/** A message's fields as they may arrive from guest code: any of them missing or of any type. */
+export type Untrusted<T> = { [K in keyof T]?: unknown };
+
+/** A HOST_EVENT frame's JSON: only the supervisor writes these (sandbox.py's _dispatch reads them). */
+export type HostEvent =
+  | { event: "hello"; token: string } // the first frame: the token of the init message proves who connected
+  | { event: "started"; id: number } // the worker began to serve request `id`
+  | { event: "fatal"; message: string }; // the sandbox ends, and why
+
+/** A request frame's JSON from the kernel (sandbox.py): "interrupt" and "reply" are served by the supervisor,
+ * any other op goes to the worker whole. */
+export type KernelRequest = { op: string; n?: number; content?: unknown; [field: string]: unknown };

@@ -1,0 +1,122 @@
+import assert from "node:assert/strict";
+import {
+  CTRL_INTS,
+  HEADER_BYTES,
+  makeRingBuffer,
+  MORE,
+  RingError,
+  RingReader,
+  type RingRecord,
+  RingWriter,
+} from "./ring.ts";
+
+const STREAM = 1;
+
+/** A ring of `size` bytes whose write and read counters both start at `start`. */
+function ring(size: number, start = 0) {
+  const sab = makeRingBuffer(size);
+  const ctrl = new Int32Array(sab, 0, CTRL_INTS);
+  ctrl[0] = ctrl[1] = start | 0; // write counter, read counter
+  return { sab, ctrl, writer: new RingWriter(sab), reader: new RingReader(sab) };
+}
+
+const pattern = (n: number, seed: number) => Uint8Array.from({ length: n }, (_, i) => (seed + i * 7) & 0xff);
+const shape = (recs: RingRecord[]) => recs.map((r) => [r.kind, r.id, r.payload.length]);
+const joined = (recs: RingRecord[]) => new Uint8Array(recs.flatMap((r) => [...r.payload]));
+
+Deno.test("makeRingBuffer: sizes are powers of two", () => {
+  assert.equal(makeRingBuffer(64).byteLength, CTRL_INTS * 4 + 64);
+  assert.throws(() => makeRingBuffer(96), /power of two/);
+});
+
+Deno.test("RingWriter -> RingReader: records split at maxChunk, MORE on all but the last, across the ring's end", () => {
+  // A 64-byte ring: maxChunk = 64 / 4 - 9 = 7 bytes of payload a record, 16 bytes with its header.
+  const cases: { name: string; start?: number; payloads: number[]; records: [number, number][] }[] = [
+    { name: "empty payload: one empty record", payloads: [0], records: [[STREAM, 0]] },
+    { name: "one byte", payloads: [1], records: [[STREAM, 1]] },
+    { name: "exactly maxChunk", payloads: [7], records: [[STREAM, 7]] },
+    { name: "maxChunk + 1", payloads: [8], records: [[STREAM | MORE, 7], [STREAM, 1]] },
+    { name: "three chunks", payloads: [15], records: [[STREAM | MORE, 7], [STREAM | MORE, 7], [STREAM, 1]] },
+    { name: "the ring full to the byte", payloads: [7, 7, 7, 7], records: Array(4).fill([STREAM, 7]) },
+    { name: "header across the end", start: 60, payloads: [7, 3], records: [[STREAM, 7], [STREAM, 3]] },
+    { name: "payload across the end", start: 50, payloads: [7], records: [[STREAM, 7]] },
+    {
+      name: "counters wrap at 2^32",
+      start: 0xfffffff8,
+      payloads: [7, 7, 0],
+      records: [[STREAM, 7], [STREAM, 7], [STREAM, 0]],
+    },
+  ];
+  for (const { name, start = 0, payloads, records } of cases) {
+    const { writer, reader } = ring(64, start);
+    assert.equal(writer.maxChunk, 7);
+    const sent = payloads.map((n, i) => pattern(n, i));
+    for (const p of sent) writer.writeBytes(STREAM, 42, p);
+    const got = reader.drain();
+    assert.deepEqual(shape(got), records.map(([kind, length]) => [kind, 42, length]), name);
+    assert.deepEqual(joined(got), new Uint8Array(sent.flatMap((p) => [...p])), name);
+    assert.deepEqual(reader.drain(), [], `${name}: drained once`);
+  }
+});
+
+Deno.test("RingWriter.writeText: UTF-8, split by bytes, not characters", () => {
+  const { writer, reader } = ring(64);
+  const text = "é€😀"; // 2 + 3 + 4 bytes: 9 > maxChunk
+  writer.writeText(STREAM, 1, text);
+  const got = reader.drain();
+  assert.deepEqual(shape(got), [[STREAM | MORE, 1, 7], [STREAM, 1, 2]]);
+  assert.equal(new TextDecoder().decode(joined(got)), text);
+});
+
+Deno.test("RingReader.sequence counts records; drain frees the space", () => {
+  const { writer, reader } = ring(64);
+  const seq = reader.sequence();
+  for (let round = 0; round < 3; round++) { // four full rings' worth in all: only possible if drain frees them
+    for (let i = 0; i < 4; i++) writer.writeBytes(STREAM, round, pattern(7, i));
+    assert.equal(reader.drain().length, 4);
+  }
+  assert.equal(reader.sequence() - seq, 12);
+});
+
+Deno.test("RingReader.drain: a ring RingWriter cannot have written is refused, and nothing is freed", () => {
+  const cases: { name: string; written: number; header?: [kind: number, length: number] }[] = [
+    { name: "more written than the ring holds", written: 65 },
+    { name: "less than a header", written: HEADER_BYTES - 1 },
+    { name: "a length past what was written", written: HEADER_BYTES + 4, header: [STREAM, 5] },
+    { name: "a length of 2^32 - 1", written: HEADER_BYTES + 4, header: [STREAM, 0xffffffff] },
+  ];
+  for (const { name, written, header } of cases) {
+    const { sab, ctrl, reader } = ring(64, 100);
+    if (header) {
+      const view = new DataView(sab, CTRL_INTS * 4);
+      view.setUint8(100 % 64, header[0]);
+      view.setUint32((100 % 64) + 5, header[1]);
+    }
+    ctrl[0] = 100 + written;
+    assert.throws(() => reader.drain(), RingError, name);
+    assert.equal(ctrl[1], 100, `${name}: nothing freed`);
+  }
+});
+
+Deno.test("RingWriter waits for room: a payload many times the ring, written from another thread", async () => {
+  const ringUrl = new URL("./ring.ts", import.meta.url).href;
+  const source = `import { RingWriter } from ${JSON.stringify(ringUrl)};
+self.onmessage = (e) => new RingWriter(e.data.sab).writeBytes(${STREAM}, 5, e.data.payload);`;
+  const worker = new Worker(URL.createObjectURL(new Blob([source])), { type: "module" });
+  try {
+    const { sab, reader } = ring(64);
+    const payload = pattern(10_000, 3);
+    worker.postMessage({ sab, payload });
+    const got: RingRecord[] = [];
+    for (;;) {
+      const seq = reader.sequence();
+      got.push(...reader.drain());
+      if (got.length > 0 && !(got[got.length - 1].kind & MORE)) break;
+      await reader.waitForData(seq);
+    }
+    assert.equal(got.length, Math.ceil(10_000 / 7));
+    assert.deepEqual(joined(got), payload);
+  } finally {
+    worker.terminate();
+  }
+});
