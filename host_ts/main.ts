@@ -103,6 +103,7 @@ function toWorker(message: ToWorker, transfer: Transferable[] = []): void {
 
 worker.onerror = (e: ErrorEvent) => {
   e.preventDefault();
+  pumpOnce(); // what it wrote before it failed still goes out (and output of a request marks it started)
   die(71, `sandbox worker error: ${e.message}`);
 };
 worker.onmessage = (e: MessageEvent<Untrusted<FromWorker> | null>) => {
@@ -110,6 +111,7 @@ worker.onmessage = (e: MessageEvent<Untrusted<FromWorker> | null>) => {
   // shaped like one ends this sandbox (the kernel tells the user) and the rest is ignored.
   if (e.data?.type !== "fatal") return;
   const message = e.data.message;
+  pumpOnce();
   die(72, typeof message === "string" ? message.slice(0, 2000) : "unknown");
 };
 

@@ -6,6 +6,10 @@
  * Kind bit 0x80 marks a record whose payload continues in the next record.
  */
 
+// Captured when the module loads, before guest code runs: guest code shares the worker's realm and could
+// otherwise replace Atomics' functions and be handed the ring's control words.
+const { load, store, add, notify, wait, waitAsync } = Atomics;
+
 export const CTRL_INTS = 4; // write counter, read counter, sequence, reserved
 const W = 0;
 const R = 1;
@@ -67,11 +71,11 @@ export class RingWriter extends RingBase {
 
   private writeRecord(kind: number, id: number, chunk: Uint8Array): void {
     const total = HEADER_BYTES + chunk.length;
-    let w = Atomics.load(this.ctrl, W) >>> 0;
+    let w = load(this.ctrl, W) >>> 0;
     for (;;) {
-      const r = Atomics.load(this.ctrl, R) >>> 0;
+      const r = load(this.ctrl, R) >>> 0;
       if (this.size - ((w - r) >>> 0) >= total) break;
-      Atomics.wait(this.ctrl, R, r | 0, 50);
+      wait(this.ctrl, R, r | 0, 50);
     }
     this.headerView.setUint8(0, kind);
     this.headerView.setUint32(1, id >>> 0);
@@ -79,9 +83,9 @@ export class RingWriter extends RingBase {
     this.copyIn(w, this.header);
     this.copyIn((w + HEADER_BYTES) >>> 0, chunk);
     w = (w + total) >>> 0;
-    Atomics.store(this.ctrl, W, w | 0);
-    Atomics.add(this.ctrl, SEQ, 1);
-    Atomics.notify(this.ctrl, SEQ);
+    store(this.ctrl, W, w | 0);
+    add(this.ctrl, SEQ, 1);
+    notify(this.ctrl, SEQ);
   }
 
   private copyIn(pos: number, bytes: Uint8Array): void {
@@ -101,20 +105,20 @@ export class RingError extends Error {}
 export class RingReader extends RingBase {
   /** Sequence number to wait on before the next drain. */
   sequence(): number {
-    return Atomics.load(this.ctrl, SEQ);
+    return load(this.ctrl, SEQ);
   }
 
   /** Resolve when the writer has written since `seq` was read. */
   async waitForData(seq: number): Promise<void> {
-    const res = Atomics.waitAsync(this.ctrl, SEQ, seq);
+    const res = waitAsync(this.ctrl, SEQ, seq);
     if (res.async) await res.value;
   }
 
   /** Throws RingError (and frees nothing) when the ring holds something RingWriter cannot have written. */
   drain(): RingRecord[] {
     const out: RingRecord[] = [];
-    const w = Atomics.load(this.ctrl, W) >>> 0;
-    let r = Atomics.load(this.ctrl, R) >>> 0;
+    const w = load(this.ctrl, W) >>> 0;
+    let r = load(this.ctrl, R) >>> 0;
     if (((w - r) >>> 0) > this.size) throw new RingError(`${(w - r) >>> 0} bytes written to a ring of ${this.size}`);
     while (r !== w) {
       const left = (w - r) >>> 0;
@@ -132,8 +136,8 @@ export class RingReader extends RingBase {
       });
       r = (r + HEADER_BYTES + length) >>> 0;
     }
-    Atomics.store(this.ctrl, R, r | 0);
-    Atomics.notify(this.ctrl, R);
+    store(this.ctrl, R, r | 0);
+    notify(this.ctrl, R);
     return out;
   }
 

@@ -41,10 +41,12 @@ const realSetTimeout = setTimeout;
 const realSetInterval = setInterval;
 const stringify = JSON.stringify; // captured before guest code can replace it
 const decoder = new TextDecoder();
+const utf8 = new TextEncoder();
 const now = performance.now.bind(performance);
 const atomicsWait = Atomics.wait;
 const atomicsLoad = Atomics.load;
 const atomicsStore = Atomics.store;
+const atomicsNotify = Atomics.notify;
 
 // Messages that arrive before the interpreter is ready wait here. The listener is
 // installed before the first await, as Deno requires for worker messages.
@@ -71,7 +73,7 @@ async function start(init: WorkerInit): Promise<void> {
   addEventListener("unload", () => {
     report({ type: "exited" }); // after every other report: the supervisor waits for it before it ends
     atomicsStore(life, 0, 1);
-    Atomics.notify(life, 0);
+    atomicsNotify(life, 0);
   });
   // The Web Cache API writes to Deno's own folder without any permission: no guest may use it.
   delete (globalThis as { caches?: unknown }).caches;
@@ -164,7 +166,10 @@ async function start(init: WorkerInit): Promise<void> {
       ring.writeText(kind === STDERR ? STDERR : STDOUT, tag(rid), text);
     },
     emit(json: string, rid?: number): boolean {
+      // The limit is in UTF-8 bytes, as the supervisor counts them (it drops a larger record). The glue's JSON
+      // is ASCII; guest code calling emit directly may pass any text.
       if (json.length > init.maxEventBytes) return false;
+      if (json.length * 3 > init.maxEventBytes && utf8.encode(json).length > init.maxEventBytes) return false;
       ring.writeText(GUEST_EVENT, tag(rid), json);
       return true;
     },

@@ -255,6 +255,9 @@ class SandboxProcess:
             done, _ = await asyncio.wait(
                 {fut, dead}, timeout=self.options.start_timeout, return_when=asyncio.FIRST_COMPLETED
             )
+        except BaseException:  # cancelled (e.g. the kernel shuts down while a spare starts): `fut` goes too
+            fut.cancel()
+            raise
         finally:
             dead.cancel()
         if fut in done:
