@@ -11,6 +11,7 @@ import { loadPyodide } from "pyodide";
 import { RingWriter } from "./ring.ts";
 import { GUEST_EVENT, STDERR, STDOUT } from "./protocol.ts";
 import { mountGuestFolders, PREIMPORT } from "./snapshot_layout.ts";
+import { restoringSparsely } from "./sparse_restore.ts";
 import type { FromWorker, Progress, ToWorker, WorkerInit } from "./messages.ts";
 
 /** Run `load` with WebAssembly memory grown to `bytes` before Pyodide makes its views of it. */
@@ -121,7 +122,7 @@ async function start(init: WorkerInit): Promise<void> {
       pyodide = await withMemoryAtLeast(
         bytes.length,
         // _loadSnapshot: Pyodide's (underscored) option for restoring a memory snapshot; not in its types.
-        () => loadPyodide({ ...options, _loadSnapshot: bytes } as unknown as typeof options),
+        () => restoringSparsely(() => loadPyodide({ ...options, _loadSnapshot: bytes } as unknown as typeof options)),
       );
       restored = true;
       // The snapshot was copied into wasm memory; Pyodide's config keeps a reference to it for good.
