@@ -14,7 +14,10 @@ import { mountGuestFolders, PREIMPORT } from "./snapshot_layout.ts";
 import { restoringSparsely } from "./sparse_restore.ts";
 import type { FromWorker, Progress, ToWorker, WorkerInit } from "./messages.ts";
 
-/** Run `load` with WebAssembly memory grown to `bytes` before Pyodide makes its views of it. */
+/**
+ * Run `load` with WebAssembly memory grown to `bytes` before Pyodide makes its views of it. The module's bytes
+ * (~10 MB), which V8 has copied by then and Pyodide's loader keeps for good, are released once instantiated.
+ */
 async function withMemoryAtLeast<T>(bytes: number, load: () => Promise<T>): Promise<T> {
   const wasm = WebAssembly as unknown as Record<string, (...args: unknown[]) => Promise<unknown>>;
   const originals = { instantiate: wasm.instantiate, instantiateStreaming: wasm.instantiateStreaming };
@@ -22,6 +25,10 @@ async function withMemoryAtLeast<T>(bytes: number, load: () => Promise<T>): Prom
     const original = originals[name];
     wasm[name] = async (...args: unknown[]) => {
       const result = (await original.apply(WebAssembly, args)) as { instance?: WebAssembly.Instance };
+      const source = args[0];
+      if (source instanceof Uint8Array && source.byteLength === source.buffer.byteLength) {
+        (source.buffer as ArrayBuffer).transfer(0);
+      }
       const instance = (result.instance ?? result) as WebAssembly.Instance;
       const memory = instance.exports?.memory as WebAssembly.Memory | undefined;
       if (memory && memory.buffer.byteLength < bytes) {
