@@ -94,7 +94,10 @@ def test_the_spec_survives_json(tmp_path):
 
 def test_memory_limit_and_v8_flags_reach_deno(tmp_path):
     argv = plan(tmp_path, memory_limit_mb=512, v8_flags=["--single-threaded-gc"]).deno_argv()
-    assert flag(argv, "v8-flags") == "--wasm-max-mem-pages=8192,--max-old-space-size=512,--single-threaded-gc"
+    assert (
+        flag(argv, "v8-flags")
+        == "--wasm-max-mem-pages=8192,--max-old-space-size=512,--optimize-for-size,--single-threaded-gc"
+    )
 
 
 def test_a_bad_allow_net_entry_fails_when_the_plan_is_made(tmp_path):
