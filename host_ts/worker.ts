@@ -125,16 +125,19 @@ async function start(init: WorkerInit): Promise<void> {
   let restored = false;
   if (init.snapshot) {
     try {
-      const bytes = await Deno.readFile(init.snapshot);
+      // Read while Pyodide loads its code (it awaits the bytes only before it instantiates).
+      const reading = Deno.readFile(init.snapshot);
+      reading.catch(() => {}); // a failed read is seen where Pyodide awaits it (and falls back below)
+      const size = (await Deno.stat(init.snapshot)).size;
       pyodide = await withMemoryAtLeast(
-        bytes.length,
+        size,
         // _loadSnapshot: Pyodide's (underscored) option for restoring a memory snapshot; not in its types.
-        () => restoringSparsely(() => loadPyodide({ ...options, _loadSnapshot: bytes } as unknown as typeof options)),
+        () => restoringSparsely(() => loadPyodide({ ...options, _loadSnapshot: reading } as unknown as typeof options)),
       );
       restored = true;
       // The snapshot was copied into wasm memory; Pyodide's config keeps a reference to it for good.
       // Detaching its buffer frees those bytes (as large as the snapshot) now, without waiting for a GC.
-      bytes.buffer.transfer(0);
+      (await reading).buffer.transfer(0);
     } catch (err) {
       // A stale or broken snapshot: start from scratch; the kernel rebuilds it.
       console.error(`sandbox: snapshot not used: ${String(err).slice(0, 300)}`);
