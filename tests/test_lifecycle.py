@@ -438,3 +438,24 @@ def test_with_spare_sandbox_true_the_spare_is_there_from_the_start():
         assert sandbox_count_reaches(km, 2)
     finally:
         stop_kernel(km, kc)
+
+
+def test_a_killed_kernels_private_folders_are_removed_by_the_next_kernel():
+    import tempfile
+
+    km, kc = start_kernel()
+    execute(kc, "1+1")
+    pid = km.provisioner.process.pid
+    kc.stop_channels()
+    km.shutdown_kernel(now=True)  # SIGKILL: the kernel cannot remove its sandboxes' folders itself
+    left = list(Path(tempfile.gettempdir()).glob(f"sbk-{pid}-*"))
+    assert left, "a kernel killed outright leaves its sandbox's private folder"
+    km, kc = start_kernel()
+    try:
+        execute(kc, "1+1")
+        deadline = time.monotonic() + 30
+        while any(p.exists() for p in left) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not any(p.exists() for p in left)
+    finally:
+        stop_kernel(km, kc)

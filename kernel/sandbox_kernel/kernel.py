@@ -15,7 +15,7 @@ from jupyter_core.paths import jupyter_data_dir
 from traitlets import Bool, Dict, Enum, Float, Int, List, TraitError, Unicode, default, validate
 from traitlets.utils.importstring import import_item
 
-from . import __version__, guest_schema, mounts, netpolicy, packages, paths, provision, skill_loader
+from . import __version__, guest_schema, mounts, netpolicy, packages, paths, private_folders, provision, skill_loader
 from .audit import AuditLog
 from .dispatcher import RequestDispatcher
 from .gatekeeper import Gatekeeper, check_policy
@@ -214,6 +214,7 @@ class SandboxKernel(Kernel):
         self._pyodide_lock = asyncio.Lock()
         self._os_report: dict[str, Any] = {}  # the OS layers of the latest sandbox (oslayers.launch)
         self._interrupted = asyncio.Event()
+        self._sweep: asyncio.Task[list[Path]] | None = None
         self._running = False
         self._reply_metadata: dict[str, Any] = {}
         atexit.register(SandboxPool.kill_all_now)
@@ -351,6 +352,7 @@ class SandboxKernel(Kernel):
             self.log.error("%s", self.settings_error)
         else:
             loop.call_soon(self._pool.start_soon)
+        self._sweep = loop.create_task(asyncio.to_thread(private_folders.sweep))  # folders of killed kernels
 
     def pre_handler_hook(self) -> None:
         """SIGINT is handled by _on_sigint, never as KeyboardInterrupt in the kernel."""

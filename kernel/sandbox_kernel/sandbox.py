@@ -18,13 +18,12 @@ import os
 import secrets
 import shutil
 import signal
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Protocol
 
-from . import frames, guest_schema, paths, provision
+from . import frames, guest_schema, paths, private_folders, provision
 from .launch_plan import LaunchPlan
 from .mounts import Mount
 from .oslayers.report import read_report
@@ -142,7 +141,7 @@ class SandboxProcess:
         snapshot_file = provision.snapshot_path()
         snapshot_file.parent.mkdir(parents=True, exist_ok=True)
         self.snapshot = snapshot_file if self.options.use_snapshot and snapshot_file.is_file() else None
-        self._tmp = Path(tempfile.mkdtemp(prefix="sbk-"))
+        self._tmp = private_folders.make()
         plan = LaunchPlan(
             host=paths.host_dir(),
             pyodide=self.options.pyodide_dir,
