@@ -371,8 +371,13 @@ def main() -> None:
             1000 * skill_call(ours, "device.TimeSkill.get_current_time", args.calls),
             1000 * skill_call(ref, "_skill.get_current_time", args.calls),
         )
-        note = "ipykernel: the same method called in-process (no bridge)"
+        note = "sync method: runs in a thread, so no skill blocks the kernel; ipykernel: called in-process"
         rows.append(Row(f"skill call ({args.calls:,} x `TimeSkill.get_current_time()`)", "ms/call", *per_call, note))
+        async_call = 1000 * skill_call(ours, "lambda: device.TimeSkill.wait_then_time(0)", args.calls)
+        note = "async method: served on the kernel's event loop"
+        rows.append(
+            Row(f"skill call ({args.calls:,} x `TimeSkill.wait_then_time(0)`)", "ms/call", async_call, None, note)
+        )
         seconds = (median_of(3, lambda: streaming(ours, args.lines)), median_of(3, lambda: streaming(ref, args.lines)))
         rows.append(Row(f"streaming ({args.lines:,} printed lines, to idle)", "s", *seconds))
         streamed = (tree_pss_mb(kernel_pid(ours_km)), tree_pss_mb(kernel_pid(ref_km)))

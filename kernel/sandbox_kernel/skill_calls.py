@@ -6,6 +6,7 @@ import asyncio
 import functools
 import inspect
 import re
+import sys
 import time
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -59,7 +60,7 @@ class SkillService:
             args, kwargs = bridge_data.decode(args), bridge_data.decode(kwargs)
             decision = await self._decide(found.name, name, args, kwargs, ask, show)
             try:
-                result = await asyncio.wait_for(self._run(found.bound(name), args, kwargs), self.timeout)
+                result = await _within(self.timeout, self._run(found.bound(name), args, kwargs))
             except asyncio.TimeoutError:
                 outcome = "timeout"
                 return _error(
@@ -143,6 +144,14 @@ class SkillService:
             return await fn(*args, **kwargs)
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(_SKILL_THREADS, functools.partial(fn, *args, **kwargs))
+
+
+async def _within(seconds: float, work: Awaitable[Any]) -> Any:
+    """`work`'s result, or TimeoutError after `seconds` (asyncio.timeout where there is one: no extra task)."""
+    if sys.version_info >= (3, 11):
+        async with asyncio.timeout(seconds):
+            return await work
+    return await asyncio.wait_for(work, seconds)
 
 
 HOST_PATH = re.compile(r"""(?<![^\s'"(=])/(?:[^\s/'",;)]+/)*[^\s/'",;)]+""")
