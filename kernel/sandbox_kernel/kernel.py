@@ -213,6 +213,8 @@ class SandboxKernel(Kernel):
         self._pyodide_verified = False  # the cached Pyodide's contents were checked by this kernel process
         self._pyodide_lock = asyncio.Lock()
         self._os_report: dict[str, Any] = {}  # the OS layers of the latest sandbox (oslayers.launch)
+        self._layers_known = asyncio.Event()  # the first sandbox's launcher has reported
+        self._versions = provision.guest_versions()  # the guest's Python, Pyodide and IPython, known on the host
         self._interrupted = asyncio.Event()
         self._sweep: asyncio.Task[list[Path]] | None = None
         self._running = False
@@ -293,10 +295,15 @@ class SandboxKernel(Kernel):
 
     # ---- kernel_info -------------------------------------------------------------------
     @property
+    def _guest_versions(self) -> dict[str, str]:
+        """The guest's versions: as the running guest reports them, else as the host knows them."""
+        return {**self._versions, **{k: str(v) for k, v in self._guest_info.items() if k in self._versions}}
+
+    @property
     def language_info(self) -> dict[str, Any]:  # type: ignore[override]
         return {
             "name": "python",
-            "version": self._guest_info.get("python_version", "3"),
+            "version": self._guest_versions["python_version"],
             "mimetype": "text/x-python",
             "codemirror_mode": {"name": "ipython", "version": 3},
             "pygments_lexer": "ipython3",
@@ -316,7 +323,7 @@ class SandboxKernel(Kernel):
 
     @property
     def banner(self) -> str:  # type: ignore[override]
-        info = self._guest_info
+        info = self._guest_versions
         return (
             f"Python {info.get('python_version', '?')} (Pyodide {info.get('pyodide_version', '?')}, "
             f"IPython {info.get('ipython_version', '?')}) in a WebAssembly sandbox\n"
@@ -330,15 +337,20 @@ class SandboxKernel(Kernel):
     ]
 
     async def kernel_info_request(self, stream: Any, ident: Any, parent: Any) -> None:
-        """Answered once the sandbox is up (its banner names the guest's versions), or after KERNEL_INFO_WAIT
-        seconds at most, whatever the sandbox does: a start that fails or hangs is told at the first cell."""
-        try:
-            if not self.settings_problems:
-                await asyncio.wait_for(asyncio.shield(self._pool.get()), KERNEL_INFO_WAIT)
-        except (SandboxStartError, SandboxDied) as exc:
-            self.log.error("sandbox start failed: %s", exc)
-        except asyncio.TimeoutError:
-            self.log.warning("kernel_info answered before the sandbox was up (%.0f s)", KERNEL_INFO_WAIT)
+        """Answered once the first sandbox's OS layers are known (its launcher reports them ~50 ms after the
+        spawn, long before Python is up), or its start failed, or after KERNEL_INFO_WAIT seconds at most: a start
+        that fails or hangs is told at the first cell. The versions in the reply are known on the host."""
+        if not self.settings_problems and not self._layers_known.is_set():
+            started: asyncio.Future[Any] = asyncio.ensure_future(asyncio.shield(self._pool.get()))
+            layers: asyncio.Future[Any] = asyncio.ensure_future(self._layers_known.wait())
+            done, _ = await asyncio.wait({started, layers}, timeout=KERNEL_INFO_WAIT, return_when="FIRST_COMPLETED")
+            layers.cancel()
+            if started in done and started.exception() is not None:
+                self.log.error("sandbox start failed: %s", started.exception())
+            elif not done:
+                self.log.warning("kernel_info answered before the sandbox was up (%.0f s)", KERNEL_INFO_WAIT)
+            if started not in done:
+                started.cancel()
         await super().kernel_info_request(stream, ident, parent)
 
     # ---- sandbox lifecycle -------------------------------------------------------------
@@ -449,10 +461,9 @@ class SandboxKernel(Kernel):
         except Exception as exc:  # a bug or a damaged file we do not check: the user still gets a reply
             self.log.exception("preparing the sandbox failed")
             raise SandboxStartError(f"preparing the sandbox failed: {type(exc).__name__}: {exc}") from None
-        sandbox = SandboxProcess(self._options(**extra), self.log, self._say)
+        sandbox = SandboxProcess(self._options(**extra), self.log, self._say, on_layers=self._log_os_layers)
         try:
             self._guest_info = await sandbox.start()
-            self._log_os_layers(sandbox.os_layers)
             self._check_snapshot(sandbox)
             await self._background_request(sandbox, "configure", self._guest_config(), SIMPLE_REQUEST_TIMEOUT)
         except BaseException:
@@ -462,6 +473,7 @@ class SandboxKernel(Kernel):
 
     def _log_os_layers(self, report: dict[str, Any]) -> None:
         """Log the layers once per kernel, and again only when they change (warning when any is missing)."""
+        self._layers_known.set()
         if report == self._os_report:
             return
         self._os_report = report

@@ -213,6 +213,21 @@ async def ensure_all(say: Callable[[str], None], thorough: bool = False) -> tupl
     return pyodide, site
 
 
+def guest_versions() -> dict[str, str]:
+    """The guest's Python, Pyodide and IPython versions as pinned on the host ('?' where not yet fetched)."""
+    python = "?"
+    try:
+        python = json.loads((paths.pyodide_dir(deno_dir()) / "pyodide-lock.json").read_text())["info"]["python"]
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    pins = dict(line.split(" ")[0].split("==") for line in GUEST_REQUIREMENTS.read_text().splitlines() if "==" in line)
+    return {
+        "python_version": str(python),
+        "pyodide_version": paths.pyodide_version(),
+        "ipython_version": pins.get("ipython", "?"),
+    }
+
+
 def snapshot_path() -> Path:
     """The memory snapshot for this exact set of Pyodide, Deno, guest wheels and builder code."""
     from importlib.metadata import version

@@ -105,10 +105,17 @@ class SandboxProcess:
 
     live: ClassVar[set[SandboxProcess]] = set()  # spawned and not yet dead: what shutdown must kill
 
-    def __init__(self, options: SandboxOptions, log: logging.Logger, say: Callable[[str], None]) -> None:
+    def __init__(
+        self,
+        options: SandboxOptions,
+        log: logging.Logger,
+        say: Callable[[str], None],
+        on_layers: Callable[[dict[str, Any]], None] | None = None,
+    ) -> None:
         self.options = options
         self.log = log
         self.say = say
+        self.on_layers = on_layers  # told what the launcher applied, as soon as it has (before Python starts)
         self.info: dict[str, Any] = {}
         self.pid: int | None = None
         self.snapshot: Path | None = None  # the snapshot file offered to this sandbox, if any
@@ -214,6 +221,8 @@ class SandboxProcess:
         }
         # Written before exec (or before a refusal): the launcher is done with it within milliseconds.
         self.os_layers = await asyncio.to_thread(read_report, report_read)
+        if self.on_layers is not None:
+            self.on_layers(self.os_layers)
         if "refused" in self.os_layers:
             await self.kill("os_sandbox could not be met")
             fix = (
