@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import os
+import select
 import socket
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -52,8 +53,17 @@ def value(run: Run) -> str:
     return run.of_type("execute_result")[0]["data"]["text/plain"]
 
 
-def execute(kc: BlockingKernelClient, code: str, timeout: float = 60, **kwargs: Any) -> Run:
-    """Execute `code` and collect its IOPub messages (with arrival times) until idle."""
+def execute(
+    kc: BlockingKernelClient,
+    code: str,
+    timeout: float = 60,
+    on_output: Callable[[dict[str, Any]], None] | None = None,
+    **kwargs: Any,
+) -> Run:
+    """Execute `code` and collect its IOPub messages (with arrival times) until idle.
+
+    `on_output(msg)` is called for each output message as it arrives (while the cell still runs).
+    """
     msg_id = kc.execute(code, **kwargs)
     outputs: list[dict[str, Any]] = []
     deadline = time.monotonic() + timeout
@@ -67,10 +77,30 @@ def execute(kc: BlockingKernelClient, code: str, timeout: float = 60, **kwargs: 
             break
         if msg["msg_type"] not in ("status", "execute_input"):
             outputs.append(msg)
+            if on_output is not None:
+                on_output(msg)
     reply = kc.get_shell_msg(timeout=max(1.0, deadline - time.monotonic()))
     while reply["parent_header"].get("msg_id") != msg_id:
         reply = kc.get_shell_msg(timeout=max(1.0, deadline - time.monotonic()))
     return Run(reply, outputs)
+
+
+def once_running(action: Callable[[], object]) -> Callable[[dict[str, Any]], None]:
+    """An `on_output` hook that calls `action` once, when the cell's first stdout arrives.
+
+    The cell prints before it does what the test acts on (waits, loops, sleeps): the action then surely
+    lands while the cell runs, however long the kernel took to start it. The time of the action is kept in
+    the hook's `at` list (time.monotonic()).
+    """
+    at: list[float] = []
+
+    def hook(msg: dict[str, Any]) -> None:
+        if not at and msg["msg_type"] == "stream" and msg["content"]["name"] == "stdout":
+            at.append(time.monotonic())
+            action()
+
+    hook.at = at  # type: ignore[attr-defined]
+    return hook
 
 
 def start_kernel(
@@ -119,38 +149,64 @@ class Listener:
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self.sock.bind((host, 0))
         self.sock.listen(64)
-        self.sock.settimeout(0.1)
+        self.sock.setblocking(False)  # accept() only after select() said a connection waits
         self.port = self.sock.getsockname()[1]
         self.reply = reply or (
             b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nAccess-Control-Allow-Origin: *\r\nConnection: close\r\n\r\nhello"
         )
         self.hits: list[bytes] = []
+        # Held while a connection is taken from the backlog; _serving counts the connections being served.
+        # So settle() sees each connection either queued in the backlog or served, never in between.
+        self._changed = threading.Condition()
+        self._serving = 0
         self._running = True
         self._thread = threading.Thread(target=self._serve, daemon=True)
         self._thread.start()
 
+    def _queued(self) -> bool:
+        """A connection is established (the handshake is done) and waits in the backlog to be accepted."""
+        return bool(select.select([self.sock], [], [], 0)[0])
+
     def _serve(self) -> None:
         while self._running:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
+            if not select.select([self.sock], [], [], 0.1)[0]:
                 continue
-            with conn:
-                conn.settimeout(1)
+            with self._changed:
                 try:
-                    data = conn.recv(4096)
+                    conn, _ = self.sock.accept()
                 except OSError:
-                    data = b""
-                self.hits.append(data or b"<connected>")
-                try:
-                    conn.sendall(self.reply)
-                except OSError:
-                    pass
+                    continue
+                self._serving += 1
+            try:
+                with conn:
+                    conn.settimeout(1)
+                    try:
+                        data = conn.recv(4096)
+                    except OSError:
+                        data = b""
+                    self.hits.append(data or b"<connected>")
+                    try:
+                        conn.sendall(self.reply)
+                    except OSError:
+                        pass
+            finally:
+                with self._changed:
+                    self._serving -= 1
+                    self._changed.notify_all()
 
-    def settle(self) -> list[bytes]:
-        """The connections seen so far, after giving queued ones time to be accepted."""
-        time.sleep(0.3)
-        return list(self.hits)
+    def settle(self, timeout: float = 10) -> list[bytes]:
+        """The connections seen so far, once none waits in the backlog and none is being served.
+
+        A connection the guest made during a cell is established before the cell ends (connect() returns
+        after the handshake), so it is in the backlog, being served or recorded: no waiting on the clock.
+        """
+        deadline = time.monotonic() + timeout
+        with self._changed:
+            while self._serving or self._queued():
+                left = deadline - time.monotonic()
+                assert left > 0, f"the listener on port {self.port} was still busy after {timeout}s"
+                self._changed.wait(min(left, 0.05))  # also re-checks the backlog, which notifies nobody
+            return list(self.hits)
 
     def assert_untouched(self) -> None:
         hits = self.settle()

@@ -62,9 +62,14 @@ def test_timeout_is_reported(sandbox):
 
 
 def test_interrupt_from_another_thread(sandbox):
-    threading.Timer(0.5, sandbox.interrupt).start()
-    r = sandbox.run("import time; time.sleep(2.5)")
-    assert r.error.ename == "KeyboardInterrupt"
+    running = threading.Event()  # set by the cell's first line: the interrupt then surely finds it running
+    interrupter = threading.Thread(target=lambda: running.wait(60) and sandbox.interrupt())
+    interrupter.start()
+    # Longer than cell_timeout=3: only the interrupt ends it with KeyboardInterrupt.
+    r = sandbox.run("import time\nprint('running', flush=True)\ntime.sleep(30)", on_stdout=lambda text: running.set())
+    interrupter.join(timeout=60)
+    assert running.is_set(), r.to_llm()
+    assert r.error.ename == "KeyboardInterrupt", r.to_llm()
 
 
 def test_upload_and_download_round_trip(sandbox, tmp_path):
@@ -87,9 +92,15 @@ def test_file_helpers_do_not_touch_history_or_count(sandbox, tmp_path):
     assert sandbox.run("2").execution_count == before + 1
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="BUG (kernel/sandbox_kernel/agent.py, AsyncSandbox.run): without approver= and input= it executes "
+    "with allow_stdin=False, so input() raises StdinNotImplementedError, where the README promises EOFError "
+    "('without it the guest gets EOFError'); with an approver the same prompt gets EOFError",
+)
 def test_input_gets_eof_for_an_agent(sandbox):
     r = sandbox.run("input('name? ')")
-    assert r.error.ename in ("StdinNotImplementedError", "EOFError")
+    assert r.error.ename == "EOFError", r.to_llm()
 
 
 def test_restart_clears_state(sandbox):

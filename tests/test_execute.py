@@ -41,7 +41,10 @@ def test_silent_runs_without_output_or_count(kc):
     before = execute(kc, "1").content["execution_count"]
     silent = execute(kc, "print('hidden'); made_silently = 5; 42", silent=True)
     assert silent.content["status"] == "ok"
-    assert silent.outputs == [] or all(m["msg_type"] == "stream" for m in silent.outputs)
+    # What the code prints is shown (as in ipykernel); no execute_result, no execute_input, no count.
+    assert [(m["msg_type"], m["content"]) for m in silent.outputs] == [
+        ("stream", {"name": "stdout", "text": "hidden\n"})
+    ]
     assert not silent.of_type("execute_result")
     after = execute(kc, "made_silently")
     assert after.of_type("execute_result")[0]["data"]["text/plain"] == "5"

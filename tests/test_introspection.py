@@ -133,7 +133,7 @@ def test_question_mark_pages(kc: BlockingKernelClient, suffix: str, has_source: 
     (payload,) = run.content["payload"]
     assert payload["source"] == "page"
     text = plain(payload["data"]["text/plain"])
-    assert "Area of a rectangle, in square units." in text or has_source
+    assert "Area of a rectangle, in square units." in text  # the docstring, alone or in the source
     assert "area(width, height=2)" in text
     assert ("return width * height" in text) is has_source
     assert "Area of a rectangle" not in run.stream()  # paged, not printed

@@ -31,6 +31,8 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
 # What a notebook's own text tells its reader to put in sandbox_kernel_config.json before running it.
 SETTINGS = {"skills.ipynb": {"SandboxKernel": {"skills": ["TimeSkill", "KeyValueSkill", "SignerSkill"]}}}
+# The host's environment for a notebook's kernel: the SignerSkill signs only with a key set.
+HOST_ENV = {"skills.ipynb": {"SANDBOX_DEMO_API_KEY": "notebook-test-key"}}
 
 
 @functools.cache
@@ -41,6 +43,8 @@ def executed(path: Path) -> NotebookNode:
         if path.name in SETTINGS:
             (Path(config_dir) / "sandbox_kernel_config.json").write_text(json.dumps(SETTINGS[path.name]))
             patch.setenv("JUPYTER_CONFIG_DIR", config_dir)
+        for name, value in HOST_ENV.get(path.name, {}).items():
+            patch.setenv(name, value)
         client = NotebookClient(
             nb,
             kernel_name=nb.metadata.kernelspec.name,
@@ -121,7 +125,7 @@ def check_skills(nb: NotebookNode) -> None:
     assert "Two days after 2024-02-28: 2024-03-01\n" in out
     assert "TimeSkill.get_current_time(tz: 'str' = 'UTC') -> 'str'\n" in out
     assert "Key visible in the sandbox: False\n" in out
-    assert ("Signed by the host; signature length 64" in out) or ("The host has no key set:" in out)
+    assert "Signed by the host; signature length 64\n" in out  # HOST_ENV sets the key
     assert any("'raw': b'\\x00\\x01'" in text for text in rich(nb, "text/plain")), rich(nb, "text/plain")
     failing = [cell for cell in code_cells(nb) if RAISES in cell.metadata.get("tags", [])]
     errors = [out for cell in failing for out in cell.outputs if out.output_type == "error"]

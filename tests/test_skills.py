@@ -6,13 +6,12 @@ import ast
 import hashlib
 import hmac
 import json
-import threading
 import time
 from pathlib import Path
 
 import pytest
 
-from conftest import execute, start_kernel, stop_kernel, value
+from conftest import execute, once_running, start_kernel, stop_kernel, value
 
 FIXTURES = Path(__file__).parent / "skill_fixtures"
 SECRET = "test-secret-value-7f3a"
@@ -248,15 +247,17 @@ def test_slow_skill_times_out(kc):
     assert "longer than 1.5s" in run.content["evalue"] and "skill_timeout" in run.content["evalue"]
 
 
-def test_interrupt_during_a_slow_skill(skills_kernel):
+def test_interrupt_during_a_slow_skill(skills_kernel, audit_file):
     km, kc = skills_kernel
     execute(kc, "kept = 'yes'")
-    threading.Timer(0.5, km.interrupt_kernel).start()
+    before = len(audit_file.read_text().splitlines()) if audit_file.exists() else 0
+    interrupt = once_running(km.interrupt_kernel)  # the cell calls the skill right after it says so
     started = time.monotonic()
-    run = execute(kc, "device.ProbeSkill.slow(1.2)", timeout=60)
+    run = execute(kc, "print('calling', flush=True)\ndevice.ProbeSkill.slow(1.2)", timeout=60, on_output=interrupt)
     assert run.content["ename"] == "KeyboardInterrupt"
-    assert time.monotonic() - started < 1.2
-    time.sleep(1)
+    assert time.monotonic() - started < 1.2  # the cell did not wait for the skill to end
+    calls = [json.loads(line) for line in audit_file.read_text().splitlines()[before:]]
+    assert [(c["call"], c["outcome"]) for c in calls] == [("ProbeSkill.slow", "interrupted")], calls
     assert value(execute(kc, "kept")) == "'yes'"
 
 

@@ -125,7 +125,8 @@ def test_leftover_timers_and_tasks_use_no_cpu_between_cells_and_never_print_into
         pids = sandbox_pids(km.provisioner.process.pid)
         assert pids
         before = cpu_seconds(pids)
-        time.sleep(2.0)  # between cells
+        # Time passes between cells: the leftover timers and tasks would burn CPU now if the sandbox ran.
+        time.sleep(2.0)
         idle = cpu_seconds(pids) - before
         assert idle < 0.1, f"the sandbox used {idle:.2f}s of CPU in 2s between cells"
         # The leftovers are real: while a later cell awaits, they run (and burn CPU) ...

@@ -10,6 +10,7 @@ symlinks leading out, and clears setuid/setgid/world-writable bits that the gues
 from __future__ import annotations
 
 import json
+import queue
 import stat
 import time
 from pathlib import Path
@@ -21,8 +22,9 @@ from attack_kit import (
     assert_denied,
     assert_refused,
     attack,
-    error,
     fingerprint,
+    os_layers,
+    private_root,
     q,
     result,
     start_or_refusal,
@@ -90,6 +92,33 @@ def with_host_path(guest: str, js_body: str) -> str:
     )
 
 
+def with_fs(js_body: str) -> str:
+    """Guest code that runs JS with Pyodide's FS and returns the name and number of the error it throws.
+
+    FS throws an ErrnoError object, which reaches Python as an opaque JsException: caught in JS, the
+    refusal can be told apart from any other failure. Numbers are Emscripten's: 2 is EACCES, 44 ENOENT.
+    """
+    js = f"(FS) => {{ try {{ {js_body} }} catch (e) {{ return `${{e.name}} ${{e.errno}}` }} return 'no error' }}"
+    return f"import pyodide_js, pyodide.code\npyodide.code.run_js({js!r})(pyodide_js.FS)"
+
+
+EACCES = "'ErrnoError 2'"
+ENOENT = "'ErrnoError 44'"
+
+
+def link_refusal(kc) -> str:
+    """How Deno's attempt to follow a symlink out of a mount ends, by the OS layers of this kernel.
+
+    In the private root (the namespaces layer) the link's target does not exist; under Landlock alone,
+    opening it is refused. Without either, Deno follows the link: there is no refusal to expect.
+    """
+    if private_root(kc):
+        return "NotFound: No such file or directory (os error 2)"
+    if "landlock" in os_layers(kc):
+        return "Permission denied (os error 13)"
+    pytest.fail(f"no OS layer stops Deno from following a symlink out of a mount here: {os_layers(kc)}")
+
+
 # ---- sanity ------------------------------------------------------------------------------------
 
 
@@ -136,11 +165,13 @@ RO_WRITES = {
     "os.chmod": "import os\nos.chmod('/data/in.txt', 0o777)",
     "shutil.rmtree": "import shutil\nshutil.rmtree('/data')",
 }
-RO_JS_WRITES = {
-    "FS.writeFile-new": "import pyodide_js\npyodide_js.FS.writeFile('/data/js.txt', 'x')",
-    "FS.writeFile-existing": "import pyodide_js\npyodide_js.FS.writeFile('/data/in.txt', 'x')",
-    "FS.unlink": "import pyodide_js\npyodide_js.FS.unlink('/data/in.txt')",
-    "FS.rename": "import pyodide_js\npyodide_js.FS.rename('/data/in.txt', '/data/moved.txt')",
+RO_FS_WRITES = {
+    "FS.writeFile-new": "FS.writeFile('/data/js.txt', 'x')",
+    "FS.writeFile-existing": "FS.writeFile('/data/in.txt', 'x')",
+    "FS.unlink": "FS.unlink('/data/in.txt')",
+    "FS.rename": "FS.rename('/data/in.txt', '/data/moved.txt')",
+}
+RO_HOST_PATH_WRITES = {
     "deno-writeTextFileSync-host-path": with_host_path("/data", "Deno.writeTextFileSync(host + '/in.txt', 'x')"),
     "deno-writeTextFileSync-host-new": with_host_path("/data", "Deno.writeTextFileSync(host + '/new.txt', 'x')"),
     "deno-removeSync-host-path": with_host_path("/data", "Deno.removeSync(host + '/in.txt')"),
@@ -157,14 +188,18 @@ def test_read_only_mount_refuses_python_writes_naming_the_roots(mounted, unchang
     assert_refused(run, ["PermissionError"], "/data is a read-only mount", ROOTS)
 
 
-@pytest.mark.parametrize("how", list(RO_JS_WRITES))
-def test_read_only_mount_refuses_js_writes(mounted, unchanged, how):
+@pytest.mark.parametrize("how", list(RO_FS_WRITES))
+def test_read_only_mount_refuses_js_fs_writes(mounted, unchanged, how):
+    """Pyodide's FS, below Python's guards: Deno's refusal reaches it as EACCES."""
     _, kc = mounted
-    run = attack(kc, RO_JS_WRITES[how])
-    ename, evalue = error(run)
-    assert ename == "JsException", evalue
-    if "deno" in how or "node" in how:
-        assert "Requires write access" in evalue, evalue
+    assert result(attack(kc, with_fs(RO_FS_WRITES[how]))) == EACCES
+
+
+@pytest.mark.parametrize("how", list(RO_HOST_PATH_WRITES))
+def test_read_only_mount_refuses_js_writes_to_the_host_path(mounted, unchanged, layout, how):
+    _, kc = mounted
+    run = attack(kc, RO_HOST_PATH_WRITES[how])
+    assert_refused(run, ["JsException"], "NotCapable: Requires write access to ", str(layout.ro))
 
 
 REMOUNTS = {
@@ -182,9 +217,8 @@ def test_remounting_does_not_widen_access(mounted, unchanged, layout, how):
     """Pyodide's FS.mount is reachable, but which host folders it can use is still Deno's decision."""
     _, kc = mounted
     body = REMOUNTS[how].replace("ROOT", q(layout.root)).replace("RO", q(layout.ro))
-    cell = f"import pyodide_js, pyodide.code\npyodide.code.run_js({f'(FS) => {{ {body} }}'!r})(pyodide_js.FS)"
-    run = attack(kc, cell, layout.secret, "root:x:0:0")
-    assert run.content["status"] == "error", result(run)
+    run = attack(kc, with_fs(body), layout.secret, "root:x:0:0")
+    assert result(run) == EACCES
 
 
 # ---- symlinks ------------------------------------------------------------------------------------
@@ -224,7 +258,7 @@ def test_mount_holding_a_symlink_that_leaves_it_is_refused(tmp_path, what):
 
 
 def test_symlink_hidden_behind_many_files_is_refused_too(tmp_path):
-    """The start-up scan stops at 10,000 entries; beyond it, Landlock (checking the real file) refuses the read."""
+    """The start-up scan stops at 10,000 entries, so the kernel starts; the OS layers refuse the read."""
     secret = token("deep")
     (tmp_path / "secret.txt").write_text(secret)
     folder = tmp_path / "big"
@@ -234,16 +268,11 @@ def test_symlink_hidden_behind_many_files_is_refused_too(tmp_path):
     (folder / "zsub").mkdir()
     (folder / "zsub" / "link").symlink_to(tmp_path / "secret.txt")
     started = start_or_refusal([f"--SandboxKernel.mounts=['{folder}:/data:ro']"], tmp_path)
-    if isinstance(started, str):
-        assert "symlinks that lead outside" in started
-        return
+    assert not isinstance(started, str), f"the scan went past {MANY - 1} entries after all: {started[-2000:]}"
     km, kc = started
     try:
-        run = execute(kc, with_host_path("/data", "return Deno.readTextFileSync(host + '/zsub/link')"))
-        assert_alive(kc)
-        assert secret not in json.dumps(run.content) + json.dumps([m["content"] for m in run.outputs]), (
-            "LEAK: the guest read a file outside the mount through a symlink"
-        )
+        run = attack(kc, with_host_path("/data", "return Deno.readTextFileSync(host + '/zsub/link')"), secret)
+        assert_refused(run, ["JsException"], link_refusal(kc))
     finally:
         stop_kernel(km, kc)
 
@@ -266,25 +295,63 @@ def late_links(layout):
     (layout.victim_dir / "planted.txt").unlink(missing_ok=True)
 
 
+COPY_GUARD_BUG = pytest.mark.xfail(
+    strict=True,
+    reason="BUG (guest guard, host_ts/guest/sandbox_guest/guards.py, _WRITE_EVENTS): the audit event "
+    "shutil.copyfile is checked as a write of BOTH its arguments, so copying a file OUT of a read-only mount is "
+    "refused with PermissionError('/data is a read-only mount'), before the source is even opened",
+)
+
+
 @pytest.mark.parametrize(
-    "code",
+    ("code", "ename", "message"),
     [
-        "open('/data/late').read()",
-        "open('/data/latedir/token.txt').read()",
-        "import os\nos.listdir('/data/latedir')",
-        "import shutil\nshutil.copy('/data/late', '/out/copy.txt')\nopen('/out/copy.txt').read()",
-        "import pyodide_js\npyodide_js.FS.readFile('/data/late', {'encoding': 'utf8'})",
-        "open('/out/late-escape', 'w').write('PWNED')",
-        "open('/out/late-dir/planted.txt', 'w').write('PWNED')",
+        ("open('/data/late').read()", "FileNotFoundError", "No such file or directory: '/data/late'"),
+        (
+            "open('/data/latedir/token.txt').read()",
+            "FileNotFoundError",
+            "No such file or directory: '/data/latedir/token.txt'",
+        ),
+        ("import os\nos.listdir('/data/latedir')", "FileNotFoundError", "No such file or directory: '/data/latedir'"),
+        pytest.param(
+            "import shutil\nshutil.copy('/data/late', '/out/copy.txt')\nopen('/out/copy.txt').read()",
+            "FileNotFoundError",
+            "No such file or directory: '/data/late'",
+            marks=COPY_GUARD_BUG,
+        ),
+        (with_fs("return FS.readFile('/data/late', {encoding: 'utf8'})"), None, ENOENT),
+        # Refused before the link is looked at: the mount takes only .txt and .csv files.
+        ("open('/out/late-escape', 'w').write('PWNED')", "PermissionError", "files written to /out must end in"),
+        (
+            "open('/out/late-dir/planted.txt', 'w').write('PWNED')",
+            "FileNotFoundError",
+            "No such file or directory: '/out/late-dir/planted.txt'",
+        ),
     ],
     ids=["file-link", "dir-link-file", "dir-link-listing", "copy", "FS.readFile", "write-file-link", "write-dir-link"],
 )
-def test_python_does_not_follow_symlinks_out_of_a_mount(mounted, late_links, unchanged, layout, code):
+def test_python_does_not_follow_symlinks_out_of_a_mount(mounted, late_links, unchanged, layout, code, ename, message):
     """Pyodide resolves a link's target inside its own file system, where the host's paths do not exist."""
     _, kc = mounted
     run = attack(kc, code, layout.secret, str(layout.secret_dir))
-    assert run.content["status"] == "error"
+    if ename is None:  # the code catches FS's error and returns it
+        assert result(run) == message
+    else:
+        assert_refused(run, [ename], message)
     assert not (layout.rw / "copy.txt").exists()
+
+
+@COPY_GUARD_BUG
+def test_a_file_can_be_copied_out_of_a_read_only_mount(mounted, layout):
+    """A ':ro' mount can be read: shutil.copy from it into a ':rw' mount is a read and a write there."""
+    _, kc = mounted
+    try:
+        run = execute(
+            kc, "import shutil\nshutil.copy('/data/in.txt', '/out/copied.txt')\nopen('/out/copied.txt').read()"
+        )
+        assert result(run) == "'ro-content'"
+    finally:
+        (layout.rw / "copied.txt").unlink(missing_ok=True)
 
 
 LATE_LINK_ATTACKS = {
@@ -305,32 +372,40 @@ def test_symlinks_that_appear_after_the_start_do_not_lead_out(mounted, late_link
     _, kc = mounted
     guest, body, outside = LATE_LINK_ATTACKS[how]
     before = fingerprint(layout.root / outside) if outside else None
-    run = execute(kc, with_host_path(guest, body))
-    assert_alive(kc)
-    assert layout.secret not in json.dumps([m["content"] for m in run.outputs]), "LEAK: read outside the mount"
+    run = attack(kc, with_host_path(guest, body), layout.secret)
+    assert_refused(run, ["JsException"], link_refusal(kc))
     if outside:
         assert fingerprint(layout.root / outside) == before, f"LEAK: {outside} (outside the mount) was written"
 
 
 @pytest.mark.parametrize(
-    "code",
+    ("code", "ename", "message"),
     [
-        "import os\nos.symlink('/etc', '/out/etc')",
-        "import os\nos.symlink('/data/in.txt', '/out/alias')",
-        with_host_path("/out", "Deno.symlinkSync('/etc/passwd', host + '/pw'); return 'made'"),
-        with_host_path("/out", "(await import('node:fs')).symlinkSync('/etc', host + '/etc'); return 'made'"),
-        with_host_path("/out", "Deno.linkSync(host + '/../victim.txt', host + '/hard.txt'); return 'made'"),
+        ("import os\nos.symlink('/etc', '/out/etc')", "PermissionError", "'/etc' is not in the sandbox"),
+        ("import os\nos.symlink('/data/in.txt', '/out/alias')", "PermissionError", "/data is a read-only mount"),
+        (
+            with_host_path("/out", "Deno.symlinkSync('/etc/passwd', host + '/pw'); return 'made'"),
+            "JsException",
+            "NotCapable: Deno.symlinkSync() requires unscoped --allow-read and --allow-write permissions",
+        ),
+        (
+            with_host_path("/out", "(await import('node:fs')).symlinkSync('/etc', host + '/etc'); return 'made'"),
+            "JsException",
+            "NotCapable: Deno.symlinkSync() requires unscoped --allow-read and --allow-write permissions",
+        ),
+        (
+            with_host_path("/out", "Deno.linkSync(host + '/../victim.txt', host + '/hard.txt'); return 'made'"),
+            "JsException",
+            "NotCapable: Requires read access to ",
+        ),
     ],
     ids=["os.symlink-out", "os.symlink-in", "deno-symlinkSync", "node-symlinkSync", "deno-hardlink-out"],
 )
-def test_guest_cannot_create_links_in_a_writable_mount(mounted, unchanged, layout, code):
+def test_guest_cannot_create_links_in_a_writable_mount(mounted, unchanged, layout, code, ename, message):
     _, kc = mounted
     before = tree(layout.rw)
     run = attack(kc, code)
-    ename, evalue = error(run)
-    assert ename in ("PermissionError", "JsException"), evalue
-    if ename == "JsException":
-        assert "NotCapable" in evalue, evalue
+    assert_refused(run, [ename], message)
     assert tree(layout.rw) == before
 
 
@@ -338,23 +413,32 @@ def test_guest_cannot_create_links_in_a_writable_mount(mounted, unchanged, layou
 
 
 @pytest.mark.parametrize(
-    "code",
+    ("code", "ename", "message"),
     [
-        "open('/out/../../{root}/victim.txt').read()",
-        "open('/out/../../{root}/secret/token.txt').read()",
-        "open('/data/../etc/passwd').read()",
-        "import os\nos.listdir('/out/..')",
-        "open('/out/../out/../../{root}/victim.txt', 'w').write('x')",
+        # '..' is resolved in the guest's own file system, whose root holds no host folder.
+        ("open('/out/../../{root}/victim.txt').read()", "FileNotFoundError", "No such file or directory"),
+        ("open('/out/../../{root}/secret/token.txt').read()", "FileNotFoundError", "No such file or directory"),
+        ("open('/data/../etc/passwd').read()", "PermissionError", "'/etc/passwd' is not in the sandbox"),
+        (
+            "open('/out/../out/../../{root}/victim.txt', 'w').write('x')",
+            "FileNotFoundError",
+            "No such file or directory",
+        ),
     ],
-    ids=["read-victim", "read-secret", "etc-passwd", "list-parent", "write-victim"],
+    ids=["read-victim", "read-secret", "etc-passwd", "write-victim"],
 )
-def test_dotdot_from_a_mount_stays_in_the_sandbox(mounted, unchanged, layout, code):
+def test_dotdot_from_a_mount_stays_in_the_sandbox(mounted, unchanged, layout, code, ename, message):
     _, kc = mounted
     run = attack(kc, code.replace("{root}", str(layout.root).lstrip("/")), layout.secret, "root:x:0:0")
-    if run.content["status"] == "ok":  # '/out/..' is the guest's own '/', not the host folder's parent
-        assert "victim" not in result(run) and "secret" not in result(run)
-    else:
-        assert run.content["ename"] in ("FileNotFoundError", "PermissionError")
+    assert_refused(run, [ename], message)
+
+
+def test_the_parent_of_a_mount_is_the_guests_own_root(mounted, layout):
+    _, kc = mounted
+    listed = set(eval(result(attack(kc, "import os\nos.listdir('/out/..')"))))
+    assert {"tmp", "home", "data", "out"} <= listed, listed
+    host_names = {p.name for p in layout.root.iterdir()}  # ro, rw, secret, victimdir, victim.txt
+    assert not listed & (host_names - {"data", "out"}), listed
 
 
 @pytest.mark.parametrize(
@@ -411,16 +495,21 @@ WINDOW = pytest.mark.xfail(
 def test_unsafe_modes_never_appear_on_the_host_while_a_cell_runs(mounted, layout, code):
     _, kc = mounted
     target = layout.rw / ("win1.txt" if "chmod" in code else "win2.txt")
-    msg_id = kc.execute(code)
+    msg_id = kc.execute(code)  # the cell sleeps 3 s after it made the file: the host looks meanwhile
     seen = []
     try:
-        deadline = time.monotonic() + 2.5
-        while time.monotonic() < deadline:
+        deadline = time.monotonic() + 30
+        while True:  # sample the file's mode until the cell's reply comes
             if target.exists():
                 seen.append(target.stat().st_mode)
-            time.sleep(0.05)
-        while kc.get_shell_msg(timeout=30)["parent_header"].get("msg_id") != msg_id:
-            pass
+            try:
+                reply = kc.get_shell_msg(timeout=0.05)
+            except queue.Empty:
+                assert time.monotonic() < deadline, "the cell never replied"
+                continue
+            if reply["parent_header"].get("msg_id") == msg_id:
+                break
+        assert reply["content"]["status"] == "ok", reply["content"]
         assert_alive(kc)
         unsafe = {stat.filemode(m) for m in seen if m & UNSAFE_BITS}
         assert seen and not unsafe, f"the host held {unsafe} while the cell ran"

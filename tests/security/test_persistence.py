@@ -11,7 +11,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from attack_kit import assert_alive, dump, q, result, token
+from attack_kit import assert_alive, assert_refused, dump, q, result, token
 
 from conftest import execute, start_kernel, stop_kernel
 from sandbox_kernel import paths, provision
@@ -61,6 +61,10 @@ LOAD = (
 )
 
 
+# The worker removes the Web Cache API (globalThis.caches) before any guest code runs.
+NO_CACHES = "TypeError: Cannot read properties of undefined (reading 'open')"
+
+
 def store(name: str, value_expr: str) -> str:
     """A cell that stores the Python expression `value_expr` in the Web Cache API under `name`."""
     return f"import pyodide.code\nawait pyodide.code.run_js({STORE!r})({q(name)}, {value_expr})"
@@ -80,20 +84,22 @@ def test_cache_api_writes_nothing_to_the_host_disk(writer, cache):
     assert web_cache_files(cache) == []
     run = execute(kc, store("disk", "'x' * (1 << 20)"))
     assert_alive(kc)
-    if run.content["status"] == "ok":
-        assert web_cache_files(cache) == [], "the guest wrote to the host's disk"
+    assert_refused(run, ["JsException"], NO_CACHES)  # the worker removes the API before any guest code runs
+    assert web_cache_files(cache) == [], "the guest wrote to the host's disk"
 
 
 def test_data_does_not_cross_from_one_kernel_to_another(writer, cache, private):
     """A kernel with a private mount stores its secret via caches.put; a kernel without it tries caches.match."""
     _, secret = private
     _, kc = writer
-    execute(kc, store("exfil", "open('/private/secret.txt').read()"))  # the mount is this kernel's only
+    stored = execute(kc, store("exfil", "open('/private/secret.txt').read()"))  # the mount is this kernel's only
     assert_alive(kc)
+    assert_refused(stored, ["JsException"], NO_CACHES)
     km2, kc2 = start_kernel(env={"SANDBOX_KERNEL_CACHE": str(cache)})  # no mounts at all
     try:
         other = execute(kc2, load("exfil"))
         assert_alive(kc2)
+        assert_refused(other, ["JsException"], NO_CACHES)
         assert secret not in dump(other), "LEAK: another kernel read the private mount's secret"
     finally:
         stop_kernel(km2, kc2)

@@ -38,24 +38,27 @@ def own_kernel(*arguments: str) -> Iterator:
         stop_kernel(km, kc)
 
 
-def restarted(run) -> bool:
-    return run.content.get("ename") in ("SandboxRestarted", "SandboxTimeout") and "restarted" in run.content["evalue"]
+def assert_next_cells_are_true(kc, restart: str = "none") -> None:
+    """The user's next cells run their own code and show exactly their own output.
 
-
-def assert_next_cells_are_true(kc) -> bool:
-    """The user's next cells run their own code and show exactly their own output; True if it restarted."""
+    `restart` says what the sandbox the previous cell left behind does to the next cell: "none" (it runs
+    there) or "fails" (it dies under that cell, which fails with SandboxRestarted; the one after runs).
+    """
     first = execute(kc, "print('next cell')\n6 * 7", timeout=120)
-    was_restarted = first.content["status"] == "error"
-    if was_restarted:  # the sandbox was restarted: the user is told, once
-        assert restarted(first), dump(first)[:2000]
+    if restart == "fails":
+        assert first.content["ename"] == "SandboxRestarted", dump(first)[:2000]
+        assert "the sandbox was restarted and all variables were lost" in first.content["evalue"]
+        assert FORGED not in dump(first)
         first = execute(kc, "print('next cell')\n6 * 7", timeout=120)
+    else:
+        assert restart == "none", restart
+        assert first.stream("stderr") == "", dump(first)[:2000]
     assert first.stream() == "next cell\n", dump(first)[:2000]
     assert result(first) == "42"
     assert FORGED not in dump(first)
     second = execute(kc, "'still true'", timeout=60)
     assert result(second) == "'still true'" and FORGED not in dump(second)
     assert second.stream() == "" and second.stream("stderr") == ""
-    return was_restarted
 
 
 def reset_sandbox(kc) -> None:
@@ -92,7 +95,7 @@ def test_fake_frames_on_deno_stdout_and_stderr_are_only_logged(proto):
     run = attack(kc, code, FORGED)
     assert run.content["status"] == "ok"
     assert run.stream() == "real\n"
-    assert_next_cells_are_true(kc)
+    assert_next_cells_are_true(kc, "none")
 
 
 # ---- messages inside the worker ------------------------------------------------------------------
@@ -114,7 +117,7 @@ def test_forged_post_messages_to_the_supervisor_are_ignored(proto):
     run = attack(kc, code + "\nprint('real')", FORGED)
     assert run.stream() == "real\n"
     assert result(execute(kc, "kept")) == "'yes'", "the sandbox should not have restarted"
-    assert_next_cells_are_true(kc)
+    assert_next_cells_are_true(kc, "none")
 
 
 def test_forged_fatal_message_restarts_and_the_user_is_told(proto):
@@ -123,14 +126,15 @@ def test_forged_fatal_message_restarts_and_the_user_is_told(proto):
     code = (
         "import js\nfrom pyodide.ffi import to_js\n"
         f"js.postMessage(to_js({{'type': 'fatal', 'message': {FORGED!r}}}, dict_converter=js.Object.fromEntries))\n"
-        "import time; time.sleep(2)"
+        # The supervisor ends the sandbox on the message, asynchronously: the cell waits for that, and only
+        # cell_timeout (3 s) ends the wait if the sandbox stays (SandboxTimeout: the test fails).
+        "import time; time.sleep(60)"
     )
     run = execute(kc, code, timeout=60)
-    if run.content["status"] == "error":
-        told = run.content["evalue"]
-    else:
-        told = execute(kc, "1+1", timeout=120).stream("stderr")
-    assert "restarted" in told and "variables were lost" in told
+    assert run.content["ename"] == "SandboxRestarted", dump(run)[:2000]
+    assert run.content["evalue"] == (
+        f"the sandbox crashed: {FORGED}; the sandbox was restarted and all variables were lost."
+    )  # the guest's text is shown as what it is: the reason the guest gave
     assert_alive(kc)
     assert execute(kc, "kept").content["ename"] == "NameError"
 
@@ -143,8 +147,8 @@ def test_forged_requests_inside_the_worker_do_not_answer_later_cells():
             "for (let id = 1; id < 64; id++) self.dispatchEvent(new MessageEvent('message',"
             f" {{data: {{type: 'request', id, request: {json.dumps(request)}}}}})); return 'dispatched'"
         )
-        execute(kc, code)
-        assert_next_cells_are_true(kc)
+        assert result(execute(kc, code)) == "'dispatched'"
+        assert_next_cells_are_true(kc, "none")
 
 
 # ---- guest events --------------------------------------------------------------------------------
@@ -171,7 +175,7 @@ def test_guest_events_of_forbidden_types_are_dropped(proto):
     assert run.content["status"] == "ok"
     assert run.stream() == "real\n"
     assert {m["msg_type"] for m in run.outputs} == {"stream"}
-    assert_next_cells_are_true(kc)
+    assert_next_cells_are_true(kc, "none")
 
 
 def test_non_json_guest_event_ends_the_sandbox_with_a_message(proto):
@@ -180,7 +184,7 @@ def test_non_json_guest_event_ends_the_sandbox_with_a_message(proto):
     assert run.content["ename"] == "SandboxRestarted"
     assert "broke the protocol" in run.content["evalue"] and "restarted" in run.content["evalue"]
     assert FORGED not in dump(run)
-    assert_next_cells_are_true(kc)
+    assert_next_cells_are_true(kc, "none")  # told once, in the cell above
 
 
 def test_forged_replies_do_not_end_the_cell(proto):
@@ -190,7 +194,7 @@ def test_forged_replies_do_not_end_the_cell(proto):
         "import _sandbox_host, json\n"
         "_sandbox_host.emit(json.dumps({'type': 'reply', 'content': {'status': 'bogus'}}))\n"
         f"_sandbox_host.emit(json.dumps({{'type': 'reply', 'content': {{'status': 'ok', 'x': {FORGED!r}}}}}))\n"
-        "import time; time.sleep(0.5)\n"
+        "import time; time.sleep(0.5)\n"  # the cell runs on after the forged replies
         "print('ran to the end')\n"
         "'real result'"
     )
@@ -199,38 +203,68 @@ def test_forged_replies_do_not_end_the_cell(proto):
     assert run.stream() == "ran to the end\n"
     assert "dropped an invalid message from the sandbox (unknown event 'reply') and 1 more" in run.stream("stderr")
     assert FORGED not in dump(run)
-    assert_next_cells_are_true(kc)
+    assert_next_cells_are_true(kc, "none")
 
 
 # ---- poisoning the worker's JS realm --------------------------------------------------------------
 
+# What each poison does: the poisoning cell's own stdout, and what its sandbox does to the next cell.
 POISONS = {
-    "Object.prototype.toJSON": "Object.prototype.toJSON = function () { return 'FORGED' }",
-    "TextEncoder": "globalThis.TextEncoder = function () { this.encode = () => new Uint8Array([70, 79, 82, 71]) }",
-    "TextDecoder.prototype.decode": "TextDecoder.prototype.decode = () => 'FORGED'",
-    "JSON.parse": "JSON.parse = () => ({type: 'reply', content: {status: 'ok'}})",
-    "Uint8Array.prototype.set": "Uint8Array.prototype.set = function () {}",
+    # The glue does not use these once guest code runs (it keeps its own references from before).
+    "Object.prototype.toJSON": ("Object.prototype.toJSON = function () { return 'FORGED' }", "poisoned\n", "none"),
+    "TextEncoder": (
+        "globalThis.TextEncoder = function () { this.encode = () => new Uint8Array([70, 79, 82, 71]) }",
+        "poisoned\n",
+        "none",
+    ),
+    "JSON.parse": ("JSON.parse = () => ({type: 'reply', content: {status: 'ok'}})", "poisoned\n", "none"),
+    # The glue's events of the next cell become invalid JSON: the kernel ends that sandbox under the cell.
+    "TextDecoder.prototype.decode": ("TextDecoder.prototype.decode = () => 'FORGED'", "poisoned\n", "fails"),
 }
 
 
 @pytest.mark.parametrize("what", list(POISONS))
 def test_poisoned_js_realm_cannot_forge_the_next_cells(proto, what):
-    """Either the glue does not use the poisoned global, or the sandbox restarts (or times out) cleanly."""
     _, kc = proto
-    poison = POISONS[what].replace("FORGED", FORGED)
-    run = execute(kc, f"import js\njs.eval({poison!r})\nprint('poisoned')", timeout=60)
+    poison, own_stdout, restart = POISONS[what]
+    run = execute(kc, f"import js\njs.eval({poison.replace('FORGED', FORGED)!r})\nprint('poisoned')", timeout=60)
+    assert run.content["status"] == "ok", dump(run)[:2000]
+    assert run.stream() == own_stdout
     assert FORGED not in dump(run)
-    fresh = restarted(run) | assert_next_cells_are_true(kc)
-    if not fresh:
-        reset_sandbox(kc)
+    assert_next_cells_are_true(kc, restart)
+    if restart == "none":
+        reset_sandbox(kc)  # the next test gets a realm without the poison
+
+
+def test_poisoned_typed_array_set_cannot_forge_the_next_cells():
+    """Uint8Array.prototype.set made a no-op: the worker's writes to the output ring write nothing.
+
+    The supervisor then reads what the ring held before as records; in a kernel of its own the ring holds
+    only this test's records, so it reads the same garbage every run, and dies of it within seconds.
+    """
+    with own_kernel("--SandboxKernel.cell_timeout=20", "--SandboxKernel.interrupt_grace=1") as (_, kc):
+        code = (
+            "import js, time\n"
+            "js.eval('Uint8Array.prototype.set = function () {}')\n"
+            # One record of 11 bytes, not a multiple of the 9-byte header: the supervisor reads on past it.
+            "print('x', flush=True)\n"
+            # The cell waits for the supervisor to die of that; only cell_timeout ends the wait otherwise.
+            "time.sleep(60)"
+        )
+        run = execute(kc, code, timeout=90)
+        assert run.content["ename"] == "SandboxRestarted", dump(run)[:2000]
+        assert run.content["evalue"].endswith("; the sandbox was restarted and all variables were lost.")
+        assert run.stream() == ""  # what the cell printed never reached the ring
+        assert_next_cells_are_true(kc, "none")
 
 
 def test_poisoned_json_stringify_cannot_forge_the_next_cells():
     """JSON.stringify replaced by one that returns the attacker's request: the next cells still run the user's."""
     with own_kernel("--SandboxKernel.cell_timeout=6", "--SandboxKernel.interrupt_grace=1") as (_, kc):
         forged = json.dumps({"op": "execute", "code": f"print({FORGED!r})", "silent": False, "store_history": True})
-        execute(kc, f"import js\njs.eval({f'JSON.stringify = () => {forged!r}'!r})\nprint('poisoned')")
-        assert_next_cells_are_true(kc)
+        run = execute(kc, f"import js\njs.eval({f'JSON.stringify = () => {forged!r}'!r})\nprint('poisoned')")
+        assert run.stream() == "poisoned\n", dump(run)[:2000]
+        assert_next_cells_are_true(kc, "none")  # the glue captured JSON.stringify before any guest code ran
 
 
 # ---- output of one cell never appears in another ----------------------------------------------------
@@ -248,15 +282,19 @@ def test_late_output_of_a_background_task_is_dropped_between_cells(proto):
     )
     first = execute(kc, code)
     assert first.stream() == "cell ends\n"
-    time.sleep(1.0)  # the task prints while no cell runs
-    assert result(execute(kc, "task.done()")) == "True"
-    assert_next_cells_are_true(kc)
+    # Time passes between cells, so that the task's timer is due when the sandbox (paused while no cell
+    # runs) resumes for the next cell: it prints at once then, as the request of its own cell, which is over.
+    time.sleep(1.0)
+    after = execute(kc, "await task\ntask.done()")
+    assert result(after) == "True" and after.stream() == "" and FORGED not in dump(after)
+    assert_next_cells_are_true(kc, "none")
 
 
 def test_late_js_console_output_never_reaches_the_frontend(proto):
     _, kc = proto
     run = execute(kc, f"import js\njs.eval({f'setTimeout(() => console.log({FORGED!r}), 200)'!r})\nprint('x')")
     assert run.stream() == "x\n"
+    # The next cell runs while the 200 ms timer fires (the sandbox is paused between cells).
     later = execute(kc, "import asyncio\nawait asyncio.sleep(0.6)\n'done'")
     assert result(later) == "'done'" and FORGED not in dump(later)
 
@@ -273,7 +311,7 @@ def test_background_task_output_does_not_show_up_in_the_next_cell(proto):
         "print('cell ends')"
     )
     assert execute(kc, code).stream() == "cell ends\n"
-    second = execute(kc, "import asyncio\nawait asyncio.sleep(1.5)\nprint('second')")
+    second = execute(kc, "import asyncio\nawait asyncio.sleep(1.5)\nprint('second')")  # the task prints meanwhile
     try:
         assert second.stream() == "second\n", f"cell 2 shows cell 1's output: {second.stream()!r}"
     finally:
