@@ -139,9 +139,14 @@ progress.port1.onmessage = (e: MessageEvent<Progress>) => {
   const m = e.data;
   switch (m.type) {
     case "started":
+      serving = m.id;
       sendHostEvent({ event: "started", id: m.id });
+      if (interruptWhenStarted === m.id) raiseInterrupt(m.id);
+      interruptWhenStarted = 0;
       return;
     case "replied": {
+      serving = 0;
+      lastReplied = Math.max(lastReplied, m.id);
       // A reply may be as large as a frame: the kernel trims it to the cell's output budget.
       const content = m.reply.length * 3 <= init.maxFrameBytes ? m.reply : JSON.stringify({
         status: "error",
@@ -193,13 +198,24 @@ async function pump(): Promise<void> {
 }
 
 // ---- kernel -> worker ----------------------------------------------------------------
+let serving = 0; // the request the worker has started and not yet replied to
+let lastReplied = 0;
+let interruptWhenStarted = 0;
+
+function raiseInterrupt(id: number): void {
+  Atomics.store(interrupt, 0, 2); // SIGINT
+  Atomics.notify(interrupt, 0);
+  Atomics.notify(replyCtrl, 0);
+  toWorker({ type: "interrupt", id });
+}
+
 function handleRequest(id: number, req: KernelRequest): void {
   switch (req.op) {
     case "interrupt":
-      Atomics.store(interrupt, 0, 2); // SIGINT
-      Atomics.notify(interrupt, 0);
-      Atomics.notify(replyCtrl, 0);
-      toWorker({ type: "interrupt", id });
+      // Only the request being served is interrupted; one that has not started yet is, once it starts. A flag
+      // raised between requests would land in the glue's own code (or in the next request).
+      if (id !== 0 && id === serving) raiseInterrupt(id);
+      else if (id !== 0 && id > lastReplied) interruptWhenStarted = id;
       return;
     case "reply": {
       const bytes = encoder.encode(JSON.stringify(req.content ?? null));

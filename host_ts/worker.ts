@@ -50,6 +50,8 @@ const realSetInterval = setInterval;
 const stringify = JSON.stringify; // captured before guest code can replace it
 const decoder = new TextDecoder();
 const utf8 = new TextEncoder();
+/** Whether `e` is Python's KeyboardInterrupt as Pyodide hands it to JS (a PythonError). */
+const isInterrupt = (e: unknown) => (e as { type?: unknown } | null)?.type === "KeyboardInterrupt";
 const now = performance.now.bind(performance);
 const atomicsWait = Atomics.wait;
 const atomicsLoad = Atomics.load;
@@ -83,6 +85,11 @@ async function start(init: WorkerInit): Promise<void> {
     atomicsStore(life, 0, 1);
     atomicsNotify(life, 0);
   });
+  // An interrupt that lands in Python code run from a JS callback (asyncio's loop runs on JS timers and
+  // promises) surfaces there as a PythonError: it was meant for the cell, not for the worker, which an
+  // uncaught error would end. The kernel sends the interrupt again if the cell runs on.
+  addEventListener("unhandledrejection", (e: PromiseRejectionEvent) => isInterrupt(e.reason) && e.preventDefault());
+  addEventListener("error", (e: ErrorEvent) => isInterrupt(e.error) && e.preventDefault());
   // The Web Cache API writes to Deno's own folder without any permission: no guest may use it.
   delete (globalThis as { caches?: unknown }).caches;
   Object.defineProperty(globalThis, "caches", { value: undefined, writable: false, configurable: false });
@@ -227,10 +234,10 @@ async function start(init: WorkerInit): Promise<void> {
   let chain: Promise<void> = Promise.resolve();
   let busy = false;
   const serve = async (id: number, json: string) => {
+    atomicsStore(interrupt, 0, 0); // before "started": the supervisor raises a request's interrupt only after it
     report({ type: "started", id }); // from here on, what happens to the sandbox happened under this request
     currentId = id;
     busy = true;
-    atomicsStore(interrupt, 0, 0);
     let reply: string;
     try {
       reply = (await handle(json, id)) as string; // JSON made by the supervisor, outside the guest's reach
@@ -243,8 +250,17 @@ async function start(init: WorkerInit): Promise<void> {
         fatal(`Pyodide suffered a fatal error: ${text.slice(0, 500)}`);
         return;
       }
-      const evalue = stringify(text.slice(0, 2000)); // a string: no toJSON hook applies
-      reply = `{"status": "error", "ename": "SandboxError", "evalue": ${evalue}, "traceback": []}`;
+      if (isInterrupt(err)) {
+        // The interrupt landed in the glue between the cell and its reply: the cell was interrupted.
+        const error =
+          '"ename": "KeyboardInterrupt", "evalue": "Interrupted by user", "traceback": ["KeyboardInterrupt"]';
+        ring.writeText(GUEST_EVENT, id, `{"type": "iopub", "msg_type": "error", "content": {${error}}}`);
+        reply = `{"status": "error", ${error}, "user_expressions": {}, "payload": []}`;
+      } else {
+        const evalue = stringify(text.slice(0, 2000)); // a string: no toJSON hook applies
+        reply = `{"status": "error", "ename": "SandboxError", "evalue": ${evalue}, "traceback": [], ` +
+          `"user_expressions": {}, "payload": []}`;
+      }
     }
     busy = false;
     currentId = 0;

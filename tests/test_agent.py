@@ -92,12 +92,6 @@ def test_file_helpers_do_not_touch_history_or_count(sandbox, tmp_path):
     assert sandbox.run("2").execution_count == before + 1
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG (kernel/sandbox_kernel/agent.py, AsyncSandbox.run): without approver= and input= it executes "
-    "with allow_stdin=False, so input() raises StdinNotImplementedError, where the README promises EOFError "
-    "('without it the guest gets EOFError'); with an approver the same prompt gets EOFError",
-)
 def test_input_gets_eof_for_an_agent(sandbox):
     r = sandbox.run("input('name? ')")
     assert r.error.ename == "EOFError", r.to_llm()

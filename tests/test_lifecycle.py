@@ -474,3 +474,33 @@ def test_a_killed_kernels_private_folders_are_removed_by_the_next_kernel():
         assert not any(p.exists() for p in left)
     finally:
         stop_kernel(km, kc)
+
+
+def test_interrupts_racing_the_start_of_cells_never_break_the_protocol():
+    """An interrupt 2-12 ms after an execute request interrupts a cell or nothing; it never breaks the glue into
+    a protocol error or an internal SandboxError. (As with ipykernel, a SIGINT that the kernel handles only once
+    the next cell has begun interrupts that one. Rarely, ~1 in 300 here, the interrupt lands in asyncio's own
+    machinery and the cell cannot finish: it is restarted after interrupt_grace, and says so.)"""
+    import random
+
+    km, kc = start_kernel(["--SandboxKernel.interrupt_grace=3"])
+    try:
+        outcomes = set()
+        for _ in range(100):
+            first = kc.execute("survivor = 1\nsurvivor")
+            time.sleep(random.uniform(0.002, 0.012))  # the race under test: an interrupt at a random moment
+            km.interrupt_kernel()
+            outcomes.add(reply_to(kc, first).get("ename", "ok"))
+            outcomes.add(reply_to(kc, kc.execute("1+1")).get("ename", "ok"))
+            after = reply_to(kc, kc.execute("2+2"))
+            assert after["status"] == "ok", after
+        assert outcomes <= {"ok", "KeyboardInterrupt", "SandboxRestarted"}, outcomes
+    finally:
+        stop_kernel(km, kc)
+
+
+def reply_to(kc, msg_id: str) -> dict:
+    while True:
+        msg = kc.get_shell_msg(timeout=60)
+        if msg["parent_header"].get("msg_id") == msg_id:
+            return msg["content"]

@@ -158,11 +158,11 @@ class AsyncSandbox:
         default_out, default_err, default_output = self.callbacks
         builder = ResultBuilder(on_stdout or default_out, on_stderr or default_err, on_output or default_output)
         started = time.monotonic()
-        asks = self.approver is not None or self.input is not None
-        msg_id = self.kc.execute(code, allow_stdin=asks, stop_on_error=False)
+        # stdin always allowed: prompts are answered by the approver / input=, else refused / end of input (EOFError)
+        msg_id = self.kc.execute(code, allow_stdin=True, stop_on_error=False)
         deadline = None if timeout is None else started + timeout
         while True:
-            wait = 0.05 if asks else 1.0  # with prompts to answer, look at stdin whenever iopub is quiet
+            wait = 0.05  # prompts to answer: look at stdin whenever iopub is quiet
             if deadline is not None:
                 wait = max(0.01, min(wait, deadline - time.monotonic()))
             try:
@@ -171,8 +171,7 @@ class AsyncSandbox:
                 if deadline is not None and time.monotonic() > deadline:
                     await self.interrupt()
                     deadline = None
-                if asks:  # a prompt is answered only once the output sent before it was handled
-                    await self._answer_stdin()
+                await self._answer_stdin()  # only once the output sent before the prompt was handled
                 continue
             if msg["parent_header"].get("msg_id") != msg_id:
                 continue

@@ -462,7 +462,7 @@ class SandboxProcess:
     def interrupt(self) -> None:
         """Raise KeyboardInterrupt in the guest (and cut short its blocking waits)."""
         if self.alive:
-            self._send(max(self._pending, default=0), {"op": "interrupt"})
+            self._send(min(self._pending, default=0), {"op": "interrupt"})  # the one served (they run in order)
 
     def answer(self, number: int, content: dict[str, Any]) -> None:
         """Answer a blocking guest request (e.g. input()) numbered `number`."""

@@ -295,14 +295,6 @@ def late_links(layout):
     (layout.victim_dir / "planted.txt").unlink(missing_ok=True)
 
 
-COPY_GUARD_BUG = pytest.mark.xfail(
-    strict=True,
-    reason="BUG (guest guard, host_ts/guest/sandbox_guest/guards.py, _WRITE_EVENTS): the audit event "
-    "shutil.copyfile is checked as a write of BOTH its arguments, so copying a file OUT of a read-only mount is "
-    "refused with PermissionError('/data is a read-only mount'), before the source is even opened",
-)
-
-
 @pytest.mark.parametrize(
     ("code", "ename", "message"),
     [
@@ -317,7 +309,6 @@ COPY_GUARD_BUG = pytest.mark.xfail(
             "import shutil\nshutil.copy('/data/late', '/out/copy.txt')\nopen('/out/copy.txt').read()",
             "FileNotFoundError",
             "No such file or directory: '/data/late'",
-            marks=COPY_GUARD_BUG,
         ),
         (with_fs("return FS.readFile('/data/late', {encoding: 'utf8'})"), None, ENOENT),
         # Refused before the link is looked at: the mount takes only .txt and .csv files.
@@ -341,7 +332,6 @@ def test_python_does_not_follow_symlinks_out_of_a_mount(mounted, late_links, unc
     assert not (layout.rw / "copy.txt").exists()
 
 
-@COPY_GUARD_BUG
 def test_a_file_can_be_copied_out_of_a_read_only_mount(mounted, layout):
     """A ':ro' mount can be read: shutil.copy from it into a ':rw' mount is a read and a write there."""
     _, kc = mounted

@@ -273,8 +273,19 @@ async def _pip_replay(req: dict[str, Any]) -> dict[str, Any]:
 _HANDLERS = {"complete": _complete, "inspect": _inspect, "is_complete": _is_complete, "configure": _configure}
 
 
+_INTERRUPTED = {"ename": "KeyboardInterrupt", "evalue": "Interrupted by user", "traceback": ["KeyboardInterrupt"]}
+
+
 async def handle(request_json: str, request_id: int = 0) -> str:
     """Serve one kernel request; returns the reply content as JSON (the worker ends the request with it)."""
+    try:
+        return await _serve(request_json, request_id)
+    except KeyboardInterrupt:  # landed in this glue's own code, around the request's: still the request's answer
+        _host.iopub("error", _INTERRUPTED)
+        return json.dumps({"status": "error", **_INTERRUPTED, "user_expressions": {}, "payload": []})
+
+
+async def _serve(request_json: str, request_id: int) -> str:
     global _task
     req = json.loads(request_json)
     _host.REQUEST.set(request_id)  # the cell's tasks (and their output) belong to this request
@@ -285,9 +296,8 @@ async def handle(request_json: str, request_id: int = 0) -> str:
             content = await _task
         except (KeyboardInterrupt, asyncio.CancelledError):
             # An interrupt that landed outside the cell's own code (e.g. in IPython).
-            error = {"ename": "KeyboardInterrupt", "evalue": "Interrupted by user", "traceback": ["KeyboardInterrupt"]}
-            _host.iopub("error", error)
-            content = {"status": "error", **error, "user_expressions": {}, "payload": []}
+            _host.iopub("error", _INTERRUPTED)
+            content = {"status": "error", **_INTERRUPTED, "user_expressions": {}, "payload": []}
         finally:
             _task = None
     elif op == "pip_install":

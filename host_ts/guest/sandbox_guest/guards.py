@@ -83,8 +83,9 @@ def check_path(path: Any, writing: bool) -> None:
 
 _WRITE_EVENTS = {
     "os.remove", "os.rename", "os.mkdir", "os.rmdir", "os.chmod", "os.utime", "os.truncate",
-    "os.symlink", "os.link", "shutil.rmtree", "shutil.copyfile", "shutil.move",
+    "os.symlink", "os.link", "shutil.rmtree", "shutil.move",
 }  # fmt: skip
+_COPY_EVENTS = {"shutil.copyfile"}  # (source: read, destination: written)
 _READ_EVENTS = {"os.listdir", "os.scandir"}
 
 
@@ -101,6 +102,10 @@ def _audit(event: str, args: tuple[Any, ...]) -> None:
         for arg in args[:2]:
             if isinstance(arg, (str, bytes, os.PathLike)):
                 check_path(arg, True)
+    elif event in _COPY_EVENTS and len(args) >= 2:
+        for arg, writing in ((args[0], False), (args[1], True)):
+            if isinstance(arg, (str, bytes, os.PathLike)):
+                check_path(arg, writing)
     elif event in _READ_EVENTS and args and isinstance(args[0], (str, bytes, os.PathLike)):
         check_path(args[0], False)
 
