@@ -182,15 +182,19 @@ async def _execute(req: dict[str, Any]) -> dict[str, Any]:
     return reply
 
 
+def _code_and_cursor(req: dict[str, Any]) -> tuple[str, int]:
+    """The request's code and cursor position (the end of the code when not given, as ipykernel takes it)."""
+    code = req["code"]
+    cursor_pos = req.get("cursor_pos")
+    return code, len(code) if cursor_pos is None else cursor_pos
+
+
 def _complete(req: dict[str, Any]) -> dict[str, Any]:
     # As ipykernel does: the whole cell is the context (Jedi sees `import math` before `math.sq`).
     from IPython.core.completer import provisionalcompleter, rectify_completions
 
     assert _shell is not None
-    code = req["code"]
-    cursor_pos = req.get("cursor_pos")
-    if cursor_pos is None:
-        cursor_pos = len(code)
+    code, cursor_pos = _code_and_cursor(req)
     with provisionalcompleter():
         completions = list(rectify_completions(code, _shell.Completer.completions(code, cursor_pos)))
     start, end = (completions[0].start, completions[0].end) if completions else (cursor_pos, cursor_pos)
@@ -210,10 +214,7 @@ def _inspect(req: dict[str, Any]) -> dict[str, Any]:
     from IPython.utils.tokenutil import token_at_cursor
 
     assert _shell is not None
-    code = req["code"]
-    cursor_pos = req.get("cursor_pos")
-    if cursor_pos is None:
-        cursor_pos = len(code)
+    code, cursor_pos = _code_and_cursor(req)
     name = token_at_cursor(code, cursor_pos)
     try:
         bundle = _shell.object_inspect_mime(
