@@ -157,6 +157,7 @@ progress.port1.onmessage = (e: MessageEvent<Progress>) => {
         payload: [],
       });
       pumpOnce(); // everything the request printed goes out before its reply
+      sendHostEvent({ event: "memory", id: m.id, bytes: m.wasmBytes });
       send(REPLY, m.id, encoder.encode(content));
       return;
     }

@@ -59,7 +59,8 @@ export type FromWorker = { type: "fatal"; message: string };
 /** Worker glue -> supervisor on the progress port, which only the glue holds. */
 export type Progress =
   | { type: "started"; id: number } // the worker began to serve request `id`
-  | { type: "replied"; id: number; reply: string } // request `id` is over: its reply (JSON text)
+  | { type: "replied"; id: number; reply: string; wasmBytes: number } // request `id` is over: its reply (JSON
+  // text), and the size of wasm memory then (it only grows: the peak so far)
   | { type: "exited" }; // the worker unloads: its last message, after all others
 
 /** A message's fields as they may arrive from guest code: any of them missing or of any type. */
@@ -69,6 +70,7 @@ export type Untrusted<T> = { [K in keyof T]?: unknown };
 export type HostEvent =
   | { event: "hello"; token: string } // the first frame: the token of the init message proves who connected
   | { event: "started"; id: number } // the worker began to serve request `id`
+  | { event: "memory"; id: number; bytes: number } // wasm memory's size when request `id` ended
   | { event: "fatal"; message: string }; // the sandbox ends, and why
 
 /** A request frame's JSON from the kernel (sandbox.py): "interrupt" and "reply" are served by the supervisor,

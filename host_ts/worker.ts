@@ -154,6 +154,16 @@ async function start(init: WorkerInit): Promise<void> {
     pyodide = await loadPyodide(options);
   }
   pyodide.setInterruptBuffer(interrupt);
+  const emscripten = (pyodide as unknown as { _module: { HEAP8?: Int8Array } })._module;
+  /** The size of wasm memory (guest code can reach the module and lie about its own size: the kernel bounds it). */
+  const wasmBytes = (): number => {
+    try {
+      const n = emscripten.HEAP8?.buffer.byteLength;
+      return typeof n === "number" && Number.isFinite(n) ? n : 0;
+    } catch (_) {
+      return 0;
+    }
+  };
   pyodide.setStdout({ write: (buf: Uint8Array) => (ring.writeBytes(STDOUT, currentId, buf), buf.length) });
   pyodide.setStderr({ write: (buf: Uint8Array) => (ring.writeBytes(STDERR, currentId, buf), buf.length) });
 
@@ -265,7 +275,7 @@ async function start(init: WorkerInit): Promise<void> {
     busy = false;
     currentId = 0;
     // The request is over when the run has resolved here, never when guest code says so.
-    report({ type: "replied", id, reply: typeof reply === "string" ? reply : "" });
+    report({ type: "replied", id, reply: typeof reply === "string" ? reply : "", wasmBytes: wasmBytes() });
   };
   deliver = (m: ToWorker) => {
     if (m.type === "request") chain = chain.then(() => serve(m.id, m.json));

@@ -256,7 +256,7 @@ def test_interrupt_during_a_slow_skill(skills_kernel, audit_file):
     run = execute(kc, "print('calling', flush=True)\ndevice.ProbeSkill.slow(1.2)", timeout=60, on_output=interrupt)
     assert run.content["ename"] == "KeyboardInterrupt"
     assert time.monotonic() - started < 1.2  # the cell did not wait for the skill to end
-    calls = [json.loads(line) for line in audit_file.read_text().splitlines()[before:]]
+    calls = skill_calls(audit_file.read_text().splitlines()[before:])
     assert [(c["call"], c["outcome"]) for c in calls] == [("ProbeSkill.slow", "interrupted")], calls
     assert value(execute(kc, "kept")) == "'yes'"
 
@@ -278,13 +278,22 @@ def test_secret_env_var_is_used_on_the_host_but_never_seen_by_the_guest(kc):
         assert SECRET not in json.dumps(run.reply, default=str) + json.dumps(run.outputs, default=str), code
 
 
+def skill_calls(lines: list[str]) -> list[dict]:
+    """The audit log's skill-call entries (it has one line per cell too)."""
+    return [e for e in map(json.loads, lines) if e["kind"] == "skill_call"]
+
+
 def test_audit_log_records_every_call(kc, audit_file):
     before = len(audit_file.read_text().splitlines())
     execute(kc, "device.ProbeSkill.echo('audited', n=1)")
     execute(kc, "device.GuardedSkill.other()")
     execute(kc, "device.ProbeSkill.not_data()")
-    lines = [json.loads(line) for line in audit_file.read_text().splitlines()[before:]]
+    entries = [json.loads(line) for line in audit_file.read_text().splitlines()[before:]]
+    lines = skill_calls(audit_file.read_text().splitlines()[before:])
     assert [e["call"] for e in lines] == ["ProbeSkill.echo", "GuardedSkill.other", "ProbeSkill.not_data"]
+    cells = [e for e in entries if e["kind"] == "cell"]  # and one line per cell, after its calls
+    assert [e["kind"] for e in entries] == ["skill_call", "cell"] * 3
+    assert all(c["skill_calls"] == 1 and c["wall_s"] > 0 for c in cells), cells
     ok, denied, bad = lines
     assert ok["decision"] == "allow" and ok["outcome"] == "ok"
     assert denied["outcome"] == "refused"

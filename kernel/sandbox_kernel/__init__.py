@@ -1,3 +1,21 @@
 """sandbox-kernel: a Jupyter kernel that runs Python in a Deno + Pyodide sandbox."""
 
+from __future__ import annotations
+
+from typing import Any
+
 __version__ = "0.1.0"
+__all__ = ["AsyncSandbox", "ExecutionResult", "Sandbox", "__version__"]
+
+
+def __getattr__(name: str) -> Any:
+    """`from sandbox_kernel import Sandbox, AsyncSandbox`, imported on first use (the kernel never needs them)."""
+    if name in ("Sandbox", "AsyncSandbox"):
+        from . import agent
+
+        return getattr(agent, name)
+    if name == "ExecutionResult":
+        from .results import ExecutionResult
+
+        return ExecutionResult
+    raise AttributeError(f"module 'sandbox_kernel' has no attribute {name!r}")

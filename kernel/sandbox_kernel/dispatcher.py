@@ -66,6 +66,7 @@ class RequestDispatcher:
         self.failures = 0
         self.first_problem = ""
         self.interrupt_shown = False  # the guest showed a KeyboardInterrupt (it took an interrupt)
+        self.requests: dict[str, int] = {}  # guest requests served, by type (the cell's metrics)
         self._dropped_types: set[str] = set()
 
     # ---- what the sandbox sends ------------------------------------------------------------
@@ -114,6 +115,7 @@ class RequestDispatcher:
     # ---- requests ----------------------------------------------------------------------
     def _request(self, event: dict[str, Any]) -> None:
         number = event["n"]
+        self.requests[event["type"]] = self.requests.get(event["type"], 0) + 1
         if len(self.open) >= MAX_OPEN_REQUESTS:
             self.answer(
                 number,

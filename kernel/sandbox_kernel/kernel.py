@@ -7,6 +7,7 @@ import atexit
 import hashlib
 import signal
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -663,10 +664,13 @@ class SandboxKernel(Kernel):
         store_history = store_history and not silent
         count = self._next_count
         entry = self._history.add(count, code) if store_history else None
-        self._reply_metadata = facts = {"timed_out": False, "restarted": False}
+        facts: dict[str, Any] = {"timed_out": False, "restarted": False}
+        self._reply_metadata = facts
+        metrics: dict[str, Any] = {"cpu_s": 0.0, "peak_memory_bytes": None, "skill_calls": 0}
+        started = time.monotonic()
         try:
             reply = await self._execute(
-                code, silent, store_history, user_expressions, allow_stdin, cell_id, router, facts
+                code, silent, store_history, user_expressions, allow_stdin, cell_id, router, facts, metrics
             )
         except Exception as exc:  # no path may end without an execute_reply
             self.log.exception("executing a cell failed in the kernel")
@@ -678,6 +682,12 @@ class SandboxKernel(Kernel):
         if entry is not None:
             entry.output = router.last_result_text
         reply["execution_count"] = self._next_count - 1
+        facts["metrics"] = cell = {
+            "wall_s": round(time.monotonic() - started, 6),
+            **metrics,
+            "output_bytes": router.spent,
+        }
+        self._skills.audit.record(kind="cell", execution_count=reply["execution_count"], **cell)
         return reply
 
     async def _execute(
@@ -690,8 +700,10 @@ class SandboxKernel(Kernel):
         cell_id: str | None,
         router: OutputRouter,
         facts: dict[str, Any],
+        metrics: dict[str, Any],
     ) -> dict[str, Any]:
-        """Run one cell; `facts` (the reply's sandbox_kernel metadata) learns whether it timed out or restarted."""
+        """Run one cell; `facts` (the reply's sandbox_kernel metadata) learns whether it timed out or restarted,
+        `metrics` what the sandbox spent on it (CPU, wasm memory, skill calls)."""
         if self.settings_problems:
             return self._error_reply("SandboxSettingsError", self.settings_error, router)
         payload = {
@@ -715,6 +727,7 @@ class SandboxKernel(Kernel):
                     f"SandboxRestarted: {death}; the sandbox was restarted and all variables were lost.\n", "restarted"
                 )
             dispatcher = self._dispatcher(router, sandbox, allow_stdin, True)
+            cpu_before = sandbox.cpu_seconds()
             try:
                 reply, supervisor = await self._supervise(sandbox, payload, dispatcher)
                 break
@@ -736,6 +749,11 @@ class SandboxKernel(Kernel):
                 )
             finally:
                 dispatcher.finish()
+                cpu_after = sandbox.cpu_seconds()
+                if cpu_before is not None and cpu_after is not None:
+                    metrics["cpu_s"] = round(metrics["cpu_s"] + cpu_after - cpu_before, 3)
+                metrics["peak_memory_bytes"] = sandbox.wasm_bytes or None
+                metrics["skill_calls"] += dispatcher.requests.get("skill_call", 0)
                 await self._scrub_mounts(router)
         reply = self._clean_reply(reply, router)
         if supervisor.timed_out and reply.get("status") == "error":

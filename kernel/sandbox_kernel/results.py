@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
@@ -34,10 +34,17 @@ class ExecutionResult:
     execution_count: int | None = None
     timed_out: bool = False  # the kernel stopped the cell at its time limit (from the reply's metadata)
     restarted: bool = False  # the sandbox was restarted under the cell: every variable is gone
+    # What the cell cost, as the kernel measured it: wall_s, cpu_s (the sandbox process's CPU time),
+    # peak_memory_bytes (its wasm memory, which only grows), output_bytes, skill_calls.
+    metrics: dict[str, Any] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
         return self.error is None
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data (for `json.dumps`): every field, the error as a dict."""
+        return asdict(self)
 
     @property
     def text(self) -> str | None:
@@ -133,4 +140,5 @@ class ResultBuilder:
         facts = (metadata or {}).get("sandbox_kernel", {})
         r.timed_out = bool(facts.get("timed_out"))
         r.restarted = bool(facts.get("restarted"))
+        r.metrics = dict(facts.get("metrics") or {})
         return r

@@ -31,6 +31,7 @@ from .oslayers.spec import LAYERS
 from .supervision import StopCause
 
 OUT_OF_MEMORY_MARKS = ("out of memory", "heap limit", "Out of memory", "allocation failed")
+MAX_WASM_BYTES = 1 << 32  # wasm32's whole address space: a larger size reported is not believed
 EXIT_FRAMES_WAIT = 1.0  # seconds the last frames of an ended process may take to be read
 
 
@@ -136,6 +137,15 @@ class SandboxProcess:
         self._ready: asyncio.Future[dict[str, Any]] | None = None
         self._tasks: list[asyncio.Task[Any]] = []
         self.os_layers: dict[str, Any] = {}  # what the launcher applied (oslayers.launch)
+        self.wasm_bytes = 0  # the size of its wasm memory when the last request ended (it only grows)
+
+    def cpu_seconds(self) -> float | None:
+        """CPU time the process has used (user + system, every thread), or None once it is gone."""
+        try:
+            fields = Path(f"/proc/{self.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError, TypeError):
+            return None
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
     # ---- lifecycle --------------------------------------------------------------------
     @property
@@ -386,6 +396,10 @@ class SandboxProcess:
                 self._fatal = f"the sandbox crashed: {str(event.get('message'))[:1000]}"
             elif event.get("event") == "started" and event.get("id") in self._pending:
                 self._pending[event["id"]].started = True
+            elif event.get("event") == "memory":
+                size = event.get("bytes")
+                if isinstance(size, int) and 0 <= size <= MAX_WASM_BYTES:
+                    self.wasm_bytes = size
             return
         if frame.request_id == 0:
             if frame.kind == frames.GUEST_EVENT and self._ready is not None and not self._ready.done():

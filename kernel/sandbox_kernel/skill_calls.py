@@ -85,6 +85,7 @@ class SkillService:
             return _error("SkillDataError", str(exc))
         finally:
             self.audit.record(
+                kind="skill_call",
                 execution_count=execution_count,
                 call=f"{skill}.{method}"[:200],
                 args_digest=digest(args, kwargs),

@@ -187,7 +187,9 @@ def is_approval(msg: dict[str, Any]) -> bool:
 
 
 def audit_lines(audit: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in audit.read_text().splitlines()] if audit.exists() else []
+    """The audit log's skill-call entries (it has a line per cell too)."""
+    lines = audit.read_text().splitlines() if audit.exists() else []
+    return [entry for entry in map(json.loads, lines) if entry["kind"] == "skill_call"]
 
 
 def test_concurrent_prompts_cannot_take_each_others_answers(asking):

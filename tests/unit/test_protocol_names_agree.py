@@ -44,5 +44,5 @@ def test_the_guest_sends_exactly_the_declared_events() -> None:
 def test_host_events_the_supervisor_sends_are_the_ones_the_kernel_reads() -> None:
     sent = found(r'sendHostEvent\(\{ event: "(\w+)"', HOST / "main.ts")
     read = found(r'event"\) == "(\w+)"', KERNEL / "sandbox.py")
-    assert read == {"fatal", "started"}
+    assert read == {"fatal", "started", "memory"}
     assert sent == read | {"hello"}  # "hello" is the first frame, checked by its token
