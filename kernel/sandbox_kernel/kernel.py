@@ -112,7 +112,7 @@ class SandboxKernel(Kernel):
         ["auto", True, False],
         default_value="auto",
         help="Keep a second, pre-warmed sandbox so that a restart after a crash or timeout is instant (~0.1 s "
-        "instead of ~0.4 s), at the cost of a second Deno process (~180 MiB). 'auto': from the start when "
+        "instead of ~0.4 s), at the cost of a second Deno process (~150 MiB PSS). 'auto': from the start when "
         "cell_timeout is set, otherwise from the first restart on.",
     ).tag(config=True)
     use_snapshot = Bool(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import json
 import os
@@ -228,8 +229,10 @@ def guest_versions() -> dict[str, str]:
     }
 
 
-def snapshot_path() -> Path:
-    """The memory snapshot for this exact set of Pyodide, Deno, guest wheels and builder code."""
+@functools.cache
+def _snapshot_key() -> str:
+    """A digest of what the snapshot is made of: Pyodide, Deno, guest wheels and builder code (fixed for the life
+    of this process, so it is read once, not at every sandbox start)."""
     from importlib.metadata import version
 
     host = paths.host_dir()
@@ -240,7 +243,12 @@ def snapshot_path() -> Path:
         key.update((host / name).read_bytes())
     for source in sorted((host / "guest").rglob("*.py")):  # the guest's own code is in the snapshot too
         key.update(source.read_bytes())
-    return paths.cache_dir() / "snapshots" / f"pyodide-{paths.pyodide_version()}-{key.hexdigest()[:16]}.bin"
+    return key.hexdigest()[:16]
+
+
+def snapshot_path() -> Path:
+    """The memory snapshot for this exact set of Pyodide, Deno, guest wheels and builder code."""
+    return paths.cache_dir() / "snapshots" / f"pyodide-{paths.pyodide_version()}-{_snapshot_key()}.bin"
 
 
 def snapshot_if_ready() -> Path | None:
