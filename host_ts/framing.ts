@@ -2,7 +2,7 @@
  * The supervisor's framing: frames to and from the kernel ([length u32][kind u8][id u32][payload], big-endian,
  * length counting kind, id and payload), and the ring's records turned into frames.
  */
-import { FRAME_HEADER, GUEST_EVENT, STDERR, STDOUT } from "./protocol.ts";
+import { BLOB, FRAME_HEADER, GUEST_EVENT, STDERR, STDOUT } from "./protocol.ts";
 import { MORE, type RingRecord } from "./ring.ts";
 
 export type Frame = { kind: number; id: number; payload: Uint8Array };
@@ -32,7 +32,10 @@ export function concat(parts: Uint8Array[]): Uint8Array {
 
 /** Cuts the kernel's byte stream into frames. */
 export class FrameParser {
-  private buf = new Uint8Array(0);
+  /** Bytes received and not yet framed: copied once into a frame when it is complete (linear in its size). */
+  private held: Uint8Array[] = [];
+  private heldBytes = 0;
+  private needed = FRAME_HEADER; // bytes the next step needs: a header, then the whole frame
 
   /** `maxLength`: the largest length field accepted (it counts kind and id too). */
   constructor(private readonly maxLength: number) {}
@@ -42,25 +45,27 @@ export class FrameParser {
    * the iteration throws FrameError at a length out of bounds, after the frames before it.
    */
   push(chunk: Uint8Array): Iterable<Frame> {
-    const merged = new Uint8Array(this.buf.length + chunk.length);
-    merged.set(this.buf);
-    merged.set(chunk, this.buf.length);
-    this.buf = merged;
+    this.held.push(chunk.slice());
+    this.heldBytes += chunk.length;
     return this.frames();
   }
 
   private *frames(): Generator<Frame> {
-    while (this.buf.length >= FRAME_HEADER) {
-      const view = new DataView(this.buf.buffer, this.buf.byteOffset);
+    while (this.heldBytes >= this.needed) {
+      const buf = this.held.length === 1 ? this.held[0] : concat(this.held);
+      this.held = [buf];
+      const view = new DataView(buf.buffer, buf.byteOffset);
       const length = view.getUint32(0);
       if (length < 5 || length > this.maxLength) throw new FrameError(`frame length ${length} out of bounds`);
-      if (this.buf.length < 4 + length) return;
-      const frame = {
-        kind: view.getUint8(4),
-        id: view.getUint32(5),
-        payload: this.buf.subarray(FRAME_HEADER, 4 + length),
-      };
-      this.buf = this.buf.subarray(4 + length);
+      if (buf.length < 4 + length) {
+        this.needed = 4 + length; // joined again only once the whole frame is here
+        return;
+      }
+      const frame = { kind: view.getUint8(4), id: view.getUint32(5), payload: buf.subarray(FRAME_HEADER, 4 + length) };
+      const rest = buf.subarray(4 + length);
+      this.held = rest.length ? [rest] : [];
+      this.heldBytes = rest.length;
+      this.needed = FRAME_HEADER;
       yield frame;
     }
   }
@@ -68,8 +73,8 @@ export class FrameParser {
 
 /**
  * Turns the worker's ring records into frames for the kernel. Consecutive stream chunks of one stream and request
- * make one frame; an event's records (MORE: continued in the next) make one frame, dropped whole when larger than
- * `maxEventBytes`, even when its records come in several drains. Records of other kinds are dropped.
+ * make one frame; an event's or a blob's records (MORE: continued in the next) make one frame, dropped whole when
+ * larger than `maxEventBytes`, even when its records come in several drains. Records of other kinds are dropped.
  */
 export class RecordFramer {
   private eventParts: Uint8Array[] = [];
@@ -95,12 +100,12 @@ export class RecordFramer {
         continue;
       }
       endStream();
-      if (kind !== GUEST_EVENT) continue; // the worker may write nothing else
+      if (kind !== GUEST_EVENT && kind !== BLOB) continue; // the worker may write nothing else
       this.eventSize += rec.payload.length;
       if (this.eventSize <= this.maxEventBytes) this.eventParts.push(rec.payload);
       if (rec.kind & MORE) continue;
       if (this.eventSize <= this.maxEventBytes) {
-        out.push({ kind: GUEST_EVENT, id: rec.id, payload: concat(this.eventParts) });
+        out.push({ kind, id: rec.id, payload: concat(this.eventParts) });
       }
       this.eventParts = [];
       this.eventSize = 0;

@@ -16,7 +16,7 @@ import type {
   ToWorker,
   Untrusted,
 } from "./messages.ts";
-import { HOST_EVENT, REPLY, REQUEST } from "./protocol.ts";
+import { DATA, HOST_EVENT, REPLY, REQUEST } from "./protocol.ts";
 import { makeRingBuffer, RingError, RingReader, type RingRecord } from "./ring.ts";
 
 const init: SupervisorInit = JSON.parse(await new Response(Deno.stdin.readable).text());
@@ -200,6 +200,7 @@ async function pump(): Promise<void> {
 
 // ---- kernel -> worker ----------------------------------------------------------------
 let serving = 0; // the request the worker has started and not yet replied to
+let data: Uint8Array<ArrayBuffer>[] = []; // DATA frames for the next request (the kernel's own bytes, e.g. a checkpoint)
 let lastReplied = 0;
 let interruptWhenStarted = 0;
 
@@ -229,8 +230,15 @@ function handleRequest(id: number, req: KernelRequest): void {
       Atomics.notify(replyCtrl, 0);
       return;
     }
-    default:
-      toWorker({ type: "request", id, json: JSON.stringify(req) }); // this realm's JSON is safe
+    default: {
+      const sent = data;
+      data = [];
+      // This realm's JSON is safe; the DATA frames' buffers are moved, not copied.
+      toWorker(
+        { type: "request", id, json: JSON.stringify(req), data: sent },
+        sent.map((d) => d.buffer as ArrayBuffer),
+      );
+    }
   }
 }
 
@@ -243,6 +251,7 @@ async function reader(): Promise<void> {
     try {
       for (const f of parser.push(chunk.subarray(0, n))) {
         if (f.kind === REQUEST) handleRequest(f.id, JSON.parse(decoder.decode(f.payload)));
+        else if (f.kind === DATA) data.push(f.payload.slice()); // its own buffer, moved to the worker
       }
     } catch (err) {
       if (err instanceof FrameError) Deno.exit(74);

@@ -47,7 +47,7 @@ export interface WorkerInit extends
 /** Supervisor -> worker: the init message, then requests (their JSON) and interrupts. */
 export type ToWorker =
   | WorkerInit
-  | { type: "request"; id: number; json: string }
+  | { type: "request"; id: number; json: string; data: Uint8Array[] } // data: the DATA frames sent before it
   | { type: "interrupt"; id: number };
 
 /**

@@ -10,4 +10,6 @@ export const GUEST_EVENT = 3; // JSON written by the worker: guest-influenced da
 export const HOST_EVENT = 4; // JSON written by the supervisor only
 export const REQUEST = 5; // JSON from the kernel
 export const REPLY = 6; // the end of a request: sent by the supervisor only, when the worker's glue says so
+export const BLOB = 7; // opaque bytes the worker sends for the request it serves (a checkpoint's parts)
+export const DATA = 8; // opaque bytes from the kernel for its next request (a checkpoint to restore)
 export const FRAME_HEADER = 9;

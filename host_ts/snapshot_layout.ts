@@ -19,7 +19,7 @@ import IPython.display
 import jedi, jedi.api, parso, pygments, pygments.lexers, stack_data, traitlets
 import pyodide.code, pyodide.ffi, pyodide.http
 import urllib.request, importlib.util, errno, builtins, itertools, dataclasses, codecs
-import sandbox_guest.api, sandbox_guest.device, sandbox_guest.guards, sandbox_guest.pkgs
+import sandbox_guest.api, sandbox_guest.device, sandbox_guest.guards, sandbox_guest.pkgs, sandbox_guest.checkpoint
 sandbox_guest.api.boot()
 sandbox_guest.api.warm_up()
 `;

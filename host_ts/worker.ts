@@ -9,7 +9,7 @@
  */
 import { loadPyodide } from "pyodide";
 import { RingWriter } from "./ring.ts";
-import { GUEST_EVENT, STDERR, STDOUT } from "./protocol.ts";
+import { BLOB, GUEST_EVENT, STDERR, STDOUT } from "./protocol.ts";
 import { mountGuestFolders, PREIMPORT } from "./snapshot_layout.ts";
 import { restoringSparsely } from "./sparse_restore.ts";
 import type { FromWorker, Progress, ToWorker, WorkerInit } from "./messages.ts";
@@ -201,6 +201,17 @@ async function start(init: WorkerInit): Promise<void> {
       ring.writeText(GUEST_EVENT, tag(rid), json);
       return true;
     },
+    /** Send bytes (a Python buffer: bytes, memoryview) for the request `rid`, unparsed; false when too large. */
+    send_blob(buffer: { getBuffer(type: string): { data: Uint8Array; release(): void } }, rid?: number): boolean {
+      const view = buffer.getBuffer("u8");
+      try {
+        if (view.data.byteLength > init.maxEventBytes) return false;
+        ring.writeBytes(BLOB, tag(rid), view.data);
+        return true;
+      } finally {
+        view.release();
+      }
+    },
     /** Block until the kernel answers request `n`; undefined (Python None) when interrupted. */
     wait_reply(n: number): string | undefined {
       for (;;) {
@@ -243,14 +254,14 @@ async function start(init: WorkerInit): Promise<void> {
 
   let chain: Promise<void> = Promise.resolve();
   let busy = false;
-  const serve = async (id: number, json: string) => {
+  const serve = async (id: number, json: string, data: Uint8Array[]) => {
     atomicsStore(interrupt, 0, 0); // before "started": the supervisor raises a request's interrupt only after it
     report({ type: "started", id }); // from here on, what happens to the sandbox happened under this request
     currentId = id;
     busy = true;
     let reply: string;
     try {
-      reply = (await handle(json, id)) as string; // JSON made by the supervisor, outside the guest's reach
+      reply = (await handle(json, id, data)) as string; // JSON made by the supervisor, outside the guest's reach
     } catch (err) {
       const text = String(err);
       if (
@@ -278,7 +289,7 @@ async function start(init: WorkerInit): Promise<void> {
     report({ type: "replied", id, reply: typeof reply === "string" ? reply : "", wasmBytes: wasmBytes() });
   };
   deliver = (m: ToWorker) => {
-    if (m.type === "request") chain = chain.then(() => serve(m.id, m.json));
+    if (m.type === "request") chain = chain.then(() => serve(m.id, m.json, m.data));
     else if (m.type === "interrupt" && busy && m.id === currentId) {
       // Python is not running (this handler could not run otherwise): the cell awaits.
       atomicsStore(interrupt, 0, 0);

@@ -5,15 +5,20 @@ from __future__ import annotations
 from typing import Any
 
 __version__ = "0.1.0"
-__all__ = ["AsyncSandbox", "ExecutionResult", "Sandbox", "__version__"]
+__all__ = ["AsyncSandbox", "Checkpoint", "ExecutionResult", "Sandbox", "__version__"]
 
 
 def __getattr__(name: str) -> Any:
-    """`from sandbox_kernel import Sandbox, AsyncSandbox`, imported on first use (the kernel never needs them)."""
+    """`from sandbox_kernel import Sandbox, AsyncSandbox, Checkpoint`, imported on first use (the kernel never needs
+    them)."""
     if name in ("Sandbox", "AsyncSandbox"):
         from . import agent
 
         return getattr(agent, name)
+    if name == "Checkpoint":
+        from .checkpoints import Checkpoint
+
+        return Checkpoint
     if name == "ExecutionResult":
         from .results import ExecutionResult
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import itertools
 import json
 import threading
 import time
@@ -20,6 +21,7 @@ from typing import Any, TypeVar
 
 from jupyter_client.manager import AsyncKernelManager
 
+from .checkpoints import Checkpoint, CheckpointError
 from .install import KERNEL_NAME
 from .results import ExecutionResult, ResultBuilder
 
@@ -104,6 +106,11 @@ class AsyncSandbox:
             "os_sandbox": os_sandbox,
             "working_folder": working_folder,
         }
+        self._settings = dict(settings, extra_arguments=extra_arguments, kernel_name=kernel_name, cwd=cwd)
+        self._settings.update(approver=approver, input=input, startup_timeout=startup_timeout)
+        self._settings.update(on_stdout=on_stdout, on_stderr=on_stderr, on_output=on_output)
+        self._checkpoint_numbers = itertools.count(1)
+        self.checkpoint_folder: Path | None = None  # the kernel's, where restore() hands it a checkpoint
         self.arguments = [
             f"--SandboxKernel.{k}={json.dumps(v) if isinstance(v, list) else v}"
             for k, v in settings.items()
@@ -120,6 +127,9 @@ class AsyncSandbox:
         self.kc: Any = None
 
     async def start(self) -> AsyncSandbox:
+        """Start the kernel (once: a started sandbox, e.g. from fork(), may then be used with `async with`)."""
+        if self.km is not None:
+            return self
         self.km = AsyncKernelManager(kernel_name=self.kernel_name)
         await self.km.start_kernel(extra_arguments=self.arguments, **({"cwd": self.cwd} if self.cwd else {}))
         self.kc = self.km.client()
@@ -130,6 +140,7 @@ class AsyncSandbox:
         if facts.get("settings_error"):
             await self.close()
             raise SandboxSettingsError(facts["settings_error"], list(facts.get("settings_problems", [])))
+        self.checkpoint_folder = Path(facts["checkpoint_folder"]) if facts.get("checkpoint_folder") else None
         return self
 
     async def __aenter__(self) -> AsyncSandbox:
@@ -223,6 +234,62 @@ class AsyncSandbox:
         assert self.km is not None and self.kc is not None
         await self.km.restart_kernel(now=False)
         await self.kc.wait_for_ready(timeout=self.startup_timeout)
+        await self._learn_checkpoint_folder()
+
+    async def _learn_checkpoint_folder(self) -> None:
+        reply = await self.kc.kernel_info(reply=True, timeout=self.startup_timeout)
+        folder = reply["content"].get("sandbox_kernel", {}).get("checkpoint_folder")
+        self.checkpoint_folder = Path(folder) if folder else None
+
+    # ---- checkpoints ---------------------------------------------------------------------
+    async def checkpoint(self, name: str | None = None) -> Checkpoint:
+        """The session's state now (variables, the sandbox's files, installed packages), as a Checkpoint that
+        outlives this sandbox: restore() it here, or start other sandboxes from it (fork, from_checkpoint)."""
+        name = name or f"checkpoint-{next(self._checkpoint_numbers)}"
+        result = await self._kernel_magic(f"%checkpoint {name}")
+        facts = result.pop("checkpoint", None)
+        if not isinstance(facts, dict):
+            raise CheckpointError("the kernel did not say where it saved the checkpoint")
+        return await asyncio.to_thread(Checkpoint.taken_from, Path(facts["path"]))
+
+    async def restore(self, checkpoint: Checkpoint) -> None:
+        """Bring back `checkpoint`'s state in a fresh sandbox (what ran since is gone)."""
+        if self.checkpoint_folder is None:
+            raise CheckpointError("this kernel did not say where it takes checkpoints (not a sandbox-kernel?)")
+        name = f"given-{next(self._checkpoint_numbers)}"
+        await asyncio.to_thread(checkpoint.give_to, self.checkpoint_folder, name)
+        try:
+            await self._kernel_magic(f"%restore {name}")
+        finally:
+            (self.checkpoint_folder / f"{name}.sbkcp").unlink(missing_ok=True)
+
+    async def fork(self) -> AsyncSandbox:
+        """A second sandbox, with this one's settings, started from this one's state now."""
+        return await self.from_checkpoint(await self.checkpoint(), **self._settings)
+
+    @classmethod
+    async def from_checkpoint(cls, checkpoint: Checkpoint, **settings: Any) -> AsyncSandbox:
+        """A new sandbox (settings as for AsyncSandbox) started from `checkpoint`."""
+        sandbox = await cls(**settings).start()
+        try:
+            await sandbox.restore(checkpoint)
+        except BaseException:
+            await sandbox.close()
+            raise
+        return sandbox
+
+    async def _kernel_magic(self, line: str) -> dict[str, Any]:
+        """Run %checkpoint / %restore; returns the reply's sandbox_kernel facts; CheckpointError on failure."""
+        assert self.kc is not None, "call start() first (or use the sandbox as a context manager)"
+        msg_id = self.kc.execute(line, silent=True, store_history=False)
+        while True:
+            reply = await self.kc.get_shell_msg(timeout=None)
+            if reply["parent_header"].get("msg_id") == msg_id:
+                break
+        content = reply["content"]
+        if content["status"] != "ok":
+            raise CheckpointError(f"{content.get('ename')}: {content.get('evalue')}")
+        return dict(reply.get("metadata", {}).get("sandbox_kernel", {}))
 
     async def upload(self, host_path: str | Path, guest_path: str) -> int:
         """Copy a host file into the sandbox's own file system; returns the byte count."""
@@ -283,6 +350,7 @@ class Sandbox:
         return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
 
     def start(self) -> Sandbox:
+        """Start the kernel (once: a started sandbox, e.g. from fork(), may then be used with `with`)."""
         try:
             self._call(self._async.start())
         except BaseException:
@@ -320,3 +388,24 @@ class Sandbox:
 
     def download(self, guest_path: str) -> bytes:
         return self._call(self._async.download(guest_path))
+
+    def checkpoint(self, name: str | None = None) -> Checkpoint:
+        return self._call(self._async.checkpoint(name))
+
+    def restore(self, checkpoint: Checkpoint) -> None:
+        self._call(self._async.restore(checkpoint))
+
+    def fork(self) -> Sandbox:
+        """A second sandbox, with this one's settings, started from this one's state now."""
+        return Sandbox.from_checkpoint(self.checkpoint(), **self._async._settings)
+
+    @classmethod
+    def from_checkpoint(cls, checkpoint: Checkpoint, **settings: Any) -> Sandbox:
+        """A new sandbox (settings as for Sandbox) started from `checkpoint`."""
+        sandbox = cls(**settings).start()
+        try:
+            sandbox.restore(checkpoint)
+        except BaseException:
+            sandbox.close()
+            raise
+        return sandbox

@@ -93,6 +93,10 @@ class RequestDispatcher:
         else:
             self._request(event)
 
+    def on_blob(self, payload: bytes) -> None:
+        """Bytes only a checkpoint sends (its collector takes them): here they are out of place."""
+        self._invalid(f"{len(payload)} bytes of checkpoint data outside a checkpoint", b"")
+
     # ---- output ------------------------------------------------------------------------
     def _display(self, msg_type: str, content: dict[str, Any]) -> None:
         if msg_type == "error" and content.get("ename") == "KeyboardInterrupt":

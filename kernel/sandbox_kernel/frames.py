@@ -18,6 +18,8 @@ GUEST_EVENT = 3
 HOST_EVENT = 4
 REQUEST = 5
 REPLY = 6  # the end of a request, sent by the supervisor only
+BLOB = 7  # opaque bytes the guest sends for the request it serves (a checkpoint's parts)
+DATA = 8  # opaque bytes the kernel sends with its next request (a checkpoint to restore)
 
 _HEAD = struct.Struct(">IBI")
 
@@ -59,7 +61,7 @@ async def read_frame(reader: asyncio.StreamReader, max_bytes: int) -> Frame:
         raise FrameError(f"frame length {length} is shorter than its kind and request id (5 bytes)")
     if length - 5 > max_bytes:
         raise FrameError(f"frame of {length - 5} bytes exceeds the limit of {max_bytes} bytes")
-    if kind not in (STDOUT, STDERR, GUEST_EVENT, HOST_EVENT, REPLY):
+    if kind not in (STDOUT, STDERR, GUEST_EVENT, HOST_EVENT, REPLY, BLOB):
         raise FrameError(f"unknown frame kind {kind}")
     payload = await reader.readexactly(length - 5)
     return Frame(kind, request_id, payload)

@@ -5,9 +5,11 @@ from __future__ import annotations
 import asyncio
 import atexit
 import hashlib
+import shutil
 import signal
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -16,8 +18,21 @@ from jupyter_core.paths import jupyter_data_dir
 from traitlets import Bool, Dict, Enum, Float, Int, List, TraitError, Unicode, default, validate
 from traitlets.utils.importstring import import_item
 
-from . import __version__, guest_schema, mounts, netpolicy, packages, paths, private_folders, provision, skill_loader
+from . import (
+    __version__,
+    checkpoint_cells,
+    checkpoint_file,
+    guest_schema,
+    mounts,
+    netpolicy,
+    packages,
+    paths,
+    private_folders,
+    provision,
+    skill_loader,
+)
 from .audit import AuditLog
+from .checkpoint_cells import CheckpointCollector, CheckpointFolder, KernelMagic
 from .dispatcher import RequestDispatcher
 from .gatekeeper import Gatekeeper, check_policy
 from .guest_services import GuestServiceDesk, PipReplays, RequestContext
@@ -26,7 +41,7 @@ from .oslayers.report import describe as describe_layers
 from .oslayers.spec import LAYERS, MODES
 from .output import OutputRouter, size_of
 from .pool import SandboxPool
-from .sandbox import SandboxDied, SandboxOptions, SandboxProcess, SandboxStartError
+from .sandbox import GuestListener, SandboxDied, SandboxOptions, SandboxProcess, SandboxStartError
 from .sanitize import OutputSanitizer
 from .skill_calls import SkillService
 from .stdin_gate import StdinGate
@@ -34,6 +49,7 @@ from .supervision import Action, StopCause, Supervisor
 
 SIMPLE_REQUEST_TIMEOUT = 30.0  # seconds for completion, inspection, is_complete, configure
 REPLAY_TIMEOUT = 120.0  # seconds for one %pip install replayed after a restart
+MAX_CHECKPOINT_PART = 8 << 20  # bytes of a checkpoint per message, either way
 WORKING_FOLDER = "/work"  # where working_folder puts the kernel's folder in the guest
 KERNEL_INFO_WAIT = 30.0  # seconds kernel_info waits for the sandbox (a first start fetches and builds)
 SHORT_EVALUE = 1000  # characters of an error's message kept when the cell's output budget is spent
@@ -114,6 +130,12 @@ class SandboxKernel(Kernel):
         help="Keep a second, pre-warmed sandbox so that a restart after a crash or timeout is instant (~0.1 s "
         "instead of ~0.4 s), at the cost of a second Deno process (~150 MiB PSS). 'auto': from the start when "
         "cell_timeout is set, otherwise from the first restart on.",
+    ).tag(config=True)
+    max_checkpoint_bytes = Int(
+        512 << 20, help="Largest session state %checkpoint may save (and %restore read back), in bytes."
+    ).tag(config=True)
+    max_checkpoints = Int(
+        20, help="Named checkpoints one kernel keeps (%checkpoint NAME; reusing a name replaces that one)."
     ).tag(config=True)
     use_snapshot = Bool(
         True, help="Start sandboxes from a memory snapshot of initialised Python (built once, cached per version)."
@@ -220,7 +242,9 @@ class SandboxKernel(Kernel):
         self._sweep: asyncio.Task[list[Path]] | None = None
         self._running = False
         self._reply_metadata: dict[str, Any] = {}
+        self._checkpoints = CheckpointFolder(private_folders.make(), self.max_checkpoints)
         atexit.register(SandboxPool.kill_all_now)
+        atexit.register(shutil.rmtree, self._checkpoints.folder, True)
 
     # ---- skills --------------------------------------------------------------------
     def _load_skills(self) -> SkillService:
@@ -319,6 +343,7 @@ class SandboxKernel(Kernel):
             "os_sandbox": self._os_report,
             "settings_error": self.settings_error,
             "settings_problems": list(self.settings_problems),
+            "checkpoint_folder": str(self._checkpoints.folder),  # clients of this user may put checkpoints here
         }
         return {**super().kernel_info, "sandbox_kernel": facts}
 
@@ -513,6 +538,7 @@ class SandboxKernel(Kernel):
     async def do_shutdown(self, restart: bool) -> dict[str, Any]:
         # Runs on the control thread: kill synchronously; the main loop notices the exit.
         SandboxPool.kill_all_now()
+        shutil.rmtree(self._checkpoints.folder, ignore_errors=True)
         return {"status": "ok", "restart": restart}
 
     # ---- interrupts --------------------------------------------------------------------
@@ -521,14 +547,20 @@ class SandboxKernel(Kernel):
             self._interrupted.set()
 
     async def _supervise(
-        self, sandbox: SandboxProcess, payload: dict[str, Any], dispatcher: RequestDispatcher
+        self,
+        sandbox: SandboxProcess,
+        payload: dict[str, Any],
+        dispatcher: RequestDispatcher,
+        op: str = "execute",
+        listener: GuestListener | None = None,
     ) -> tuple[dict[str, Any], Supervisor]:
-        """Run one cell; interrupt on SIGINT or cell_timeout; restart the sandbox if it will not stop."""
+        """Run one cell (request `op`); interrupt on SIGINT or cell_timeout; restart the sandbox if it will not
+        stop. What the sandbox sends goes to `listener` (default: the dispatcher)."""
         loop = asyncio.get_running_loop()
         supervisor = Supervisor(started=loop.time(), timeout=self.cell_timeout, grace=self.interrupt_grace)
         self._interrupted.clear()
         self._running = True
-        task = asyncio.ensure_future(sandbox.request("execute", payload, dispatcher))
+        task = asyncio.ensure_future(sandbox.request(op, payload, listener or dispatcher))
         flag = asyncio.ensure_future(self._interrupted.wait())
         try:
             while not task.done():
@@ -669,9 +701,11 @@ class SandboxKernel(Kernel):
         metrics: dict[str, Any] = {"cpu_s": 0.0, "peak_memory_bytes": None, "skill_calls": 0}
         started = time.monotonic()
         try:
-            reply = await self._execute(
-                code, silent, store_history, user_expressions, allow_stdin, cell_id, router, facts, metrics
-            )
+            reply = await self._kernel_magic(code, router, facts, metrics)
+            if reply is None:
+                reply = await self._execute(
+                    code, silent, store_history, user_expressions, allow_stdin, cell_id, router, facts, metrics
+                )
         except Exception as exc:  # no path may end without an execute_reply
             self.log.exception("executing a cell failed in the kernel")
             reply = self._error_reply("SandboxKernelError", f"the kernel failed to run this cell: {exc!r}", router)
@@ -701,9 +735,13 @@ class SandboxKernel(Kernel):
         router: OutputRouter,
         facts: dict[str, Any],
         metrics: dict[str, Any],
+        op: str = "execute",
+        extra: dict[str, Any] | None = None,
+        listen: Callable[[SandboxProcess, RequestDispatcher], GuestListener] | None = None,
     ) -> dict[str, Any]:
         """Run one cell; `facts` (the reply's sandbox_kernel metadata) learns whether it timed out or restarted,
-        `metrics` what the sandbox spent on it (CPU, wasm memory, skill calls)."""
+        `metrics` what the sandbox spent on it (CPU, wasm memory, skill calls). A kernel magic runs as request `op`
+        with `extra` in its payload; `listen`, called just before the request is sent, gives its listener."""
         if self.settings_problems:
             return self._error_reply("SandboxSettingsError", self.settings_error, router)
         payload = {
@@ -714,6 +752,7 @@ class SandboxKernel(Kernel):
             "allow_stdin": allow_stdin,
             "execution_count": self._next_count,
             "cell_id": cell_id,
+            **(extra or {}),
         }
         for attempt in range(2):  # a sandbox that died before the cell began is replaced once
             try:
@@ -729,7 +768,8 @@ class SandboxKernel(Kernel):
             dispatcher = self._dispatcher(router, sandbox, allow_stdin, True)
             cpu_before = sandbox.cpu_seconds()
             try:
-                reply, supervisor = await self._supervise(sandbox, payload, dispatcher)
+                listener = listen(sandbox, dispatcher) if listen is not None else None
+                reply, supervisor = await self._supervise(sandbox, payload, dispatcher, op, listener)
                 break
             except guest_schema.InvalidGuestMessage as exc:
                 return self._error_reply("SandboxProtocolError", f"the sandbox sent an invalid reply ({exc})", router)
@@ -755,6 +795,9 @@ class SandboxKernel(Kernel):
                 metrics["peak_memory_bytes"] = sandbox.wasm_bytes or None
                 metrics["skill_calls"] += dispatcher.requests.get("skill_call", 0)
                 await self._scrub_mounts(router)
+        reply = {"user_expressions": {}, "payload": [], **reply}
+        if op != "execute" and reply["status"] == "error" and reply["ename"] != "KeyboardInterrupt":
+            return self._error_reply(reply["ename"], reply["evalue"], router)  # the guest did not show it
         reply = self._clean_reply(reply, router)
         if supervisor.timed_out and reply.get("status") == "error":
             evalue = f"the cell ran past cell_timeout={self.cell_timeout:g}s and was interrupted; variables were kept."
@@ -762,6 +805,127 @@ class SandboxKernel(Kernel):
             reply = {**reply, "ename": "SandboxTimeout", "evalue": evalue}
             facts["timed_out"] = True
         return reply
+
+    # ---- %checkpoint and %restore ----------------------------------------------------------
+    async def _kernel_magic(
+        self, code: str, router: OutputRouter, facts: dict[str, Any], metrics: dict[str, Any]
+    ) -> dict[str, Any] | None:
+        """Run the cell as %checkpoint or %restore if it is one; None for any other cell."""
+        try:
+            magic = checkpoint_cells.parse(code)
+        except checkpoint_cells.MagicUsageError as exc:
+            return self._error_reply("UsageError", str(exc), router)
+        if magic is None:
+            return None
+        if self.settings_problems:
+            return self._error_reply("SandboxSettingsError", self.settings_error, router)
+        if magic.command == "restore":
+            return await self._restore(magic, router, facts, metrics)
+        if magic.name is None:
+            names = self._checkpoints.names()
+            router.stream("stdout", f"Checkpoints: {', '.join(names)}\n" if names else "No checkpoints yet.\n")
+            return {"status": "ok", "user_expressions": {}, "payload": []}
+        return await self._checkpoint(magic.name, router, facts, metrics)
+
+    @property
+    def _checkpoint_part_bytes(self) -> int:
+        """Bytes per checkpoint part the guest sends: one fits in an event (the ring's limit) and in a frame."""
+        return max(1 << 16, min(MAX_CHECKPOINT_PART, self._max_event_bytes, self.max_frame_bytes))
+
+    async def _checkpoint(
+        self, name: str, router: OutputRouter, facts: dict[str, Any], metrics: dict[str, Any]
+    ) -> dict[str, Any]:
+        """%checkpoint NAME: the guest's state, sealed in a file of the kernel's checkpoint folder."""
+        folder = self._checkpoints
+        if not folder.room_for(name):
+            return self._error_reply(
+                "CheckpointError",
+                f"this kernel already keeps {folder.max_count} checkpoints ({', '.join(folder.names())}; "
+                "SandboxKernel.max_checkpoints): reuse a name to replace one",
+                router,
+            )
+        collectors: list[CheckpointCollector] = []
+
+        def listen(sandbox: SandboxProcess, dispatcher: RequestDispatcher) -> GuestListener:
+            collectors.append(CheckpointCollector(dispatcher, self.max_checkpoint_bytes))
+            return collectors[-1]
+
+        extra = {"exclude": [m.guest for m in self._mounts], "part_bytes": self._checkpoint_part_bytes}
+        reply = await self._execute(
+            "", True, False, None, False, None, router, facts, metrics, op="checkpoint", extra=extra, listen=listen
+        )
+        if reply["status"] != "ok":
+            return reply
+        collector = collectors[-1]
+        if collector.too_large:
+            return self._error_reply(
+                "CheckpointTooLarge",
+                f"the session's state is larger than SandboxKernel.max_checkpoint_bytes={self.max_checkpoint_bytes}"
+                "; free some (del large variables, remove files in /tmp) or raise the limit",
+                router,
+            )
+        payload = collector.payload()
+        if len(payload) != reply["bytes"]:
+            why = f"{len(payload)} of {reply['bytes']} bytes arrived"
+            return self._error_reply("SandboxProtocolError", f"the checkpoint did not arrive whole ({why})", router)
+        summary = {k: reply[k] for k in ("variables", "variable_count", "files", "not_kept")}
+        header = {
+            "name": name,
+            "created": time.time(),
+            "pyodide": self._versions["pyodide_version"],
+            "sandbox_kernel": __version__,
+            "summary": summary,
+            "pip": list(self._pip_replays.installs),
+        }
+        path = folder.path(name)
+        size = await asyncio.to_thread(checkpoint_file.write, path, header, payload)
+        left_out = "".join(f"\n  not kept: {n} ({why})" for n, why in summary["not_kept"].items())
+        router.stream(
+            "stdout",
+            f"Checkpoint {name!r}: {summary['variable_count']} variables, {summary['files']} files, "
+            f"{size / 1e6:.1f} MB.{left_out}\n",
+        )
+        facts["checkpoint"] = {"name": name, "path": str(path), "bytes": size, **summary}
+        return {"status": "ok", "user_expressions": {}, "payload": []}
+
+    async def _restore(
+        self, magic: KernelMagic, router: OutputRouter, facts: dict[str, Any], metrics: dict[str, Any]
+    ) -> dict[str, Any]:
+        """%restore NAME: a fresh sandbox, given the checkpoint's state."""
+        assert magic.name is not None
+        path = self._checkpoints.path(magic.name)
+        if not path.is_file():
+            names = self._checkpoints.names()
+            known = f"this kernel has {', '.join(names)}" if names else "make one with %checkpoint NAME"
+            return self._error_reply("CheckpointError", f"no checkpoint named {magic.name!r} ({known})", router)
+        try:
+            header, payload = await asyncio.to_thread(
+                checkpoint_file.read, path, self.max_checkpoint_bytes, self._versions["pyodide_version"]
+            )
+        except checkpoint_file.CheckpointError as exc:
+            return self._error_reply("CheckpointError", str(exc), router)
+        await self._pool.restart("a checkpoint is being restored", StopCause.INTERRUPT)
+        step = MAX_CHECKPOINT_PART
+
+        def send(sandbox: SandboxProcess, dispatcher: RequestDispatcher) -> GuestListener:
+            sandbox.send_data([payload[start : start + step] for start in range(0, len(payload), step)])
+            return dispatcher
+
+        extra = {"exclude": [m.guest for m in self._mounts]}
+        reply = await self._execute(
+            "", True, False, None, False, None, router, facts, metrics, op="restore", extra=extra, listen=send
+        )
+        if reply["status"] != "ok":
+            return reply
+        self._pip_replays.installs = [i for i in header.get("pip", []) if isinstance(i, dict)]
+        missing = "".join(f"\n  not restored: {n} ({why})" for n, why in reply["not_restored"].items())
+        router.stream(
+            "stdout",
+            f"Restored checkpoint {magic.name!r} in a fresh sandbox: {reply['variable_count']} variables, "
+            f"{reply['files']} files.{missing}\n",
+        )
+        facts["restored"] = {"name": magic.name, "variable_count": reply["variable_count"], "files": reply["files"]}
+        return {"status": "ok", "user_expressions": {}, "payload": []}
 
     async def _scrub_mounts(self, router: OutputRouter) -> None:
         """Enforce rw mounts' limits after a cell; a failure is told, never allowed to lose the reply."""

@@ -44,10 +44,11 @@ class SandboxPool:
     async def _promote(self) -> SandboxProcess:
         spare, self._spare = self._spare, None
         sandbox = None
-        if spare is not None and spare.done() and not spare.cancelled() and not spare.exception():
-            sandbox = spare.result() if spare.result().alive else None
-        elif spare is not None:
-            spare.cancel()
+        if spare is not None:
+            # One still starting is awaited: it began before any new launch could, so it is ready sooner.
+            await asyncio.wait({spare})
+            if not spare.cancelled() and not spare.exception() and spare.result().alive:
+                sandbox = spare.result()
         if sandbox is None:
             sandbox = await self._launch()
         self.current = sandbox
@@ -80,6 +81,9 @@ class SandboxPool:
     async def restart(self, why: str, cause: StopCause) -> None:
         """Kill the current sandbox (its pending request fails with `why`) and start a fresh one."""
         old, self.current = self.current, None
+        starting = self._starting
+        if starting is not None and not starting.done():
+            starting.cancel()  # a start under way is abandoned (its sandbox is killed): it would become current later
         if old is not None:
             old.death_reported = True
             await old.kill(why, cause)

@@ -42,6 +42,8 @@ class GuestListener(Protocol):
 
     def on_event(self, payload: bytes) -> None: ...
 
+    def on_blob(self, payload: bytes) -> None: ...
+
 
 class SandboxDied(Exception):
     """The sandbox process ended (or was killed) while a request was pending."""
@@ -426,6 +428,9 @@ class SandboxProcess:
         if frame.kind == frames.GUEST_EVENT:
             pending.listener.on_event(frame.payload)
             return
+        if frame.kind == frames.BLOB:
+            pending.listener.on_blob(frame.payload)
+            return
         decoder = pending.decoders.get(frame.kind)
         if decoder is None:
             decoder = pending.decoders[frame.kind] = codecs.getincrementaldecoder("utf-8")("replace")
@@ -472,6 +477,14 @@ class SandboxProcess:
         finally:
             self._pending.pop(request_id, None)
             self._pause_if_idle()
+
+    def send_data(self, parts: list[bytes]) -> None:
+        """Bytes for the next request (it gets them as a list): e.g. a checkpoint to restore."""
+        if self._writer is None or not self.alive:
+            raise SandboxDied("the sandbox is not running")
+        self._resume()
+        for part in parts:
+            self._writer.write(frames.encode_frame(frames.DATA, 0, part))
 
     def interrupt(self) -> None:
         """Raise KeyboardInterrupt in the guest (and cut short its blocking waits)."""

@@ -14,7 +14,7 @@ from sandbox_kernel import frames
 from sandbox_kernel.launch_plan import LaunchPlan
 
 REPO = Path(__file__).resolve().parents[2]
-KINDS = ["STDOUT", "STDERR", "GUEST_EVENT", "HOST_EVENT", "REQUEST", "REPLY"]
+KINDS = ["STDOUT", "STDERR", "GUEST_EVENT", "HOST_EVENT", "REQUEST", "REPLY", "BLOB", "DATA"]
 
 
 def typescript_constants(path: Path) -> dict[str, int]:

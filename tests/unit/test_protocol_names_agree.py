@@ -23,6 +23,7 @@ def found(pattern: str, *files: Path) -> set[str]:
 
 def test_every_op_the_kernel_sends_to_the_guest_has_a_handler_and_a_reply_schema() -> None:
     sent = found(r'(?:request|_background_request|_simple_request)\(\s*(?:sandbox, )?"(\w+)"', KERNEL / "kernel.py")
+    sent |= found(r'\bop(?:: str)? ?= ?"(\w+)"', KERNEL / "kernel.py")  # requests run as cells (_execute's op)
     handled = found(r'op == "(\w+)"', GUEST / "api.py") | found(r'"(\w+)": _\w+[,}]', GUEST / "api.py")
     assert sent == handled == guest_schema.names("replies")
 

@@ -77,6 +77,13 @@ def emit(event: dict[str, Any]) -> None:
         raise ValueError("output too large to send to the frontend (the limit follows SandboxKernel.max_output_bytes)")
 
 
+def send_blob(data: memoryview) -> None:
+    """Send bytes to the kernel, unparsed (a checkpoint's part); no larger than the kernel's event limit."""
+    flush_streams()
+    if not _js.send_blob(data, REQUEST.get()):
+        raise ValueError(f"a part of {len(data)} bytes is larger than the sandbox may send at once")
+
+
 def iopub(msg_type: str, content: dict[str, Any]) -> None:
     """Publish an IOPub message (display_data, execute_result, error, ...)."""
     emit({"type": "iopub", "msg_type": msg_type, "content": content})

@@ -271,24 +271,61 @@ async def _pip_replay(req: dict[str, Any]) -> dict[str, Any]:
     return {"status": "ok"}
 
 
-_HANDLERS = {"complete": _complete, "inspect": _inspect, "is_complete": _is_complete, "configure": _configure}
+def _error_reply(handler: Any) -> Any:
+    """`handler`, with an exception turned into an error reply (the kernel shows it to the user)."""
+
+    def run(req: dict[str, Any]) -> dict[str, Any]:
+        try:
+            return handler(req)
+        except Exception as exc:
+            return {"status": "error", "ename": type(exc).__name__, "evalue": str(exc)[:2000], "traceback": []}
+
+    return run
+
+
+@_error_reply
+def _checkpoint(req: dict[str, Any]) -> dict[str, Any]:
+    from . import checkpoint
+
+    assert _shell is not None
+    return checkpoint.capture(req, _shell.user_ns, _shell.user_ns_hidden)
+
+
+@_error_reply
+def _restore(req: dict[str, Any]) -> dict[str, Any]:
+    from . import checkpoint
+
+    assert _shell is not None
+    return checkpoint.apply(req, _shell.user_ns, req.pop("_data", None) or [])
+
+
+_HANDLERS = {
+    "complete": _complete,
+    "inspect": _inspect,
+    "is_complete": _is_complete,
+    "configure": _configure,
+    "checkpoint": _checkpoint,
+    "restore": _restore,
+}
 
 
 _INTERRUPTED = {"ename": "KeyboardInterrupt", "evalue": "Interrupted by user", "traceback": ["KeyboardInterrupt"]}
 
 
-async def handle(request_json: str, request_id: int = 0) -> str:
-    """Serve one kernel request; returns the reply content as JSON (the worker ends the request with it)."""
+async def handle(request_json: str, request_id: int = 0, data: Any = None) -> str:
+    """Serve one kernel request (`data`: bytes the kernel sent with it, as JS Uint8Arrays); returns the reply
+    content as JSON (the worker ends the request with it)."""
     try:
-        return await _serve(request_json, request_id)
+        return await _serve(request_json, request_id, data)
     except KeyboardInterrupt:  # landed in this glue's own code, around the request's: still the request's answer
         _host.iopub("error", _INTERRUPTED)
         return json.dumps({"status": "error", **_INTERRUPTED, "user_expressions": {}, "payload": []})
 
 
-async def _serve(request_json: str, request_id: int) -> str:
+async def _serve(request_json: str, request_id: int, data: Any = None) -> str:
     global _task
     req = json.loads(request_json)
+    req["_data"] = data
     _host.REQUEST.set(request_id)  # the cell's tasks (and their output) belong to this request
     op = req.get("op")
     if op == "execute":

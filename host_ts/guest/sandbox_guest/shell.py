@@ -70,6 +70,25 @@ class NoShellMagics(Magics):
         self._refuse("sx", line)
 
 
+@magics_class
+class KernelMagics(Magics):
+    """Magics the kernel itself serves when one is alone in its cell; here they can only say so."""
+
+    def _alone(self, name: str, line: str) -> None:
+        raise error.UsageError(
+            f"%{name} {line}".strip() + f": put %{name} alone in its cell (the kernel takes checkpoints and restores "
+            "them between cells, outside the sandbox)"
+        )
+
+    @line_magic
+    def checkpoint(self, line: str) -> None:
+        self._alone("checkpoint", line)
+
+    @line_magic
+    def restore(self, line: str) -> None:
+        self._alone("restore", line)
+
+
 PROCESS_MAGICS = frozenset(
     {"!", "bash", "sh", "script", "system", "sx", "sc", "python", "python2", "python3", "pypy", "perl", "ruby",
      "killbgscripts", "edit", "ed"}
@@ -91,6 +110,7 @@ class SandboxShell(InteractiveShell):
     def init_magics(self) -> None:
         super().init_magics()
         self.register_magics(NoShellMagics)
+        self.register_magics(KernelMagics)
         from .pkgs import PipMagics
 
         self.register_magics(PipMagics)

@@ -1,0 +1,92 @@
+"""Checkpoints as the agent API hands them out: a sealed file the client owns, saved and loaded anywhere.
+
+cp = sb.checkpoint()          # the session's state, now
+sb.run("x = 'oops'")
+sb.restore(cp)                # back to it, in a fresh sandbox
+cp.save("before.sbkcp")       # later, in another process:
+sb2 = Sandbox.from_checkpoint(Checkpoint.load("before.sbkcp"))
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from .checkpoint_file import CheckpointError, read
+
+MAX_LOAD_BYTES = 4 << 30  # what Checkpoint.load reads at most; the kernel applies SandboxKernel.max_checkpoint_bytes
+
+__all__ = ["Checkpoint", "CheckpointError"]
+
+
+@cache
+def _client_folder() -> Path:
+    """Where this process keeps the checkpoints it was handed (removed when it exits)."""
+    folder = Path(tempfile.mkdtemp(prefix="sandbox-checkpoints-"))
+    atexit.register(shutil.rmtree, folder, True)
+    return folder
+
+
+def _link_or_copy(source: Path, target: Path) -> None:
+    """`target` gets `source`'s bytes: a hard link when both are on one file system, else a copy."""
+    partial = target.with_name(f".{target.name}.part")
+    partial.unlink(missing_ok=True)
+    try:
+        os.link(source, partial)
+    except OSError:
+        shutil.copyfile(source, partial)
+    partial.replace(target)
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """A saved session state: a file sealed by the kernel that made it (read back only by a kernel)."""
+
+    path: Path
+    name: str
+    size: int  # bytes of the file
+    header: dict[str, Any] = field(repr=False)
+
+    @property
+    def summary(self) -> dict[str, Any]:
+        """What it holds: variables (names), variable_count, files, not_kept (name: why)."""
+        return dict(self.header.get("summary") or {})
+
+    def describe(self) -> str:
+        """One line for people and language models."""
+        s = self.summary
+        left_out = "; not kept: " + ", ".join(s["not_kept"]) if s.get("not_kept") else ""
+        return (
+            f"checkpoint {self.name!r}: {s.get('variable_count', '?')} variables, {s.get('files', '?')} files, "
+            f"{self.size / 1e6:.1f} MB{left_out}"
+        )
+
+    def save(self, path: str | Path) -> Checkpoint:
+        """A copy at `path` (any folder), to load in a later process with Checkpoint.load."""
+        target = Path(path)
+        shutil.copyfile(self.path, target)
+        return Checkpoint(target, self.name, self.size, self.header)
+
+    @classmethod
+    def load(cls, path: str | Path) -> Checkpoint:
+        """A checkpoint file, verified now (CheckpointError: not one, changed since it was saved, another key)."""
+        source = Path(path)
+        header, _ = read(source, MAX_LOAD_BYTES)
+        return cls(source, str(header.get("name") or source.stem), source.stat().st_size, header)
+
+    @classmethod
+    def taken_from(cls, kernel_file: Path) -> Checkpoint:
+        """The client's own copy of a checkpoint the kernel just wrote (it outlives the kernel)."""
+        own = _client_folder() / f"{len(os.listdir(_client_folder()))}-{kernel_file.name}"
+        _link_or_copy(kernel_file, own)
+        return cls.load(own)
+
+    def give_to(self, kernel_folder: Path, name: str) -> None:
+        """Put this checkpoint in a kernel's checkpoint folder as `name` (the kernel verifies it when restoring)."""
+        _link_or_copy(self.path, kernel_folder / f"{name}.sbkcp")
