@@ -54,13 +54,13 @@ class Checkpoint:
     header: dict[str, Any] = field(repr=False)
 
     @property
-    def summary(self) -> dict[str, Any]:
+    def contents(self) -> dict[str, Any]:
         """What it holds: variables (names), variable_count, files, not_kept (name: why)."""
         return dict(self.header.get("summary") or {})
 
-    def describe(self) -> str:
+    def summary(self) -> str:
         """One line for people and language models."""
-        s = self.summary
+        s = self.contents
         left_out = "; not kept: " + ", ".join(s["not_kept"]) if s.get("not_kept") else ""
         return (
             f"checkpoint {self.name!r}: {s.get('variable_count', '?')} variables, {s.get('files', '?')} files, "
