@@ -218,6 +218,41 @@ def restart_after_timeout(trials: int) -> float:
         stop(km, kc)
 
 
+STATE_50MB = (
+    "import os\nblob = os.urandom(40_000_000)\n"
+    "rows = [{'id': i, 'name': f'row {i}', 'score': i / 7} for i in range(60_000)]\n"
+    "os.makedirs('/home/pyodide/out', exist_ok=True)\nopen('/home/pyodide/out/data.bin', 'wb').write(os.urandom(2_000_000))"
+)
+
+
+def timed(kc: BlockingKernelClient, code: str) -> float:
+    t0 = time.perf_counter()
+    reply = run(kc, code)
+    assert reply["status"] == "ok", reply
+    return time.perf_counter() - t0
+
+
+def checkpoint_and_restore(trials: int) -> tuple[float, float, float, int]:
+    """Seconds for %checkpoint and %restore of ~50 MB of guest state (default settings): checkpoint, the first
+    restore (no spare sandbox yet) and later ones (a spare is kept from the first restart on); and the file's size."""
+    km, kc = start(OURS)
+    try:
+        run(kc, STATE_50MB)
+        saves = [timed(kc, "%checkpoint state") for _ in range(trials)]
+        first = timed(kc, "%restore state")
+        later = []
+        for _ in range(trials):
+            value(kc, "len(blob)")  # the spare is started after a restart: let it come up, as between cells
+            settled_pss(kernel_pid(km), 3)
+            later.append(timed(kc, "%restore state"))
+        assert value(kc, "len(blob), len(rows)") == "(40000000, 60000)"
+        folder = kc.kernel_info(reply=True, timeout=60)["content"]["sandbox_kernel"]["checkpoint_folder"]
+        size = (Path(folder) / "state.sbkcp").stat().st_size
+        return statistics.median(saves), first, statistics.median(later), size
+    finally:
+        stop(km, kc)
+
+
 def restart_reference(km: KernelManager, kc: BlockingKernelClient, trials: int) -> float:
     """ipykernel has no cell timeout: the nearest thing is a kernel restart, timed to the next result."""
 
@@ -300,6 +335,16 @@ def scale(kernel: str, count: int, processes: int, arguments: list[str] | None =
             stop(km, kc)
 
 
+def checkpoint_rows(trials: int) -> list[Row]:
+    save, first, later, size = checkpoint_and_restore(trials)
+    state = f"~50 MB of guest state (bytes, 60k dicts, a 2 MB file); file {size / 1e6:.0f} MB"
+    return [
+        Row("`%checkpoint` of ~50 MB of guest state", "s", save, None, f"{state}; ipykernel has none"),
+        Row("`%restore` of it, first (no spare sandbox yet)", "s", first, None, "a fresh sandbox is started"),
+        Row("`%restore` of it, later (spare kept from the first restart on)", "s", later, None, "default settings"),
+    ]
+
+
 # ---- report --------------------------------------------------------------------------------
 
 
@@ -323,9 +368,14 @@ def main() -> None:
     parser.add_argument("--lines", type=int, default=200_000, help="lines printed in the streaming test")
     parser.add_argument("--scale", type=int, nargs="*", default=[1, 4, 8], help="kernels started at once")
     parser.add_argument("--output", type=Path, default=Path(__file__).parent / "RESULTS.md")
+    parser.add_argument("--only", choices=["checkpoint"], help="print these rows only (RESULTS.md is not written)")
     args = parser.parse_args()
     trials = args.trials
 
+    if args.only == "checkpoint":
+        rows = checkpoint_rows(trials)
+        print(table(rows))
+        return
     reference_start = cold_start(REFERENCE, trials)
     rows = [Row("cold start (launch to first `1+1` reply)", "s", cold_start(OURS, trials), reference_start)]
     rows.append(
@@ -395,6 +445,7 @@ def main() -> None:
         rows.append(Row("memory after start, no spare (`spare_sandbox` False, or 'auto' before a restart)", "MiB PSS",
                         single_pss, ref_started, f"per process: {each}"))  # fmt: skip
         rows.append(Row("memory after the streaming test", "MiB PSS", *streamed))
+        rows += checkpoint_rows(trials)
     finally:
         stop(ours_km, ours)
         stop(ref_km, ref)

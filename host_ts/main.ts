@@ -244,7 +244,7 @@ function handleRequest(id: number, req: KernelRequest): void {
 
 async function reader(): Promise<void> {
   const parser = new FrameParser(init.maxFrameBytes);
-  const chunk = new Uint8Array(1 << 16);
+  const chunk = new Uint8Array(1 << 20); // a checkpoint to restore comes in frames of up to 8 MiB
   for (;;) {
     const n = await conn.read(chunk);
     if (n === null) Deno.exit(0); // the kernel went away: so do we

@@ -140,7 +140,7 @@ def capture(req: dict[str, Any], user_ns: dict[str, Any], hidden: dict[str, Any]
     }
 
 
-def _extract(files: bytes, exclude: list[str]) -> tuple[int, dict[str, str]]:
+def _extract(files: memoryview, exclude: list[str]) -> tuple[int, dict[str, str]]:
     """Unpack the files (none under a mount of this session); returns the count and what failed, with why."""
     count, failed = 0, {}
     with tarfile.open(fileobj=io.BytesIO(files), mode="r") as tar:
@@ -158,16 +158,21 @@ def _extract(files: bytes, exclude: list[str]) -> tuple[int, dict[str, str]]:
 def apply(req: dict[str, Any], user_ns: dict[str, Any], parts: Any) -> dict[str, Any]:
     """Apply a checkpoint (`parts`: the JS Uint8Arrays the kernel sent): files, environment, working folder,
     sys.path, modules, variables."""
-    blob = b"".join(part.to_bytes() for part in parts)
+    lengths = [int(part.length) for part in parts]
+    blob = bytearray(sum(lengths))
+    view = memoryview(blob)
+    offset = 0
+    for part, length in zip(parts, lengths, strict=True):
+        part.assign_to(view[offset : offset + length])  # one copy, from JS memory into this buffer
+        offset += length
     newline = blob.index(b"\n")
     header = json.loads(blob[:newline])
     if header.get("format") != FORMAT:
         raise ValueError(f"checkpoint format {header.get('format')!r} is not {FORMAT}")
     sizes = header["sections"]
     start = newline + 1
-    namespace = blob[start : start + sizes["namespace"]]
-    files = blob[start + sizes["namespace"] : start + sizes["namespace"] + sizes["files"]]
-    del blob
+    namespace = view[start : start + sizes["namespace"]]
+    files = view[start + sizes["namespace"] : start + sizes["namespace"] + sizes["files"]]
     file_count, failed = _extract(files, [str(p) for p in req.get("exclude") or []])
     os.environ.update(header["environ"])
     if os.path.isdir(header["cwd"]):
