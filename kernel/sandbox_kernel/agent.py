@@ -220,10 +220,15 @@ class AsyncSandbox:
         reply = self.kc.session.msg("input_reply", {"value": value}, parent=request["header"])
         self.kc.stdin_channel.send(reply)
 
+    async def facts(self) -> dict[str, Any]:
+        """What the kernel reports about its sandbox (kernel_info's sandbox_kernel): os_sandbox, mounts (guest
+        paths and rules), skills (methods and policies), skill_approver, checkpoint_folder, settings_error."""
+        reply = await self.kc.kernel_info(reply=True, timeout=self.startup_timeout)
+        return dict(reply["content"].get("sandbox_kernel", {}))
+
     async def os_layers(self) -> dict[str, Any]:
         """The OS layers confining the current sandbox process, as its launcher reported them."""
-        reply = await self.kc.kernel_info(reply=True, timeout=self.startup_timeout)
-        return dict(reply["content"].get("sandbox_kernel", {}).get("os_sandbox", {}))
+        return dict((await self.facts()).get("os_sandbox", {}))
 
     async def interrupt(self) -> None:
         assert self.km is not None
@@ -304,9 +309,11 @@ class AsyncSandbox:
             )
         return len(data)
 
-    async def download(self, guest_path: str) -> bytes:
-        """The bytes of a file in the sandbox's file system."""
+    async def download(self, guest_path: str, max_bytes: int | None = None) -> bytes:
+        """The bytes of a file in the sandbox's file system; OSError if it has more than `max_bytes`."""
         size = int(await self._quiet(f"import os\nos.path.getsize({guest_path!r})", expression=True))
+        if max_bytes is not None and size > max_bytes:
+            raise OSError(f"{guest_path} has {size} bytes, more than the {max_bytes} allowed")
         parts = []
         for start in range(0, max(size, 1), CHUNK):
             code = f"import base64\nwith open({guest_path!r}, 'rb') as _f:\n    _f.seek({start})\n    _chunk = base64.b64encode(_f.read({CHUNK})).decode()"
@@ -374,6 +381,9 @@ class Sandbox:
     def run(self, code: str, **kwargs: Any) -> ExecutionResult:
         return self._call(self._async.run(code, **kwargs))
 
+    def facts(self) -> dict[str, Any]:
+        return self._call(self._async.facts())
+
     def os_layers(self) -> dict[str, Any]:
         return self._call(self._async.os_layers())
 
@@ -386,8 +396,8 @@ class Sandbox:
     def upload(self, host_path: str | Path, guest_path: str) -> int:
         return self._call(self._async.upload(host_path, guest_path))
 
-    def download(self, guest_path: str) -> bytes:
-        return self._call(self._async.download(guest_path))
+    def download(self, guest_path: str, max_bytes: int | None = None) -> bytes:
+        return self._call(self._async.download(guest_path, max_bytes))
 
     def checkpoint(self, name: str | None = None) -> Checkpoint:
         return self._call(self._async.checkpoint(name))

@@ -1,4 +1,4 @@
-"""The `sandbox-kernel` command: install, fetch, run, compare, mirror, doctor; otherwise the kernel itself."""
+"""The `sandbox-kernel` command: install, fetch, run, compare, mirror, doctor, mcp; otherwise the kernel itself."""
 
 from __future__ import annotations
 
@@ -141,6 +141,13 @@ def _mirror(args: argparse.Namespace) -> int:
     return 1 if report.failed else 0
 
 
+def _mcp(args: argparse.Namespace) -> int:
+    """An MCP server over one sandbox; the kernel settings given here pass on to its kernel."""
+    from .mcp_server import main as serve
+
+    return serve(args.settings, args.port if args.http else None)
+
+
 def _doctor(args: argparse.Namespace) -> int:
     from .doctor import main as doctor
 
@@ -156,6 +163,7 @@ def main(argv: list[str] | None = None) -> None:
         "compare",
         "mirror",
         "doctor",
+        "mcp",
         "--version",
         "-h",
         "--help",
@@ -205,7 +213,19 @@ def main(argv: list[str] | None = None) -> None:
     mirror.add_argument("names", nargs="*", help="packages, with their dependencies (default: all the index has)")
     mirror.add_argument("--index", help="the Pyodide index to copy from (default: Pyodide's CDN); PyPI fills gaps")
     mirror.set_defaults(func=_mirror)
+    mcp = sub.add_parser(
+        "mcp",
+        help="serve one persistent sandbox as MCP tools (stdio; --http for streamable HTTP on 127.0.0.1)",
+        epilog="Kernel settings follow as --SandboxKernel.name=value (e.g. --SandboxKernel.cell_timeout=30), "
+        "over those of sandbox_kernel_config.py.",
+    )
+    mcp.add_argument("--http", action="store_true", help="serve streamable HTTP at http://127.0.0.1:PORT/mcp")
+    mcp.add_argument("--port", type=int, default=8000, help="the --http port (default 8000; 0: any free port)")
+    mcp.set_defaults(func=_mcp, settings=[])
     doctor = sub.add_parser("doctor", help="check Deno, the cache, the kernelspec and the OS layers in force")
     doctor.set_defaults(func=_doctor)
-    args = parser.parse_args(argv)
+    settings = [arg for arg in argv[1:] if arg.startswith("--SandboxKernel.")] if argv[0] == "mcp" else []
+    args = parser.parse_args([arg for arg in argv if arg not in settings])
+    if settings:
+        args.settings = settings
     sys.exit(args.func(args))

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from typing import Any
 
-from .skill_loader import Skill
+from .skill_loader import Skill, catalog
 
 POLICIES = ("allow", "deny", "ask")
 TARGET = re.compile(r"([A-Za-z][A-Za-z0-9_]*)\.([A-Za-z][A-Za-z0-9_]*)")
@@ -48,6 +49,14 @@ class Gatekeeper:
         if target in self.approved:
             return "allow"
         return self.policy.get(target) or self.policy.get(skill) or "allow"
+
+    def described(self) -> dict[str, Any]:
+        """The skills as the guest's catalog shows them, each method with the policy it has now."""
+        found = catalog(self.skills)
+        for name, skill in found.items():
+            for method, info in skill["methods"].items():
+                info["policy"] = self.policy_for(name, method)
+        return found
 
 
 def check_policy(policy: dict[str, str], skills: dict[str, Skill]) -> list[str]:

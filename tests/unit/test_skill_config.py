@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from sandbox_kernel import skill_loader
+from sandbox_kernel.gatekeeper import Gatekeeper
 from sandbox_kernel.skill_loader import SkillLoadError
 from sandbox_kernel.skills.kv_skill import KeyValueSkill, QuotaExceeded
 
@@ -58,3 +59,16 @@ def test_key_value_store_quotas():
     with pytest.raises(KeyError):
         store.delete("missing")
     assert store.keys() == ["b", "c", "d"]
+
+
+def test_described_skills_carry_each_methods_policy():
+    skills = skill_loader.by_name(skill_loader.load_configured(["TimeSkill"]))
+    keeper = Gatekeeper(skills, {"TimeSkill": "ask", "TimeSkill.add_days": "deny"})
+    keeper.approved.add("TimeSkill.wait_then_time")  # answered "always" this session
+    methods = keeper.described()["TimeSkill"]["methods"]
+    assert {name: info["policy"] for name, info in methods.items()} == {
+        "add_days": "deny",
+        "get_current_time": "ask",
+        "wait_then_time": "allow",
+    }
+    assert methods["add_days"]["signature"] == "(date: 'str', days: 'int' = 1) -> 'str'"

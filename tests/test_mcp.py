@@ -1,0 +1,429 @@
+"""`sandbox-kernel mcp`, driven by the MCP SDK's own client: over stdio, and once over streamable HTTP."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import concurrent.futures
+import json
+import os
+import queue
+import re
+import signal
+import struct
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+import zlib
+from collections.abc import Callable, Iterator
+from contextlib import AbstractAsyncContextManager
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+from mcp import ClientSession, StdioServerParameters
+from mcp.client.stdio import stdio_client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.types import BlobResourceContents, CallToolResult, EmbeddedResource, ImageContent, TextContent
+
+from sandbox_kernel.mcp_server import MAX_FILE_BYTES
+
+FIXTURES = Path(__file__).parent / "skill_fixtures"
+WAIT = 120  # seconds for one tool call (the first one waits for the sandbox to start)
+
+
+def server_command(*arguments: str) -> list[str]:
+    return [sys.executable, "-m", "sandbox_kernel", "mcp", *arguments]
+
+
+class Client:
+    """One MCP ClientSession, held open by a task on a thread of its own, for synchronous tests."""
+
+    def __init__(self, connect: Callable[[], AbstractAsyncContextManager[Any]]) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self.thread.start()
+        self.ready: concurrent.futures.Future[ClientSession] = concurrent.futures.Future()
+        self.stop: asyncio.Event | None = None
+        self.held = asyncio.run_coroutine_threadsafe(self._hold(connect), self.loop)
+        self.session = self.ready.result(timeout=WAIT)
+
+    async def _hold(self, connect: Callable[[], AbstractAsyncContextManager[Any]]) -> None:
+        """Enter and leave the transport and the session in one task, as anyio requires."""
+        self.stop = asyncio.Event()
+        try:
+            async with connect() as (read, write), ClientSession(read, write) as session:
+                await session.initialize()
+                self.ready.set_result(session)
+                await self.stop.wait()
+        except BaseException as exc:
+            if not self.ready.done():
+                self.ready.set_exception(exc)
+            raise
+
+    def _run(self, coro: Any) -> Any:
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout=WAIT)
+
+    def call(self, tool: str, **arguments: Any) -> CallToolResult:
+        return self._run(self.session.call_tool(tool, arguments))
+
+    def text(self, tool: str, **arguments: Any) -> str:
+        """The text of a call that must have succeeded with one text block."""
+        result = self.call(tool, **arguments)
+        assert not result.is_error, result.content
+        [block] = result.content
+        assert isinstance(block, TextContent)
+        return block.text
+
+    def error(self, tool: str, **arguments: Any) -> str:
+        """The text of a call that must have failed."""
+        result = self.call(tool, **arguments)
+        assert result.is_error, result.content
+        assert isinstance(result.content[0], TextContent)
+        return result.content[0].text
+
+    def list_tools(self) -> Any:
+        return self._run(self.session.list_tools())
+
+    def close(self) -> None:
+        assert self.stop is not None
+        self.loop.call_soon_threadsafe(self.stop.set)
+        self.held.result(timeout=WAIT)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(timeout=10)
+        self.loop.close()
+
+
+def stdio(*arguments: str, env: dict[str, str] | None = None) -> Client:
+    params = StdioServerParameters(
+        command=sys.executable, args=server_command(*arguments)[1:], env=env or dict(os.environ)
+    )
+    return Client(lambda: stdio_client(params))
+
+
+@pytest.fixture(scope="module")
+def folders(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """A read-write folder (/data in the guest) and a read-only one (/ro) holding table.csv."""
+    rw, ro = tmp_path_factory.mktemp("rw"), tmp_path_factory.mktemp("ro")
+    (ro / "table.csv").write_text("a,b\n1,2\n", encoding="utf-8")
+    return rw, ro
+
+
+@pytest.fixture(scope="module")
+def mcp(folders: tuple[Path, Path], tmp_path_factory: pytest.TempPathFactory) -> Iterator[Client]:
+    rw, ro = folders
+    client = stdio(
+        f"--SandboxKernel.mounts={json.dumps([f'{rw}:/data:rw', f'{ro}:/ro:ro'])}",
+        f"--SandboxKernel.skills_path={FIXTURES}",
+        '--SandboxKernel.skill_policy={"GuardedSkill": "ask", "GuardedSkill.other": "deny"}',
+        f"--SandboxKernel.audit_log={tmp_path_factory.mktemp('audit') / 'calls.jsonl'}",
+        "--SandboxKernel.cell_timeout=60",
+    )
+    yield client
+    client.close()
+
+
+def tiny_png() -> bytes:
+    """A valid 1x1 red PNG."""
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    header = struct.pack(">IIBBBBB", 1, 1, 8, 2, 0, 0, 0)
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + chunk(b"IHDR", header)
+        + chunk(b"IDAT", zlib.compress(b"\0\xff\0\0"))
+        + chunk(b"IEND", b"")
+    )
+
+
+def schema(properties: dict[str, Any], required: list[str], title: str) -> dict[str, Any]:
+    found = {"properties": properties, "type": "object", "title": title}
+    return {**found, "required": required} if required else found
+
+
+def test_tools_and_their_input_schemas(mcp: Client) -> None:
+    def text(title: str, description: str) -> dict[str, Any]:
+        return {"description": description, "title": title, "type": "string"}
+
+    tools = {tool.name: tool for tool in mcp.list_tools().tools}
+    assert {name: tool.input_schema for name, tool in tools.items()} == {
+        "run_python": schema({"code": text("Code", "Python (IPython) code to run")}, ["code"], "run_pythonArguments"),
+        "restart": schema({}, [], "restartArguments"),
+        "checkpoint": schema({"name": text("Name", "the checkpoint's name")}, ["name"], "checkpointArguments"),
+        "restore": schema({"name": text("Name", "a name given to checkpoint")}, ["name"], "restoreArguments"),
+        "upload_file": schema(
+            {
+                "path": text("Path", "absolute guest path inside a writable mount"),
+                "content": text("Content", "the file's content: text, or base64 with encoding='base64'"),
+                "encoding": {
+                    "default": "utf-8",
+                    "description": "how content is given",
+                    "enum": ["utf-8", "base64"],
+                    "title": "Encoding",
+                    "type": "string",
+                },
+            },
+            ["path", "content"],
+            "upload_fileArguments",
+        ),
+        "download_file": schema(
+            {"path": text("Path", "absolute guest path inside a mount")}, ["path"], "download_fileArguments"
+        ),
+        "list_skills": schema({}, [], "list_skillsArguments"),
+    }
+    assert all(tool.output_schema is None and tool.description for tool in tools.values())
+
+
+def test_state_persists_across_calls(mcp: Client) -> None:
+    assert mcp.text("run_python", code="kept = 41\nprint('set')") == "set"
+    assert mcp.text("run_python", code="kept + 1") == "Out: 42"
+
+
+def test_displayed_and_returned_images_are_image_content(mcp: Client) -> None:
+    png, jpeg = tiny_png(), b"\xff\xd8\xff\xe0 not really a jpeg"
+    code = (
+        f"from IPython.display import Image, display\ndisplay(Image(data={png!r}))\nImage(data={jpeg!r}, format='jpeg')"
+    )
+    result = mcp.call("run_python", code=code)
+    assert not result.is_error
+    text, first, second = result.content
+    assert isinstance(text, TextContent) and isinstance(first, ImageContent) and isinstance(second, ImageContent)
+    assert text.text == "[image/png image displayed]\nOut: <IPython.core.display.Image object>"
+    assert (first.mime_type, base64.b64decode(first.data)) == ("image/png", png)
+    assert (second.mime_type, base64.b64decode(second.data)) == ("image/jpeg", jpeg)
+
+
+def test_a_cell_error_is_a_tool_error_with_the_to_llm_text(mcp: Client) -> None:
+    result = mcp.call("run_python", code="print('before')\nraise ValueError('bad value')")
+    assert result.is_error
+    [block] = result.content
+    assert isinstance(block, TextContent)
+    expected = (
+        r"before\n\[error\] ValueError: bad value\n-{75}\nValueError +Traceback \(most recent call last\)\n"
+        r"Cell In\[\d+\], line 2\n      1 print\('before'\)\n----> 2 raise ValueError\('bad value'\)\n"
+        r"ValueError: bad value"
+    )
+    assert re.fullmatch(expected, block.text), block.text
+
+
+def test_upload_and_download_inside_the_mounts(mcp: Client, folders: tuple[Path, Path]) -> None:
+    rw, _ = folders
+    assert mcp.text("upload_file", path="/data/notes.txt", content="héllo\n") == "Wrote 7 bytes to /data/notes.txt."
+    assert (rw / "notes.txt").read_bytes() == "héllo\n".encode()
+    assert mcp.text("run_python", code="open('/data/notes.txt').read()") == "Out: 'héllo\\n'"
+    assert mcp.text("download_file", path="/data/notes.txt") == "héllo\n"
+    assert mcp.text("download_file", path="/ro/table.csv") == "a,b\n1,2\n"
+
+    blob = bytes(range(256))
+    encoded = base64.b64encode(blob).decode()
+    assert mcp.text("upload_file", path="/data/sub/blob.bin", content=encoded, encoding="base64") == (
+        "Wrote 256 bytes to /data/sub/blob.bin."
+    )
+    [block] = mcp.call("download_file", path="/data/sub/../sub/blob.bin").content
+    assert isinstance(block, EmbeddedResource) and isinstance(block.resource, BlobResourceContents)
+    assert (block.resource.uri, block.resource.mime_type) == ("file:///data/sub/blob.bin", "application/octet-stream")
+    assert base64.b64decode(block.resource.blob) == blob
+
+    mcp.text("upload_file", path="/data/dot.png", content=base64.b64encode(tiny_png()).decode(), encoding="base64")
+    [image] = mcp.call("download_file", path="/data/dot.png").content
+    assert isinstance(image, ImageContent) and base64.b64decode(image.data) == tiny_png()
+
+
+def test_files_outside_the_mounts_are_refused(mcp: Client, folders: tuple[Path, Path]) -> None:
+    mounts = "/data (read-write), /ro (read-only)"
+    for path in ("/etc/passwd", "/data/../etc/passwd", "data/notes.txt", "/data", "/database.txt", "//data/x"):
+        assert mcp.error("download_file", path=path) == (
+            f"Error executing tool download_file: {path!r} is not a file path inside a mount; files move only in "
+            f"the mounts: {mounts}"
+        )
+    assert mcp.error("upload_file", path="/tmp/x.txt", content="x") == (
+        "Error executing tool upload_file: '/tmp/x.txt' is not a file path inside a mount; files move only in "
+        f"the mounts: {mounts}"
+    )
+    assert mcp.error("upload_file", path="/ro/x.txt", content="x") == (
+        f"Error executing tool upload_file: /ro is mounted read-only; writable mounts: {mounts}"
+    )
+    assert mcp.error("upload_file", path="/data/x.bin", content="not base64!", encoding="base64").startswith(
+        "Error executing tool upload_file: content is not valid base64: "
+    )
+    rw, _ = folders
+    (rw / "big.bin").write_bytes(b"\0" * (MAX_FILE_BYTES + 1))
+    assert mcp.error("download_file", path="/data/big.bin") == (
+        f"Error executing tool download_file: OSError: /data/big.bin has {MAX_FILE_BYTES + 1} bytes, "
+        f"more than the {MAX_FILE_BYTES} allowed"
+    )
+    assert mcp.error("download_file", path="/data/missing.txt").startswith(
+        "Error executing tool download_file: OSError: FileNotFoundError: "
+    )
+
+
+def test_list_skills_gives_methods_and_policies(mcp: Client) -> None:
+    result = mcp.call("list_skills")
+    assert not result.is_error
+    skills = result.structured_content["skills"]
+    policies = {name: {m: info["policy"] for m, info in s["methods"].items()} for name, s in skills.items()}
+    assert policies == {
+        "GuardedSkill": {"other": "deny", "touch": "ask"},
+        "ProbeSkill": {m: "allow" for m in ("big", "echo", "echo_async", "fail_with_path", "not_data", "slow")},
+    }
+    assert skills["ProbeSkill"]["methods"]["echo"] == {
+        "signature": "(*args: 'Any', **kwargs: 'Any') -> 'dict[str, Any]'",
+        "doc": "Return what was passed.",
+        "policy": "allow",
+    }
+    [block] = result.content
+    assert isinstance(block, TextContent)
+    lines = block.text.splitlines()
+    assert lines[:4] == [
+        "Call them in run_python as device.Skill.method(...).",
+        "GuardedSkill: Policies in the tests: deny, ask.",
+        "  other() -> 'str' [deny] Return 'other'.",
+        "  touch() -> 'str' [ask (refused: no skill_approver is set)] Return 'touched'.",
+    ]
+
+
+def test_ask_and_deny_skills_are_refused_without_an_approver(mcp: Client) -> None:
+    assert mcp.error("run_python", code="device.GuardedSkill.touch()").startswith(
+        "[error] SkillRefused: GuardedSkill.touch was not approved\n"
+    )
+    assert mcp.error("run_python", code="device.GuardedSkill.other()").startswith(
+        "[error] SkillRefused: GuardedSkill.other is denied by SandboxKernel.skill_policy\n"
+    )
+    assert mcp.text("run_python", code="device.ProbeSkill.echo(1)") == "Out: {'args': [1], 'kwargs': {}}"
+
+
+def test_a_cancelled_call_interrupts_its_cell(mcp: Client, folders: tuple[Path, Path]) -> None:
+    """The client gives up on a cell that runs forever: the server interrupts it, so the next call runs at once,
+    long before the cell_timeout (60 s) would have stopped it."""
+    started = folders[0] / "started"
+    code = "open('/data/started', 'w').close()\nwhile True:\n    pass"
+    call = asyncio.run_coroutine_threadsafe(mcp.session.call_tool("run_python", {"code": code}), mcp.loop)
+    deadline = time.monotonic() + WAIT
+    while not started.exists():  # the cell is running
+        assert time.monotonic() < deadline and not call.done(), "the cell did not start"
+        time.sleep(0.01)
+    call.cancel()
+    sent = time.monotonic()
+    assert mcp.text("run_python", code="'next'") == "Out: 'next'"
+    assert time.monotonic() - sent < 20
+
+
+def test_restart_drops_state(mcp: Client) -> None:
+    mcp.text("run_python", code="doomed = 1")
+    assert mcp.text("restart") == "The sandbox was restarted: every variable is gone."
+    assert mcp.error("run_python", code="doomed").startswith("[error] NameError: name 'doomed' is not defined\n")
+    assert mcp.text("run_python", code="open('/ro/table.csv').read()") == "Out: 'a,b\\n1,2\\n'"  # mounts remain
+
+
+def test_checkpoint_and_restore(mcp: Client) -> None:
+    mcp.text("restart")  # a known state: only what this test defines
+    mcp.text("run_python", code="saved = 'first'\nwith open('/tmp/note.txt', 'w') as f:\n    f.write('kept')")
+    summary = mcp.text("checkpoint", name="one")
+    assert re.fullmatch(r"checkpoint 'one': 1 variables, 1 files, \d+\.\d MB; not kept: f", summary), summary
+    mcp.text("run_python", code="saved = 'second'\nimport os\nos.remove('/tmp/note.txt')")
+    assert mcp.text("restore", name="one") == "Restored checkpoint 'one': what ran since is gone."
+    assert mcp.text("run_python", code="saved, open('/tmp/note.txt').read()") == "Out: ('first', 'kept')"
+    assert mcp.error("restore", name="two") == (
+        "Error executing tool restore: there is no checkpoint 'two'; known checkpoints: 'one'"
+    )
+    assert mcp.error("checkpoint", name="no good") == (
+        "Error executing tool checkpoint: 'no good' is not a checkpoint name: letters, digits, '_', '.' and '-', "
+        "at most 64"
+    )
+
+
+def test_a_configured_approver_decides_ask_calls() -> None:
+    client = stdio(
+        f"--SandboxKernel.skills_path={FIXTURES}",
+        '--SandboxKernel.skill_policy={"GuardedSkill": "ask"}',
+        "--SandboxKernel.skill_approver=approvers.approve",
+        env={**os.environ, "PYTHONPATH": str(FIXTURES)},
+    )
+    try:
+        assert "  touch() -> 'str' [ask (SandboxKernel.skill_approver decides)] Return 'touched'." in (
+            client.text("list_skills").splitlines()
+        )
+        assert client.text("run_python", code="device.GuardedSkill.touch()") == "Out: 'touched'"
+        assert client.error("run_python", code="device.GuardedSkill.other()").startswith(
+            "[error] SkillRefused: GuardedSkill.other was not approved\n"
+        )
+    finally:
+        client.close()
+
+
+def test_bad_settings_are_reported_by_every_tool() -> None:
+    client = stdio('--SandboxKernel.mounts=["/no/such/folder:/data"]', env=dict(os.environ))
+    try:
+        for tool, arguments in (("run_python", {"code": "1"}), ("list_skills", {})):
+            text = client.error(tool, **arguments)
+            assert text.startswith(
+                f"Error executing tool {tool}: the kernel's settings are wrong, so no code runs until they are "
+                "fixed and the kernel is restarted:\n- SandboxKernel.mounts, mount_limits or working_folder: mount "
+                "'/no/such/folder:/data': host folder '/no/such/folder' does not exist or is not a folder"
+            ), text
+    finally:
+        client.close()
+
+
+def test_only_kernel_settings_pass_through() -> None:
+    done = subprocess.run(server_command("--SandboxKernel.cell_timeout=3", "--bogus"), capture_output=True, text=True)
+    assert done.returncode == 2
+    assert done.stderr.splitlines()[-1] == "sandbox-kernel: error: unrecognized arguments: --bogus"
+
+
+def refusal(url: str, headers: dict[str, str]) -> tuple[int, str]:
+    """The HTTP status and body with which the server refuses a ping sent with `headers`."""
+    ping = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "ping"}).encode()
+    accept = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+    request = urllib.request.Request(url, data=ping, headers={**accept, **headers}, method="POST")
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(request, timeout=30)
+    return refused.value.code, refused.value.read().decode()
+
+
+def test_streamable_http_on_loopback_only() -> None:
+    server = subprocess.Popen(
+        server_command("--http", "--port", "0"), stdin=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+    )
+    lines: queue.Queue[str] = queue.Queue()
+
+    def read_stderr() -> None:
+        assert server.stderr is not None
+        for line in server.stderr:
+            lines.put(line)
+
+    threading.Thread(target=read_stderr, daemon=True).start()
+    try:
+        while True:
+            found = re.fullmatch(
+                r"sandbox-kernel mcp: serving streamable HTTP at (http://127\.0\.0\.1:(\d+)/mcp)\n",
+                lines.get(timeout=WAIT),
+            )
+            if found:
+                break
+        url, port = found.group(1), int(found.group(2))
+        listening = {c.laddr for c in psutil.Process(server.pid).net_connections("tcp") if c.status == "LISTEN"}
+        assert listening == {("127.0.0.1", port)}
+        for header, value, status, text in (
+            ("Host", "evil.example", 421, "Invalid Host header"),  # DNS rebinding
+            ("Origin", "http://evil.example", 403, "Invalid Origin header"),  # a web page's request
+        ):
+            assert refusal(url, {header: value}) == (status, text)
+        client = Client(lambda: streamable_http_client(url))
+        try:
+            assert client.text("run_python", code="kept = 6 * 7") == "[no output]"
+            assert client.text("run_python", code="kept") == "Out: 42"
+        finally:
+            client.close()
+        server.send_signal(signal.SIGINT)
+        assert server.wait(timeout=30) == 0
+    finally:
+        if server.poll() is None:
+            server.kill()
+            server.wait()
