@@ -145,7 +145,9 @@ def check_agents(nb: NotebookNode) -> None:
     for step in ("--- step 1: ok=True", "mean 3.875", "--- step 2: ok=False", "[error] NameError: name 'dta' is not defined",
                  "[1, 1, 2, 3, 4, 5, 6, 9]", "--- step 5: ok=False timed_out=True", "cell_timeout=3s",
                  "still have 8 values", "Out: '2025-01-01'", r"['tick 0\n', 'tick 1\n', 'tick 2\n']",
-                 "total computed in the sandbox: 4950"):  # fmt: skip
+                 "total computed in the sandbox: 4950", "median approach: 4 | mean approach: 3.875",
+                 "costs: ['cpu_s', 'output_bytes', 'peak_memory_bytes', 'skill_calls', 'wall_s'] True",
+                 "after restore: [3, 1, 4, 1, 5, 9, 2, 6] | checkpoint 'checkpoint-1': 1 variables"):  # fmt: skip
         assert step in out, step
 
 
