@@ -185,6 +185,14 @@ def test_state_persists_across_calls(mcp: Client) -> None:
     assert mcp.text("run_python", code="kept + 1") == "Out: 42"
 
 
+def test_each_run_says_what_it_cost(mcp: Client) -> None:
+    cost = mcp.call("run_python", code="import time\ntime.sleep(0.2)\nprint('x' * 99)").structured_content
+    assert (cost["timed_out"], cost["restarted"]) == (False, False)
+    metrics = cost["metrics"]
+    assert sorted(metrics) == ["cpu_s", "output_bytes", "peak_memory_bytes", "skill_calls", "wall_s"]
+    assert metrics["wall_s"] >= 0.2 and metrics["skill_calls"] == 0 and metrics["output_bytes"] >= 100
+
+
 def test_displayed_and_returned_images_are_image_content(mcp: Client) -> None:
     png, jpeg = tiny_png(), b"\xff\xd8\xff\xe0 not really a jpeg"
     code = (

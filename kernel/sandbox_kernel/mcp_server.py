@@ -176,7 +176,9 @@ class SandboxTools:
                 raise
 
         result = await self.session.use(run)
-        return CallToolResult(content=execution_content(result), is_error=not result.ok)
+        # What the step cost, as the kernel measured it (wall_s, cpu_s, peak_memory_bytes, output_bytes, skill_calls).
+        cost = {"metrics": result.metrics, "timed_out": result.timed_out, "restarted": result.restarted}
+        return CallToolResult(content=execution_content(result), structured_content=cost, is_error=not result.ok)
 
     async def restart(self) -> str:
         """Restart the sandbox: every variable, import and file outside the mounts is gone."""
