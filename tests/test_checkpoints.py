@@ -192,3 +192,13 @@ def test_a_guest_that_floods_a_checkpoint_is_cut_at_the_limit():
         refused = sb.run("%checkpoint flood")
         assert refused.error.ename == "CheckpointTooLarge"
         assert sb.run("1 + 1").text == "2"
+
+
+def test_parts_fit_a_small_frame_limit_both_ways():
+    # 5 MB of state with max_frame_bytes=2 MB: the parts are cut to fit the frames, out and back in.
+    with Sandbox(extra_arguments=["--SandboxKernel.max_frame_bytes=2000000"]) as sb:
+        sb.run("import os\nblob = os.urandom(5_000_000)\ndigest = hash(blob)")
+        cp = sb.checkpoint()
+        sb.run("del blob")
+        sb.restore(cp)
+        assert sb.run("len(blob), hash(blob) == digest").text == "(5000000, True)"

@@ -110,7 +110,6 @@ class AsyncSandbox:
         self._settings.update(approver=approver, input=input, startup_timeout=startup_timeout)
         self._settings.update(on_stdout=on_stdout, on_stderr=on_stderr, on_output=on_output)
         self._checkpoint_numbers = itertools.count(1)
-        self.checkpoint_folder: Path | None = None  # the kernel's, where restore() hands it a checkpoint
         self.arguments = [
             f"--SandboxKernel.{k}={json.dumps(v) if isinstance(v, list) else v}"
             for k, v in settings.items()
@@ -135,12 +134,10 @@ class AsyncSandbox:
         self.kc = self.km.client()
         self.kc.start_channels()
         await self.kc.wait_for_ready(timeout=self.startup_timeout)
-        reply = await self.kc.kernel_info(reply=True, timeout=self.startup_timeout)
-        facts = reply["content"].get("sandbox_kernel", {})
+        facts = await self.facts()
         if facts.get("settings_error"):
             await self.close()
             raise SandboxSettingsError(facts["settings_error"], list(facts.get("settings_problems", [])))
-        self.checkpoint_folder = Path(facts["checkpoint_folder"]) if facts.get("checkpoint_folder") else None
         return self
 
     async def __aenter__(self) -> AsyncSandbox:
@@ -239,12 +236,6 @@ class AsyncSandbox:
         assert self.km is not None and self.kc is not None
         await self.km.restart_kernel(now=False)
         await self.kc.wait_for_ready(timeout=self.startup_timeout)
-        await self._learn_checkpoint_folder()
-
-    async def _learn_checkpoint_folder(self) -> None:
-        reply = await self.kc.kernel_info(reply=True, timeout=self.startup_timeout)
-        folder = reply["content"].get("sandbox_kernel", {}).get("checkpoint_folder")
-        self.checkpoint_folder = Path(folder) if folder else None
 
     # ---- checkpoints ---------------------------------------------------------------------
     async def checkpoint(self, name: str | None = None) -> Checkpoint:
@@ -259,14 +250,15 @@ class AsyncSandbox:
 
     async def restore(self, checkpoint: Checkpoint) -> None:
         """Bring back `checkpoint`'s state in a fresh sandbox (what ran since is gone)."""
-        if self.checkpoint_folder is None:
+        folder = (await self.facts()).get("checkpoint_folder")  # the kernel's (a restart makes a new one)
+        if not folder:
             raise CheckpointError("this kernel did not say where it takes checkpoints (not a sandbox-kernel?)")
         name = f"given-{next(self._checkpoint_numbers)}"
-        await asyncio.to_thread(checkpoint.give_to, self.checkpoint_folder, name)
+        await asyncio.to_thread(checkpoint.give_to, Path(folder), name)
         try:
             await self._kernel_magic(f"%restore {name}")
         finally:
-            (self.checkpoint_folder / f"{name}.sbkcp").unlink(missing_ok=True)
+            (Path(folder) / f"{name}.sbkcp").unlink(missing_ok=True)
 
     async def fork(self) -> AsyncSandbox:
         """A second sandbox, with this one's settings, started from this one's state now."""

@@ -832,8 +832,8 @@ class SandboxKernel(Kernel):
 
     @property
     def _checkpoint_part_bytes(self) -> int:
-        """Bytes per checkpoint part the guest sends: one fits in an event (the ring's limit) and in a frame."""
-        return max(1 << 16, min(MAX_CHECKPOINT_PART, self._max_event_bytes, self.max_frame_bytes))
+        """Bytes per checkpoint part, either way: one fits in an event (the ring's limit) and in a frame."""
+        return min(MAX_CHECKPOINT_PART, self._max_event_bytes, self.max_frame_bytes - 16)
 
     async def _checkpoint(
         self, name: str, router: OutputRouter, facts: dict[str, Any], metrics: dict[str, Any]
@@ -908,7 +908,7 @@ class SandboxKernel(Kernel):
         except checkpoint_file.CheckpointError as exc:
             return self._error_reply("CheckpointError", str(exc), router)
         await self._pool.restart("a checkpoint is being restored", StopCause.INTERRUPT)
-        step = MAX_CHECKPOINT_PART
+        step = self._checkpoint_part_bytes
 
         def send(sandbox: SandboxProcess, dispatcher: RequestDispatcher) -> GuestListener:
             sandbox.send_data([payload[start : start + step] for start in range(0, len(payload), step)])

@@ -439,10 +439,15 @@ class SandboxProcess:
             pending.listener.on_stream("stdout" if frame.kind == frames.STDOUT else "stderr", text)
 
     def _send(self, request_id: int, request: dict[str, Any]) -> None:
+        self._write(frames.encode_request(request_id, request))
+
+    def _write(self, *encoded: bytes) -> None:
+        """Frames to the host, in order (the process is woken first)."""
         if self._writer is None or not self.alive:
             raise SandboxDied("the sandbox is not running")
         self._resume()
-        self._writer.write(frames.encode_request(request_id, request))
+        for frame in encoded:
+            self._writer.write(frame)
 
     # ---- pausing between requests ------------------------------------------------------------
     def _signal(self, signum: int) -> None:
@@ -480,11 +485,7 @@ class SandboxProcess:
 
     def send_data(self, parts: list[bytes]) -> None:
         """Bytes for the next request (it gets them as a list): e.g. a checkpoint to restore."""
-        if self._writer is None or not self.alive:
-            raise SandboxDied("the sandbox is not running")
-        self._resume()
-        for part in parts:
-            self._writer.write(frames.encode_frame(frames.DATA, 0, part))
+        self._write(*(frames.encode_frame(frames.DATA, 0, part) for part in parts))
 
     def interrupt(self) -> None:
         """Raise KeyboardInterrupt in the guest (and cut short its blocking waits)."""

@@ -274,9 +274,9 @@ async def _pip_replay(req: dict[str, Any]) -> dict[str, Any]:
 def _error_reply(handler: Any) -> Any:
     """`handler`, with an exception turned into an error reply (the kernel shows it to the user)."""
 
-    def run(req: dict[str, Any]) -> dict[str, Any]:
+    def run(*args: Any) -> dict[str, Any]:
         try:
-            return handler(req)
+            return handler(*args)
         except Exception as exc:
             return {"status": "error", "ename": type(exc).__name__, "evalue": str(exc)[:2000], "traceback": []}
 
@@ -291,12 +291,11 @@ def _checkpoint(req: dict[str, Any]) -> dict[str, Any]:
     return checkpoint.capture(req, _shell.user_ns, _shell.user_ns_hidden)
 
 
-@_error_reply
-def _restore(req: dict[str, Any]) -> dict[str, Any]:
+def _restore(req: dict[str, Any], data: Any) -> dict[str, Any]:
     from . import checkpoint
 
     assert _shell is not None
-    return checkpoint.apply(req, _shell.user_ns, req.pop("_data", None) or [])
+    return _error_reply(checkpoint.apply)(req, _shell.user_ns, data or [])
 
 
 _HANDLERS = {
@@ -305,7 +304,6 @@ _HANDLERS = {
     "is_complete": _is_complete,
     "configure": _configure,
     "checkpoint": _checkpoint,
-    "restore": _restore,
 }
 
 
@@ -325,7 +323,6 @@ async def handle(request_json: str, request_id: int = 0, data: Any = None) -> st
 async def _serve(request_json: str, request_id: int, data: Any = None) -> str:
     global _task
     req = json.loads(request_json)
-    req["_data"] = data
     _host.REQUEST.set(request_id)  # the cell's tasks (and their output) belong to this request
     op = req.get("op")
     if op == "execute":
@@ -340,6 +337,8 @@ async def _serve(request_json: str, request_id: int, data: Any = None) -> str:
             _task = None
     elif op == "pip_install":
         content = await _pip_replay(req)
+    elif op == "restore":
+        content = _restore(req, data)
     elif op in _HANDLERS:
         content = _HANDLERS[op](req)
     else:

@@ -114,7 +114,7 @@ def _parts(sections: list[bytes], size: int) -> Iterator[memoryview]:
 def capture(req: dict[str, Any], user_ns: dict[str, Any], hidden: dict[str, Any]) -> dict[str, Any]:
     """Make a checkpoint and send it to the kernel in parts (unparsed bytes); returns its summary."""
     exclude = [str(p) for p in req.get("exclude") or []]
-    part_bytes = max(1 << 16, int(req.get("part_bytes") or 1 << 20))
+    part_bytes = max(1, int(req.get("part_bytes") or 1 << 20))
     names = _user_names(user_ns, hidden)
     namespace, modules, left_out = _pickle_namespace(user_ns, names)
     files, file_count = _tar_files(exclude)
