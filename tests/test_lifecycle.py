@@ -480,23 +480,33 @@ def test_interrupts_racing_the_start_of_cells_never_break_the_protocol():
     """An interrupt 2-12 ms after an execute request interrupts a cell or nothing; it never breaks the glue into
     a protocol error or an internal SandboxError. (As with ipykernel, a SIGINT that the kernel handles only once
     the next cell has begun interrupts that one. Rarely, ~1 in 300 here, the interrupt lands in asyncio's own
-    machinery and the cell cannot finish: it is restarted after interrupt_grace, and says so.)"""
+    machinery and the cell cannot finish: it is restarted after interrupt_grace, and says so.)
+
+    The cells are sent with stop_on_error=False: after an error reply ipykernel 7 aborts execute requests until a
+    message posted by its shell-channel thread arrives, and a request sent the moment the reply is read can, under
+    load, overtake that message and come back "aborted" (ipykernel's behaviour, seen once in CI). That is not the
+    glue under test, and with it off, any "aborted" reply fails this test."""
     import random
 
     km, kc = start_kernel(["--SandboxKernel.interrupt_grace=3"])
     try:
         outcomes = set()
         for _ in range(100):
-            first = kc.execute("survivor = 1\nsurvivor")
+            first = kc.execute("survivor = 1\nsurvivor", stop_on_error=False)
             time.sleep(random.uniform(0.002, 0.012))  # the race under test: an interrupt at a random moment
             km.interrupt_kernel()
-            outcomes.add(reply_to(kc, first).get("ename", "ok"))
-            outcomes.add(reply_to(kc, kc.execute("1+1")).get("ename", "ok"))
-            after = reply_to(kc, kc.execute("2+2"))
+            outcomes.add(outcome(reply_to(kc, first)))
+            outcomes.add(outcome(reply_to(kc, kc.execute("1+1", stop_on_error=False))))
+            after = reply_to(kc, kc.execute("2+2", stop_on_error=False))
             assert after["status"] == "ok", after
         assert outcomes <= {"ok", "KeyboardInterrupt", "SandboxRestarted"}, outcomes
     finally:
         stop_kernel(km, kc)
+
+
+def outcome(reply: dict) -> str:
+    """An execute reply's exception name, or its status when it has none ("ok", "aborted")."""
+    return reply.get("ename", reply["status"])
 
 
 def reply_to(kc, msg_id: str) -> dict:
