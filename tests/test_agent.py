@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
 import subprocess
 import sys
 import threading
@@ -11,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from sandbox_kernel.agent import ApprovalRequest, AsyncSandbox, Sandbox
+from sandbox_kernel.agent import ApprovalRequest, AsyncSandbox, KernelDied, Sandbox
 from sandbox_kernel.results import ErrorInfo, ExecutionResult
 
 FIXTURES = Path(__file__).parent / "skill_fixtures"
@@ -145,6 +147,27 @@ def test_reply_metadata_not_error_names_say_timed_out_and_restarted():
         assert crashed.restarted and not crashed.timed_out
 
 
+def test_a_dead_kernel_process_is_an_error_not_a_wait():
+    """If the kernel process itself dies mid-cell (killed, host OOM), run() raises KernelDied within about a
+    second instead of waiting forever; restart() then gives a working sandbox."""
+    with Sandbox() as sb:
+        pid = sb._async.km.provisioner.pid
+        killed: list[float] = []
+
+        def kill() -> None:
+            os.kill(pid, signal.SIGKILL)
+            killed.append(time.monotonic())
+
+        threading.Timer(1.0, kill).start()
+        with pytest.raises(KernelDied, match=r"exit code -9\).*restart\(\) starts a fresh one"):
+            sb.run("import time\nwhile True:\n    time.sleep(0.1)")
+        assert time.monotonic() - killed[0] < 2  # a second, with slack for a loaded machine
+        with pytest.raises(KernelDied):
+            sb.run("1+1")
+        sb.restart()
+        assert sb.run("1+1").text == "2"
+
+
 def test_async_sandbox():
     async def main() -> list[str]:
         async with AsyncSandbox(cell_timeout=10) as sb:
@@ -177,6 +200,31 @@ def test_cli_runs_a_script(tmp_path):
     assert proc.returncode == 0
     assert proc.stdout == "to stdout\n45\n"
     assert "to stderr" in proc.stderr
+
+
+def test_cli_says_so_when_the_kernel_process_dies():
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "sandbox_kernel",
+            "run",
+            "-c",
+            "import time\nprint('ready', flush=True)\ntime.sleep(120)",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout.readline() == "ready\n"
+        (kernel,) = [pid for t in Path(f"/proc/{proc.pid}/task").glob("*/children") for pid in t.read_text().split()]
+        os.kill(int(kernel), signal.SIGKILL)
+        _, err = proc.communicate(timeout=30)
+    finally:
+        proc.kill()
+    assert proc.returncode == 1
+    assert "sandbox-kernel run: the kernel process exited (exit code -9)" in err
 
 
 def test_cli_exit_code_on_error():

@@ -5,13 +5,13 @@ from __future__ import annotations
 from typing import Any
 
 __version__ = "0.1.0"
-__all__ = ["AsyncSandbox", "Checkpoint", "ExecutionResult", "Sandbox", "__version__"]
+__all__ = ["AsyncSandbox", "Checkpoint", "ExecutionResult", "KernelDied", "Sandbox", "__version__"]
 
 
 def __getattr__(name: str) -> Any:
     """`from sandbox_kernel import Sandbox, AsyncSandbox, Checkpoint`, imported on first use (the kernel never needs
     them)."""
-    if name in ("Sandbox", "AsyncSandbox"):
+    if name in ("Sandbox", "AsyncSandbox", "KernelDied"):
         from . import agent
 
         return getattr(agent, name)

@@ -37,6 +37,11 @@ class SandboxSettingsError(ValueError):
         self.problems = problems  # one line each
 
 
+class KernelDied(RuntimeError):
+    """The kernel process itself exited (killed, or out of host memory) while a request was waiting on it. The
+    sandbox's state is gone; `restart()` starts a fresh kernel."""
+
+
 @dataclass(frozen=True)
 class ApprovalRequest:
     """A skill call the kernel asks about (policy 'ask'), from the metadata only the kernel sets."""
@@ -180,17 +185,39 @@ class AsyncSandbox:
                     await self.interrupt()
                     deadline = None
                 await self._answer_stdin()  # only once the output sent before the prompt was handled
+                await self._check_alive()
                 continue
             if msg["parent_header"].get("msg_id") != msg_id:
                 continue
             if msg["msg_type"] == "status" and msg["content"]["execution_state"] == "idle":
                 break
             builder.feed(msg)
-        while True:
-            reply = await self.kc.get_shell_msg(timeout=60)
-            if reply["parent_header"].get("msg_id") == msg_id:
-                break
+        reply = await self._shell_reply(msg_id, timeout=60)
         return builder.finish(reply["content"], time.monotonic() - started, reply.get("metadata", {}))
+
+    async def _check_alive(self) -> None:
+        """KernelDied if the kernel process has exited (nothing would ever answer)."""
+        assert self.km is not None
+        if not await self.km.is_alive():
+            code = await self.km.provisioner.poll() if self.km.provisioner else None
+            how = f" (exit code {code})" if code is not None else ""
+            raise KernelDied(
+                f"the kernel process exited{how}; the sandbox's state is gone (restart() starts a fresh one)"
+            )
+
+    async def _shell_reply(self, msg_id: str, timeout: float | None) -> dict[str, Any]:
+        """The shell reply to `msg_id`; KernelDied if the kernel exits first, TimeoutError after `timeout` s."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            try:
+                reply = await self.kc.get_shell_msg(timeout=0.5)
+            except Empty:
+                await self._check_alive()
+                if deadline is not None and time.monotonic() > deadline:
+                    raise TimeoutError(f"the kernel did not answer within {timeout:g}s") from None
+                continue
+            if reply["parent_header"].get("msg_id") == msg_id:
+                return reply
 
     async def _answer_stdin(self) -> None:
         """Answer the kernel's pending input requests: skill approvals via the approver (refused without one),
@@ -279,10 +306,7 @@ class AsyncSandbox:
         """Run %checkpoint / %restore; returns the reply's sandbox_kernel facts; CheckpointError on failure."""
         assert self.kc is not None, "call start() first (or use the sandbox as a context manager)"
         msg_id = self.kc.execute(line, silent=True, store_history=False)
-        while True:
-            reply = await self.kc.get_shell_msg(timeout=None)
-            if reply["parent_header"].get("msg_id") == msg_id:
-                break
+        reply = await self._shell_reply(msg_id, timeout=None)
         content = reply["content"]
         if content["status"] != "ok":
             raise CheckpointError(f"{content.get('ename')}: {content.get('evalue')}")
@@ -320,10 +344,7 @@ class AsyncSandbox:
         msg_id = self.kc.execute(
             code, silent=True, store_history=False, user_expressions={"v": result} if result else {}
         )
-        while True:
-            reply = await self.kc.get_shell_msg(timeout=120)
-            if reply["parent_header"].get("msg_id") == msg_id:
-                break
+        reply = await self._shell_reply(msg_id, timeout=120)
         content = reply["content"]
         if content["status"] != "ok":
             raise OSError(f"{content.get('ename')}: {content.get('evalue')}")

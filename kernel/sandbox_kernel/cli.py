@@ -40,7 +40,7 @@ def _fetch(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace) -> int:
     """Run a script or `-c` code in a fresh sandbox, as `python` would: its arguments in sys.argv, this
     command's stdin for input()/sys.stdin, output streamed, exit code 0, 1 on an error, or sys.exit's."""
-    from .agent import Sandbox, SandboxSettingsError
+    from .agent import KernelDied, Sandbox, SandboxSettingsError
 
     if args.code is not None:  # as with python -c, what follows are the code's arguments
         code, argv = args.code, ["-c", *([args.script] if args.script else []), *args.arguments]
@@ -72,6 +72,9 @@ def _run(args: argparse.Namespace) -> int:
         for problem in exc.problems:
             print(f"sandbox-kernel run: bad setting: {problem}", file=sys.stderr)
         return 2
+    except KernelDied as exc:
+        print(f"sandbox-kernel run: {exc}", file=sys.stderr)
+        return 1
     if result.text is not None:
         print(result.text)
     if result.error is None:
