@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import subprocess
 import sys
 from pathlib import Path
@@ -92,6 +93,28 @@ def test_fork_runs_two_sessions_that_diverge():
             assert sb.run("steps").text == "['start', 'left']"
             assert other.run("steps").text == "['start', 'right']"
             assert sb.os_layers() == other.os_layers()  # the same settings
+
+
+def test_an_agent_takes_any_number_of_checkpoints_and_each_is_deleted_once_dropped(tmp_path):
+    """The agent's copies leave the kernel's folder (max_checkpoints counts the notebook's named ones) and are
+    deleted when no Checkpoint refers to them; a saved copy stays."""
+    with Sandbox(extra_arguments=["--SandboxKernel.max_checkpoints=2"]) as sb:
+        taken = []
+        for step in range(4):
+            sb.run(f"step = {step}")
+            taken.append(sb.checkpoint())
+        folder = Path(sb.facts()["checkpoint_folder"])
+        assert list(folder.iterdir()) == []
+        sb.restore(taken[1])
+        assert sb.run("step").text == "1"
+        kept = taken[2].save(tmp_path / "kept.sbkcp")
+        dropped = [cp.path for cp in taken]
+        assert all(p.exists() for p in dropped)
+        del taken
+        gc.collect()
+        assert not any(p.exists() for p in dropped)
+        sb.restore(Checkpoint.load(kept.path))
+        assert sb.run("step").text == "2"
 
 
 def test_a_tampered_checkpoint_is_refused_and_the_session_is_kept(saved, tmp_path):

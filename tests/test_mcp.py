@@ -346,6 +346,26 @@ def test_checkpoint_and_restore(mcp: Client) -> None:
     )
 
 
+def test_checkpoints_are_kept_up_to_max_checkpoints() -> None:
+    client = stdio("--SandboxKernel.max_checkpoints=2")
+    try:
+        for name in ("a", "b"):
+            client.text("run_python", code=f"last = {name!r}")
+            client.text("checkpoint", name=name)
+        assert client.error("checkpoint", name="c") == (
+            "Error executing tool checkpoint: at most 2 checkpoints are kept (SandboxKernel.max_checkpoints); "
+            "reuse a name to replace that checkpoint: 'a', 'b'"
+        )
+        client.text("run_python", code="last = 'a again'")
+        client.text("checkpoint", name="a")
+        client.text("restore", name="b")
+        assert client.text("run_python", code="last") == "Out: 'b'"
+        client.text("restore", name="a")
+        assert client.text("run_python", code="last") == "Out: 'a again'"
+    finally:
+        client.close()
+
+
 def test_a_configured_approver_decides_ask_calls() -> None:
     client = stdio(
         f"--SandboxKernel.skills_path={FIXTURES}",

@@ -246,7 +246,8 @@ class AsyncSandbox:
 
     async def facts(self) -> dict[str, Any]:
         """What the kernel reports about its sandbox (kernel_info's sandbox_kernel): os_sandbox, mounts (guest
-        paths and rules), skills (methods and policies), skill_approver, checkpoint_folder, settings_error."""
+        paths and rules), skills (methods and policies), skill_approver, checkpoint_folder, max_checkpoints,
+        settings_error."""
         reply = await self.kc.kernel_info(reply=True, timeout=self.startup_timeout)
         return dict(reply["content"].get("sandbox_kernel", {}))
 

@@ -13,8 +13,10 @@ import atexit
 import os
 import shutil
 import tempfile
+import weakref
 from dataclasses import dataclass, field
 from functools import cache
+from itertools import count
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +25,7 @@ from .checkpoint_file import CheckpointError, read
 MAX_LOAD_BYTES = 4 << 30  # what Checkpoint.load reads at most; the kernel applies SandboxKernel.max_checkpoint_bytes
 
 __all__ = ["Checkpoint", "CheckpointError"]
+_numbers = count(1)  # of the client's copies in this process
 
 
 @cache
@@ -82,10 +85,19 @@ class Checkpoint:
 
     @classmethod
     def taken_from(cls, kernel_file: Path) -> Checkpoint:
-        """The client's own copy of a checkpoint the kernel just wrote (it outlives the kernel)."""
-        own = _client_folder() / f"{len(os.listdir(_client_folder()))}-{kernel_file.name}"
+        """The client's own copy of a checkpoint the kernel just wrote, which then leaves the kernel's folder (so it
+        does not count against max_checkpoints). The copy outlives the kernel and is deleted when no Checkpoint
+        refers to it any more (`save()` keeps one for good)."""
+        own = _client_folder() / f"{next(_numbers)}-{kernel_file.name}"
         _link_or_copy(kernel_file, own)
-        return cls.load(own)
+        kernel_file.unlink(missing_ok=True)
+        try:
+            checkpoint = cls.load(own)
+        except BaseException:
+            own.unlink(missing_ok=True)
+            raise
+        weakref.finalize(checkpoint, own.unlink, missing_ok=True)
+        return checkpoint
 
     def give_to(self, kernel_folder: Path, name: str) -> None:
         """Put this checkpoint in a kernel's checkpoint folder as `name` (the kernel verifies it when restoring)."""

@@ -344,6 +344,7 @@ class SandboxKernel(Kernel):
             "settings_error": self.settings_error,
             "settings_problems": list(self.settings_problems),
             "checkpoint_folder": str(self._checkpoints.folder),  # clients of this user may put checkpoints here
+            "max_checkpoints": self.max_checkpoints,  # named ones kept at once (the MCP server keeps as many)
             "mounts": mounts.guest_config(self._mounts),  # guest paths and rules, as the guest knows them
             "skills": self._skills.gatekeeper.described(),  # each method with its policy
             "skill_approver": bool(self._skills.approver),  # 'ask' calls go to it, not to the frontend

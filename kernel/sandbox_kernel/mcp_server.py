@@ -189,7 +189,18 @@ class SandboxTools:
         """Save the sandbox's state (variables, files outside the mounts, packages) under a name, to restore later."""
         if not CHECKPOINT_NAME.fullmatch(name):
             raise ToolError(f"{name[:80]!r} is not a checkpoint name: letters, digits, '_', '.' and '-', at most 64")
-        saved = await self.session.use(lambda sandbox: sandbox.checkpoint(name))
+
+        async def take(sandbox: AsyncSandbox) -> Checkpoint:
+            limit = int(self.session.facts["max_checkpoints"])
+            if name not in self.session.checkpoints and len(self.session.checkpoints) >= limit:
+                known = ", ".join(repr(n) for n in sorted(self.session.checkpoints))
+                raise ToolError(
+                    f"at most {limit} checkpoints are kept (SandboxKernel.max_checkpoints); reuse a name to replace "
+                    f"that checkpoint: {known}"
+                )
+            return await sandbox.checkpoint(name)
+
+        saved = await self.session.use(take)
         replaced = self.session.checkpoints.pop(name, None)
         if replaced is not None:
             await asyncio.to_thread(replaced.path.unlink, missing_ok=True)
