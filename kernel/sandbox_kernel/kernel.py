@@ -908,7 +908,8 @@ class SandboxKernel(Kernel):
             )
         except checkpoint_file.CheckpointError as exc:
             return self._error_reply("CheckpointError", str(exc), router)
-        await self._pool.restart("a checkpoint is being restored", StopCause.INTERRUPT)
+        # The next spare starts once the state is in: booting it meanwhile would take CPU from the restore.
+        await self._pool.restart("a checkpoint is being restored", StopCause.INTERRUPT, spare_now=False)
         step = self._checkpoint_part_bytes
 
         def send(sandbox: SandboxProcess, dispatcher: RequestDispatcher) -> GuestListener:
@@ -916,9 +917,12 @@ class SandboxKernel(Kernel):
             return dispatcher
 
         extra = {"exclude": [m.guest for m in self._mounts]}
-        reply = await self._execute(
-            "", True, False, None, False, None, router, facts, metrics, op="restore", extra=extra, listen=send
-        )
+        try:
+            reply = await self._execute(
+                "", True, False, None, False, None, router, facts, metrics, op="restore", extra=extra, listen=send
+            )
+        finally:
+            self._pool.start_spare()
         if reply["status"] != "ok":
             return reply
         self._pip_replays.installs = [i for i in header.get("pip", []) if isinstance(i, dict)]

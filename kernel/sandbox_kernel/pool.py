@@ -36,12 +36,19 @@ class SandboxPool:
         self._spare: asyncio.Task[SandboxProcess] | None = None
         self._unreported: str | None = None
 
-    def start_soon(self) -> None:
-        """Make a sandbox current in the background: the spare if there is a live one, else a new one."""
-        self._starting = asyncio.get_running_loop().create_task(self._promote())
+    def start_soon(self, spare_now: bool = True) -> None:
+        """Make a sandbox current in the background: the spare if there is a live one, else a new one. The next
+        spare is launched once it is current, or, with `spare_now` false, when start_spare() is called."""
+        self._starting = asyncio.get_running_loop().create_task(self._promote(spare_now))
         self._starting.add_done_callback(_quiet)
 
-    async def _promote(self) -> SandboxProcess:
+    def start_spare(self) -> None:
+        """Launch the spare, if the policy keeps one and there is none."""
+        if self.keep_spare and self._spare is None:
+            self._spare = asyncio.get_running_loop().create_task(self._launch())
+            self._spare.add_done_callback(_quiet)
+
+    async def _promote(self, spare_now: bool) -> SandboxProcess:
         spare, self._spare = self._spare, None
         sandbox = None
         if spare is not None:
@@ -57,9 +64,8 @@ class SandboxPool:
         except BaseException:
             await sandbox.kill("its start failed")
             raise
-        if self.keep_spare:
-            self._spare = asyncio.get_running_loop().create_task(self._launch())
-            self._spare.add_done_callback(_quiet)
+        if spare_now:
+            self.start_spare()
         return sandbox
 
     async def get(self) -> SandboxProcess:
@@ -78,8 +84,9 @@ class SandboxPool:
         assert self._starting is not None
         return await asyncio.shield(self._starting)
 
-    async def restart(self, why: str, cause: StopCause) -> None:
-        """Kill the current sandbox (its pending request fails with `why`) and start a fresh one."""
+    async def restart(self, why: str, cause: StopCause, spare_now: bool = True) -> None:
+        """Kill the current sandbox (its pending request fails with `why`) and start a fresh one (the next spare:
+        see start_soon)."""
         old, self.current = self.current, None
         starting = self._starting
         if starting is not None and not starting.done():
@@ -88,7 +95,7 @@ class SandboxPool:
             old.death_reported = True
             await old.kill(why, cause)
         self._restarting()
-        self.start_soon()
+        self.start_soon(spare_now)
 
     def died_under_request(self, sandbox: SandboxProcess) -> None:
         """A request learnt of the sandbox's death and told the user: start the next one now."""

@@ -72,6 +72,25 @@ def test_spares_are_launched_as_the_policy_says(keep_spare, after_restart, at_st
     assert (started, after) == (at_start, after_a_restart) and fresh
 
 
+def test_a_restart_may_leave_the_next_spare_until_asked():
+    async def go() -> list[int]:
+        pool, launch = pool_with(True, False)
+        await pool.get()
+        await settle()
+        counts = [len(launch.launched)]  # the first sandbox and a spare
+        await pool.restart("a restore", StopCause.INTERRUPT, spare_now=False)
+        await pool.get()
+        await settle()
+        counts.append(len(launch.launched))  # the spare became current; no next one yet
+        pool.start_spare()
+        pool.start_spare()
+        await settle()
+        counts.append(len(launch.launched))  # one next spare, however often asked
+        return counts
+
+    assert asyncio.run(go()) == [2, 2, 3]
+
+
 def test_a_death_between_requests_is_reported_once_and_starts_the_spare_policy():
     async def go() -> tuple[str | None, str | None, int]:
         pool, launch = pool_with(False, True)
