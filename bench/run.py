@@ -232,23 +232,22 @@ def timed(kc: BlockingKernelClient, code: str) -> float:
     return time.perf_counter() - t0
 
 
-def checkpoint_and_restore(trials: int) -> tuple[float, float, float, int]:
-    """Seconds for %checkpoint and %restore of ~50 MB of guest state (default settings): checkpoint, the first
-    restore (no spare sandbox yet) and later ones (a spare is kept from the first restart on); and the file's size."""
-    km, kc = start(OURS)
+def checkpoint_and_restore(trials: int, arguments: list[str], processes: int) -> tuple[float, float, int]:
+    """Seconds for %checkpoint and %restore of ~50 MB of guest state (medians), and the file's size; `processes`:
+    the kernel's with its sandboxes once settled."""
+    km, kc = start(OURS, arguments)
     try:
         run(kc, STATE_50MB)
         saves = [timed(kc, "%checkpoint state") for _ in range(trials)]
-        first = timed(kc, "%restore state")
-        later = []
+        restores = []
         for _ in range(trials):
-            value(kc, "len(blob)")  # the spare is started after a restart: let it come up, as between cells
-            settled_pss(kernel_pid(km), 3)
-            later.append(timed(kc, "%restore state"))
+            value(kc, "len(blob)")  # a spare starts after a checkpoint or restore: let it come up, as between cells
+            settled_pss(kernel_pid(km), processes)
+            restores.append(timed(kc, "%restore state"))
         assert value(kc, "len(blob), len(rows)") == "(44000000, 60000)"
         folder = kc.kernel_info(reply=True, timeout=60)["content"]["sandbox_kernel"]["checkpoint_folder"]
         size = (Path(folder) / "state.sbkcp").stat().st_size
-        return statistics.median(saves), first, statistics.median(later), size
+        return statistics.median(saves), statistics.median(restores), size
     finally:
         stop(km, kc)
 
@@ -339,12 +338,19 @@ CHECKPOINT_HEADING = "## Checkpoints"
 
 
 def checkpoint_rows(trials: int) -> list[Row]:
-    save, first, later, size = checkpoint_and_restore(trials)
+    save, restore, size = checkpoint_and_restore(trials, [], 3)
+    _, cold, _ = checkpoint_and_restore(trials, ["--SandboxKernel.spare_sandbox=False"], 2)
     state = f"~50 MB of guest state (bytes, 60k dicts, a 2 MB file); file {size / 1e6:.0f} MB"
     return [
         Row("`%checkpoint` of ~50 MB of guest state", "s", save, None, f"{state}; ipykernel has none"),
-        Row("`%restore` of it, first (no spare sandbox yet)", "s", first, None, "a fresh sandbox is started"),
-        Row("`%restore` of it, later (spare kept from the first restart on)", "s", later, None, "default settings"),
+        Row(
+            "`%restore` of it",
+            "s",
+            restore,
+            None,
+            "default settings: a spare sandbox is kept from the first checkpoint on",
+        ),
+        Row("`%restore` of it, no spare sandbox", "s", cold, None, "`spare_sandbox=False`: a fresh sandbox is started"),
     ]
 
 

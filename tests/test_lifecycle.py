@@ -455,12 +455,12 @@ def test_with_spare_sandbox_true_the_spare_is_there_from_the_start():
         stop_kernel(km, kc)
 
 
-def test_a_restore_starts_the_next_spare_once_the_state_is_in():
-    km, kc = start_kernel(["--SandboxKernel.spare_sandbox=True"])
+def test_by_default_a_checkpoint_brings_a_spare_and_a_restore_the_next_one():
+    km, kc = start_kernel()  # spare_sandbox='auto', no cell_timeout: no spare until a restart or checkpoint
     try:
         execute(kc, "kept = 'yes'")
         assert execute(kc, "%checkpoint here").content["status"] == "ok"
-        assert sandbox_count_reaches(km, 2)
+        assert sandbox_count_reaches(km, 2), "after a checkpoint, a spare is ready for its restore"
         assert execute(kc, "%restore here").content["status"] == "ok"  # the spare becomes current
         assert execute(kc, "kept").of_type("execute_result")[0]["data"]["text/plain"] == "'yes'"
         assert sandbox_count_reaches(km, 2), "after a restore, the next spare runs beside the sandbox"

@@ -105,10 +105,16 @@ class SandboxPool:
             self._restarting()
             self.start_soon()
 
-    def _restarting(self) -> None:
+    def expect_restarts(self, why: str) -> None:
+        """Restarts are likely from now on (e.g. a checkpoint was taken, to be restored): under the 'auto' policy,
+        keep a spare from now on, and launch it now."""
+        self._restarting(why)
+        self.start_spare()
+
+    def _restarting(self, why: str = "after a restart") -> None:
         if self.spare_after_restart and not self.keep_spare:
             self.keep_spare = True
-            self.log.info("keeping a spare sandbox from now on (SandboxKernel.spare_sandbox='auto')")
+            self.log.info("keeping a spare sandbox from now on, %s (SandboxKernel.spare_sandbox='auto')", why)
 
     def take_unreported_death(self) -> str | None:
         """Why the previous sandbox died between requests, once, if nobody was told yet."""

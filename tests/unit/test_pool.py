@@ -91,6 +91,21 @@ def test_a_restart_may_leave_the_next_spare_until_asked():
     assert asyncio.run(go()) == [2, 2, 3]
 
 
+@pytest.mark.parametrize(
+    ("keep_spare", "after_restart", "launched"), [(False, True, 2), (False, False, 1), (True, False, 2)]
+)
+def test_expecting_restarts_launches_a_spare_under_auto(keep_spare, after_restart, launched):
+    async def go() -> int:
+        pool, launch = pool_with(keep_spare, after_restart)
+        await pool.get()
+        await settle()
+        pool.expect_restarts("a test")
+        await settle()
+        return len(launch.launched)
+
+    assert asyncio.run(go()) == launched
+
+
 def test_a_death_between_requests_is_reported_once_and_starts_the_spare_policy():
     async def go() -> tuple[str | None, str | None, int]:
         pool, launch = pool_with(False, True)
