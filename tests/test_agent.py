@@ -149,14 +149,15 @@ def test_reply_metadata_not_error_names_say_timed_out_and_restarted():
 
 def test_a_dead_kernel_process_is_an_error_not_a_wait():
     """If the kernel process itself dies mid-cell (killed, host OOM), run() raises KernelDied within about a
-    second instead of waiting forever; restart() then gives a working sandbox."""
+    second instead of waiting forever, as does any later call; restart() then gives a working sandbox. A restart
+    from another thread ends the call waiting on the old kernel the same way."""
     with Sandbox() as sb:
         pid = sb._async.km.provisioner.pid
         killed: list[float] = []
 
         def kill() -> None:
-            os.kill(pid, signal.SIGKILL)
             killed.append(time.monotonic())
+            os.kill(pid, signal.SIGKILL)
 
         threading.Timer(1.0, kill).start()
         with pytest.raises(KernelDied, match=r"exit code -9\).*restart\(\) starts a fresh one"):
@@ -164,8 +165,17 @@ def test_a_dead_kernel_process_is_an_error_not_a_wait():
         assert time.monotonic() - killed[0] < 2  # a second, with slack for a loaded machine
         with pytest.raises(KernelDied):
             sb.run("1+1")
+        with pytest.raises(KernelDied):
+            sb.facts()
         sb.restart()
         assert sb.run("1+1").text == "2"
+        threading.Timer(1.0, sb.restart).start()  # from another thread, while a cell waits
+        with pytest.raises(KernelDied, match="restarted while this call waited"):
+            sb.run("while True:\n    pass")
+        assert sb.run("2+2").text == "4"
+        connection_file = Path(sb._async.km.connection_file)
+        os.kill(sb._async.km.provisioner.pid, signal.SIGKILL)
+    assert not connection_file.exists()  # closing a dead kernel's sandbox removes what it left
 
 
 def test_async_sandbox():
@@ -224,7 +234,7 @@ def test_cli_says_so_when_the_kernel_process_dies():
     finally:
         proc.kill()
     assert proc.returncode == 1
-    assert "sandbox-kernel run: the kernel process exited (exit code -9)" in err
+    assert "sandbox-kernel run: the kernel process exited (exit code -9) before the code finished" in err
 
 
 def test_cli_exit_code_on_error():

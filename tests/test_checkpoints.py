@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import gc
 import subprocess
 import sys
@@ -108,13 +110,18 @@ def test_an_agent_takes_any_number_of_checkpoints_and_each_is_deleted_once_dropp
         sb.restore(taken[1])
         assert sb.run("step").text == "1"
         kept = taken[2].save(tmp_path / "kept.sbkcp")
-        dropped = [cp.path for cp in taken]
+        copies = [copy.deepcopy(taken[0]), dataclasses.replace(taken[3], name="renamed")]
+        dropped = [cp.path for cp in taken[1:3]]
         assert all(p.exists() for p in dropped)
         del taken
         gc.collect()
         assert not any(p.exists() for p in dropped)
         sb.restore(Checkpoint.load(kept.path))
         assert sb.run("step").text == "2"
+        sb.restore(copies[0])  # copies keep the file their original shared
+        assert sb.run("step").text == "0"
+        sb.restore(copies[1])
+        assert sb.run("step").text == "3"
 
 
 def test_a_tampered_checkpoint_is_refused_and_the_session_is_kept(saved, tmp_path):

@@ -38,8 +38,12 @@ class SandboxSettingsError(ValueError):
 
 
 class KernelDied(RuntimeError):
-    """The kernel process itself exited (killed, or out of host memory) while a request was waiting on it. The
-    sandbox's state is gone; `restart()` starts a fresh kernel."""
+    """The kernel process itself exited (killed, or out of host memory), or was restarted, while a request was
+    waiting on it. The sandbox's state is gone; `restart()` starts a fresh kernel."""
+
+    def __init__(self, message: str, exit_code: int | None = None) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code  # the process's, when it exited (negative: killed by that signal)
 
 
 @dataclass(frozen=True)
@@ -129,6 +133,8 @@ class AsyncSandbox:
         self.startup_timeout = startup_timeout
         self.km: AsyncKernelManager | None = None
         self.kc: Any = None
+        self._generation = 0  # of the kernel process: restart() starts the next one
+        self._restarting: asyncio.Future[None] | None = None  # a restart under way: requests wait for it
 
     async def start(self) -> AsyncSandbox:
         """Start the kernel (once: a started sandbox, e.g. from fork(), may then be used with `async with`)."""
@@ -156,6 +162,8 @@ class AsyncSandbox:
             self.kc.stop_channels()
         if self.km is not None and await self.km.is_alive():
             await self.km.shutdown_kernel(now=False)
+        elif self.km is not None and self.km.has_kernel:
+            await self.km.shutdown_kernel(now=True)  # it died (KernelDied): remove what it left (connection file)
 
     async def run(
         self,
@@ -170,6 +178,7 @@ class AsyncSandbox:
         assert self.kc is not None, "call start() first (or use the sandbox as a context manager)"
         default_out, default_err, default_output = self.callbacks
         builder = ResultBuilder(on_stdout or default_out, on_stderr or default_err, on_output or default_output)
+        generation = await self._settled()
         started = time.monotonic()
         # stdin always allowed: prompts are answered by the approver / input=, else refused / end of input (EOFError)
         msg_id = self.kc.execute(code, allow_stdin=True, stop_on_error=False)
@@ -185,38 +194,41 @@ class AsyncSandbox:
                     await self.interrupt()
                     deadline = None
                 await self._answer_stdin()  # only once the output sent before the prompt was handled
-                await self._check_alive()
+                await self._check_alive(generation)
                 continue
             if msg["parent_header"].get("msg_id") != msg_id:
                 continue
             if msg["msg_type"] == "status" and msg["content"]["execution_state"] == "idle":
                 break
             builder.feed(msg)
-        reply = await self._shell_reply(msg_id, timeout=60)
+        reply = await self._shell_reply(msg_id, 60, generation)
         return builder.finish(reply["content"], time.monotonic() - started, reply.get("metadata", {}))
 
-    async def _check_alive(self) -> None:
-        """KernelDied if the kernel process has exited (nothing would ever answer)."""
+    async def _check_alive(self, generation: int) -> None:
+        """KernelDied if the kernel process a request went to has exited or was replaced (nothing will answer)."""
         assert self.km is not None
+        if generation != self._generation:
+            raise KernelDied("the kernel was restarted while this call waited on it; the sandbox's state is gone")
         if not await self.km.is_alive():
             code = await self.km.provisioner.poll() if self.km.provisioner else None
             how = f" (exit code {code})" if code is not None else ""
             raise KernelDied(
-                f"the kernel process exited{how}; the sandbox's state is gone (restart() starts a fresh one)"
+                f"the kernel process exited{how}; the sandbox's state is gone (restart() starts a fresh one)", code
             )
 
-    async def _shell_reply(self, msg_id: str, timeout: float | None) -> dict[str, Any]:
+    async def _shell_reply(self, msg_id: str, timeout: float | None, generation: int) -> dict[str, Any]:
         """The shell reply to `msg_id`; KernelDied if the kernel exits first, TimeoutError after `timeout` s."""
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
             try:
                 reply = await self.kc.get_shell_msg(timeout=0.5)
             except Empty:
-                await self._check_alive()
+                await self._check_alive(generation)
                 if deadline is not None and time.monotonic() > deadline:
                     raise TimeoutError(f"the kernel did not answer within {timeout:g}s") from None
                 continue
             if reply["parent_header"].get("msg_id") == msg_id:
+                await self._check_alive(generation)  # a restart began: the old kernel's last word is not the answer
                 return reply
 
     async def _answer_stdin(self) -> None:
@@ -248,7 +260,8 @@ class AsyncSandbox:
         """What the kernel reports about its sandbox (kernel_info's sandbox_kernel): os_sandbox, mounts (guest
         paths and rules), skills (methods and policies), skill_approver, checkpoint_folder, max_checkpoints,
         settings_error."""
-        reply = await self.kc.kernel_info(reply=True, timeout=self.startup_timeout)
+        generation = await self._settled()
+        reply = await self._shell_reply(self.kc.kernel_info(), self.startup_timeout, generation)
         return dict(reply["content"].get("sandbox_kernel", {}))
 
     async def os_layers(self) -> dict[str, Any]:
@@ -262,8 +275,20 @@ class AsyncSandbox:
     async def restart(self) -> None:
         """A fresh sandbox: every variable is gone."""
         assert self.km is not None and self.kc is not None
+        self._generation += 1  # calls waiting on the old process end with KernelDied
+        self._restarting = asyncio.ensure_future(self._restart())
+        await self._restarting
+
+    async def _restart(self) -> None:
+        assert self.km is not None
         await self.km.restart_kernel(now=False)
         await self.kc.wait_for_ready(timeout=self.startup_timeout)
+
+    async def _settled(self) -> int:
+        """Wait for a restart under way (e.g. from another thread) to finish; the kernel's generation."""
+        if self._restarting is not None and not self._restarting.done():
+            await asyncio.wait({self._restarting})
+        return self._generation
 
     # ---- checkpoints ---------------------------------------------------------------------
     async def checkpoint(self, name: str | None = None) -> Checkpoint:
@@ -306,8 +331,9 @@ class AsyncSandbox:
     async def _kernel_magic(self, line: str) -> dict[str, Any]:
         """Run %checkpoint / %restore; returns the reply's sandbox_kernel facts; CheckpointError on failure."""
         assert self.kc is not None, "call start() first (or use the sandbox as a context manager)"
+        generation = await self._settled()
         msg_id = self.kc.execute(line, silent=True, store_history=False)
-        reply = await self._shell_reply(msg_id, timeout=None)
+        reply = await self._shell_reply(msg_id, None, generation)
         content = reply["content"]
         if content["status"] != "ok":
             raise CheckpointError(f"{content.get('ename')}: {content.get('evalue')}")
@@ -342,10 +368,11 @@ class AsyncSandbox:
         lines = code.split("\n")
         if expression:
             code, result = "\n".join(lines[:-1]), lines[-1]
+        generation = await self._settled()
         msg_id = self.kc.execute(
             code, silent=True, store_history=False, user_expressions={"v": result} if result else {}
         )
-        reply = await self._shell_reply(msg_id, timeout=120)
+        reply = await self._shell_reply(msg_id, 120, generation)
         content = reply["content"]
         if content["status"] != "ok":
             raise OSError(f"{content.get('ename')}: {content.get('evalue')}")

@@ -14,7 +14,7 @@ import os
 import shutil
 import tempfile
 import weakref
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cache
 from itertools import count
 from pathlib import Path
@@ -47,6 +47,14 @@ def _link_or_copy(source: Path, target: Path) -> None:
     partial.replace(target)
 
 
+class _OwnedCopy:
+    """The client's copy of a checkpoint file, deleted once nothing refers to this object."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        weakref.finalize(self, path.unlink, missing_ok=True)
+
+
 @dataclass(frozen=True)
 class Checkpoint:
     """A saved session state: a file sealed by the kernel that made it (read back only by a kernel)."""
@@ -55,6 +63,13 @@ class Checkpoint:
     name: str
     size: int  # bytes of the file
     header: dict[str, Any] = field(repr=False)
+    _owned: _OwnedCopy | None = field(default=None, repr=False, compare=False)  # shared by copies of this one
+
+    def __copy__(self) -> Checkpoint:
+        return self  # immutable; a copy would be the same checkpoint
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> Checkpoint:
+        return self
 
     @property
     def contents(self) -> dict[str, Any]:
@@ -87,17 +102,12 @@ class Checkpoint:
     def taken_from(cls, kernel_file: Path) -> Checkpoint:
         """The client's own copy of a checkpoint the kernel just wrote, which then leaves the kernel's folder (so it
         does not count against max_checkpoints). The copy outlives the kernel and is deleted when no Checkpoint
-        refers to it any more (`save()` keeps one for good)."""
+        refers to it any more (copies of a Checkpoint share it; `save()` keeps one for good)."""
         own = _client_folder() / f"{next(_numbers)}-{kernel_file.name}"
         _link_or_copy(kernel_file, own)
         kernel_file.unlink(missing_ok=True)
-        try:
-            checkpoint = cls.load(own)
-        except BaseException:
-            own.unlink(missing_ok=True)
-            raise
-        weakref.finalize(checkpoint, own.unlink, missing_ok=True)
-        return checkpoint
+        owned = _OwnedCopy(own)
+        return replace(cls.load(own), _owned=owned)
 
     def give_to(self, kernel_folder: Path, name: str) -> None:
         """Put this checkpoint in a kernel's checkpoint folder as `name` (the kernel verifies it when restoring)."""

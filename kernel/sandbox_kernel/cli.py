@@ -73,7 +73,8 @@ def _run(args: argparse.Namespace) -> int:
             print(f"sandbox-kernel run: bad setting: {problem}", file=sys.stderr)
         return 2
     except KernelDied as exc:
-        print(f"sandbox-kernel run: {exc}", file=sys.stderr)
+        code = f" (exit code {exc.exit_code})" if exc.exit_code is not None else ""
+        print(f"sandbox-kernel run: the kernel process exited{code} before the code finished", file=sys.stderr)
         return 1
     if result.text is not None:
         print(result.text)

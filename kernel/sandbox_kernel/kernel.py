@@ -129,7 +129,7 @@ class SandboxKernel(Kernel):
         default_value="auto",
         help="Keep a second, pre-warmed sandbox so that a restart after a crash or timeout is instant (~0.1 s "
         "instead of ~0.4 s), at the cost of a second Deno process (~150 MiB PSS). 'auto': from the start when "
-        "cell_timeout is set, otherwise from the first restart or checkpoint on.",
+        "cell_timeout is set, otherwise from the first restart or checkpoint (of any client) on.",
     ).tag(config=True)
     max_checkpoint_bytes = Int(
         512 << 20, help="Largest session state %checkpoint may save (and %restore read back), in bytes."

@@ -191,7 +191,7 @@ class SandboxTools:
             raise ToolError(f"{name[:80]!r} is not a checkpoint name: letters, digits, '_', '.' and '-', at most 64")
 
         async def take(sandbox: AsyncSandbox) -> Checkpoint:
-            limit = int(self.session.facts["max_checkpoints"])
+            limit = int(self.session.facts.get("max_checkpoints", 20))
             if name not in self.session.checkpoints and len(self.session.checkpoints) >= limit:
                 known = ", ".join(repr(n) for n in sorted(self.session.checkpoints))
                 raise ToolError(
@@ -201,10 +201,7 @@ class SandboxTools:
             return await sandbox.checkpoint(name)
 
         saved = await self.session.use(take)
-        replaced = self.session.checkpoints.pop(name, None)
-        if replaced is not None:
-            await asyncio.to_thread(replaced.path.unlink, missing_ok=True)
-        self.session.checkpoints[name] = saved
+        self.session.checkpoints[name] = saved  # the one replaced is deleted once no call holds it any more
         return saved.summary()
 
     async def restore(self, name: Annotated[str, Field(description="a name given to checkpoint")]) -> str:

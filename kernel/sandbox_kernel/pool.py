@@ -20,6 +20,12 @@ def _quiet(task: asyncio.Task[object]) -> None:
         task.exception()
 
 
+def _kill_result(task: asyncio.Task[SandboxProcess]) -> None:
+    """Kill the sandbox a launch produced, which nobody will use."""
+    if not task.cancelled() and not task.exception():
+        task.result().kill_now()
+
+
 class SandboxPool:
     """Owns every sandbox process of a kernel; the kernel asks it for the current one."""
 
@@ -53,7 +59,14 @@ class SandboxPool:
         sandbox = None
         if spare is not None:
             # One still starting is awaited: it began before any new launch could, so it is ready sooner.
-            await asyncio.wait({spare})
+            try:
+                await asyncio.wait({spare})
+            except asyncio.CancelledError:  # this start was abandoned (a restart): the spare serves the next one
+                if self._spare is None:
+                    self._spare = spare
+                else:
+                    spare.add_done_callback(_kill_result)
+                raise
             if not spare.cancelled() and not spare.exception() and spare.result().alive:
                 sandbox = spare.result()
         if sandbox is None:

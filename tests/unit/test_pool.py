@@ -106,6 +106,33 @@ def test_expecting_restarts_launches_a_spare_under_auto(keep_spare, after_restar
     assert asyncio.run(go()) == launched
 
 
+def test_a_start_abandoned_while_its_spare_boots_leaves_the_spare_to_the_next_start():
+    """A restart during a start that awaits a booting spare: the next start takes that spare; none is orphaned."""
+
+    async def go() -> tuple[int, int]:
+        gate = asyncio.Event()
+        launch = Launcher()
+
+        async def slow_spares() -> Any:
+            if launch.launched:  # every launch after the first boots until the gate opens
+                await gate.wait()
+            return await launch()
+
+        pool = SandboxPool(slow_spares, nothing, True, logging.getLogger("test"))
+        await pool.get()
+        await settle()  # the spare's launch is under way, held at the gate
+        await pool.restart("one", StopCause.INTERRUPT)
+        await settle()  # that start now awaits the booting spare
+        await pool.restart("two", StopCause.INTERRUPT)
+        await settle()
+        gate.set()
+        current = await pool.get()
+        await settle()
+        return current.number, len(launch.launched)
+
+    assert asyncio.run(go()) == (2, 3)  # the first spare became current; one next spare; nothing else launched
+
+
 def test_a_death_between_requests_is_reported_once_and_starts_the_spare_policy():
     async def go() -> tuple[str | None, str | None, int]:
         pool, launch = pool_with(False, True)
