@@ -207,14 +207,18 @@ class AsyncSandbox:
     async def _check_alive(self, generation: int) -> None:
         """KernelDied if the kernel process a request went to has exited or was replaced (nothing will answer)."""
         assert self.km is not None
-        if generation != self._generation:
-            raise KernelDied("the kernel was restarted while this call waited on it; the sandbox's state is gone")
+        self._check_generation(generation)
         if not await self.km.is_alive():
             code = await self.km.provisioner.poll() if self.km.provisioner else None
             how = f" (exit code {code})" if code is not None else ""
             raise KernelDied(
                 f"the kernel process exited{how}; the sandbox's state is gone (restart() starts a fresh one)", code
             )
+
+    def _check_generation(self, generation: int) -> None:
+        """KernelDied if restart() was called since a request was sent (the old kernel's answers do not count)."""
+        if generation != self._generation:
+            raise KernelDied("the kernel was restarted while this call waited on it; the sandbox's state is gone")
 
     async def _shell_reply(self, msg_id: str, timeout: float | None, generation: int) -> dict[str, Any]:
         """The shell reply to `msg_id`; KernelDied if the kernel exits first, TimeoutError after `timeout` s."""
@@ -228,7 +232,7 @@ class AsyncSandbox:
                     raise TimeoutError(f"the kernel did not answer within {timeout:g}s") from None
                 continue
             if reply["parent_header"].get("msg_id") == msg_id:
-                await self._check_alive(generation)  # a restart began: the old kernel's last word is not the answer
+                self._check_generation(generation)  # a restart began: the old kernel's last word is not the answer
                 return reply
 
     async def _answer_stdin(self) -> None:
