@@ -65,11 +65,8 @@ class Checkpoint:
     header: dict[str, Any] = field(repr=False)
     _owned: _OwnedCopy | None = field(default=None, repr=False, compare=False)  # shared by copies of this one
 
-    def __copy__(self) -> Checkpoint:
-        return self  # immutable; a copy would be the same checkpoint
-
     def __deepcopy__(self, memo: dict[int, Any]) -> Checkpoint:
-        return self
+        return self  # immutable; and a deep copy of `_owned` would not keep the file (shallow copies share it)
 
     @property
     def contents(self) -> dict[str, Any]:

@@ -66,6 +66,11 @@ ERROR_NAMES = {
 }
 
 
+def _ok_reply() -> dict[str, Any]:
+    """The execute reply of a cell the kernel handled itself (%checkpoint, %restore) without an error."""
+    return {"status": "ok", "user_expressions": {}, "payload": []}
+
+
 class SandboxKernel(Kernel):
     """Forwards every request to one persistent sandbox process."""
 
@@ -828,7 +833,7 @@ class SandboxKernel(Kernel):
         if magic.name is None:
             names = self._checkpoints.names()
             router.stream("stdout", f"Checkpoints: {', '.join(names)}\n" if names else "No checkpoints yet.\n")
-            return {"status": "ok", "user_expressions": {}, "payload": []}
+            return _ok_reply()
         return await self._checkpoint(magic.name, router, facts, metrics)
 
     @property
@@ -891,7 +896,7 @@ class SandboxKernel(Kernel):
         )
         facts["checkpoint"] = {"name": name, "path": str(path), "bytes": size, **summary}
         self._pool.expect_restarts("as a checkpoint was taken")  # its restore then finds a sandbox ready
-        return {"status": "ok", "user_expressions": {}, "payload": []}
+        return _ok_reply()
 
     async def _restore(
         self, magic: KernelMagic, router: OutputRouter, facts: dict[str, Any], metrics: dict[str, Any]
@@ -934,7 +939,7 @@ class SandboxKernel(Kernel):
             f"{reply['files']} files.{missing}\n",
         )
         facts["restored"] = {"name": magic.name, "variable_count": reply["variable_count"], "files": reply["files"]}
-        return {"status": "ok", "user_expressions": {}, "payload": []}
+        return _ok_reply()
 
     async def _scrub_mounts(self, router: OutputRouter) -> None:
         """Enforce rw mounts' limits after a cell; a failure is told, never allowed to lose the reply."""
