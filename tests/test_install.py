@@ -52,7 +52,12 @@ def test_install_prefix_writes_kernelspec(tmp_path: Path) -> None:
     assert spec["display_name"] == "Python 3 (Pyodide sandbox)"
     assert spec["language"] == "python"
     python, *rest = spec["argv"]
-    assert rest == ["-m", "sandbox_kernel", "-f", "{connection_file}"]
+    # `-c` with the working folder taken off sys.path first (not `-m`, which would import from the notebook's folder)
+    assert (
+        rest[0] == "-c"
+        and rest[1].startswith("import os, sys; sys.path[:] = ")
+        and rest[2:] == ["-f", "{connection_file}"]
+    )
     assert Path(python).is_absolute()
     # The argv's Python is this environment's Python, and it can import the kernel.
     probe = run(python, "-c", "import sys, sandbox_kernel; print(sys.prefix)")

@@ -115,16 +115,30 @@ def checks() -> list[Check]:
 def _kernelspec() -> Check:
     from jupyter_client.kernelspec import KernelSpecManager, NoSuchKernel
 
-    from .install import KERNEL_NAME
+    from .install import KERNEL_NAME, kernel_json
 
     try:
         spec = KernelSpecManager().get_kernel_spec(KERNEL_NAME)
     except NoSuchKernel:
         return Check("kernelspec", False, f"{KERNEL_NAME} is not registered: run `sandbox-kernel install --sys-prefix`")
     python = spec.argv[0]
-    ok = os.access(python, os.X_OK)
-    detail = f"{KERNEL_NAME} in {spec.resource_dir} runs {python}" + ("" if ok else " (not found: reinstall it)")
-    return Check("kernelspec", ok, detail)
+    if not os.access(python, os.X_OK):
+        return Check(
+            "kernelspec",
+            False,
+            f"{KERNEL_NAME} in {spec.resource_dir} runs {python}, which is not found: "
+            "run `sandbox-kernel install` again",
+        )
+    expected = kernel_json(python)["argv"]
+    if not isinstance(expected, list) or spec.argv[1:] != expected[1:]:
+        return Check(
+            "kernelspec",
+            False,
+            f"{KERNEL_NAME} in {spec.resource_dir} starts the kernel as {spec.argv[1:3]}, not as this version does "
+            "(an older install, or edited): it may import modules from the notebook's folder on the host. Run "
+            "`sandbox-kernel install` again",
+        )
+    return Check("kernelspec", True, f"{KERNEL_NAME} in {spec.resource_dir} runs {python}")
 
 
 def main() -> int:

@@ -23,6 +23,7 @@ from . import (
     checkpoint_cells,
     checkpoint_file,
     guest_schema,
+    host_places,
     mounts,
     netpolicy,
     packages,
@@ -211,17 +212,19 @@ class SandboxKernel(Kernel):
         # there is anything, no sandbox starts and every cell answers with SandboxSettingsError.
         self.settings_problems: list[str] = []
         self._history = History()
-        try:
-            self._skills = self._load_skills()
-        except TraitError as exc:
-            self.settings_problems.append(str(exc))
-            self._skills = self._no_skills()
         self._mounts: list[mounts.Mount] = []
         allowed: list[str] = []
         try:
             self._mounts = mounts.parse_all(self._mount_specs(), Path.cwd(), dict(self.mount_limits))
         except mounts.MountError as exc:
             self.settings_problems.append(f"SandboxKernel.mounts, mount_limits or working_folder: {exc}")
+        # Before any skill is imported: nothing the kernel loads may lie where guest code can write.
+        self.settings_problems += self._host_place_problems()
+        try:
+            self._skills = self._load_skills() if not self.settings_problems else self._no_skills()
+        except TraitError as exc:
+            self.settings_problems.append(str(exc))
+            self._skills = self._no_skills()
         try:
             allowed, _ = netpolicy.deno_flags(list(self.allow_net))
             self.settings_problems += [f"SandboxKernel.allow_net: {p}" for p in netpolicy.private_resolutions(allowed)]
@@ -278,6 +281,33 @@ class SandboxKernel(Kernel):
             self.skill_max_bytes,
             approver,
         )
+
+    def _host_place_problems(self) -> list[str]:
+        """Mounts that would show guest code the kernel's secrets or let it change what the host runs."""
+        problems = []
+        if self.working_folder != "off":
+            problem = host_places.working_folder_problem(Path.cwd())
+            if problem:
+                problems.append(f"SandboxKernel.working_folder: {problem}")
+        loaded = self._config_files
+        extra = [host_places.Place(Path(p).resolve(), "a configuration file the kernel loaded") for p in loaded]
+        for name, value in (("skills_path", self.skills_path), ("wheelhouse", self.wheelhouse)):
+            if value:
+                extra.append(host_places.Place(Path(value).resolve(), f"SandboxKernel.{name}"))
+        local_index = host_places.local_folder(self.pyodide_index)
+        if local_index is not None:
+            extra.append(host_places.Place(local_index, "SandboxKernel.pyodide_index"))
+        if self.audit_log:
+            extra.append(host_places.Place(Path(self.audit_log).resolve(), "the audit log", secret=True))
+        places = host_places.kernel_places(extra)
+        found = host_places.mount_problems(self._mounts, places)
+        problems += [f"SandboxKernel.mounts or working_folder: {p}" for p in found]
+        return problems
+
+    @property
+    def _config_files(self) -> list[str]:
+        """The configuration files the kernel's application loaded (none when the kernel is made another way)."""
+        return list(getattr(self.parent, "loaded_config_files", None) or [])
 
     def _mount_specs(self) -> list[str]:
         """`mounts`, and the kernel's working folder at WORKING_FOLDER when `working_folder` asks for it."""

@@ -7,8 +7,6 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from . import paths
-
 MAX_SCAN = 10_000  # files looked at per mount
 UNSAFE_MODE_BITS = stat.S_ISUID | stat.S_ISGID | stat.S_IWOTH
 
@@ -65,13 +63,6 @@ def parse(spec: str, base: Path, limits: dict[str, dict] | None = None) -> Mount
     max_bytes = extra.get("max_file_bytes")
     if max_bytes is not None and (not isinstance(max_bytes, int) or max_bytes <= 0):
         raise MountError(f"mount_limits[{str(guest_path)!r}]['max_file_bytes'] must be a positive integer")
-    cache = Path(os.path.realpath(paths.cache_dir()))
-    if mode == "rw" and (cache.is_relative_to(host_path) or host_path.is_relative_to(cache)):
-        raise MountError(
-            f"mount {spec!r}: {str(host_path)!r} is or holds part of sandbox-kernel's own cache ({cache}: Pyodide and "
-            "the start-up snapshot every kernel starts from), which guest code must not change; mount it read-only, "
-            "or a folder apart from the cache"
-        )
     return Mount(host_path, str(guest_path), mode == "rw", suffixes, max_bytes)
 
 
