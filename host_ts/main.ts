@@ -18,6 +18,8 @@ import type {
 } from "./messages.ts";
 import { DATA, HOST_EVENT, REPLY, REQUEST } from "./protocol.ts";
 import { makeRingBuffer, RingError, RingReader, type RingRecord } from "./ring.ts";
+import { FileServer, makeFileChannel } from "./file_channel.ts";
+import { FileService } from "./file_service.ts";
 
 const init: SupervisorInit = JSON.parse(await new Response(Deno.stdin.readable).text());
 const conn = await Deno.connect({ transport: "unix", path: init.socket });
@@ -75,6 +77,10 @@ const replyCtrl = new Int32Array(replySab, 0, 3); // state, length, reply number
 const replyData = new Uint8Array(replySab, 12);
 const lifeSab = new SharedArrayBuffer(4);
 const life = new Int32Array(lifeSab);
+// The worker writes no host file itself: changes to read-write mounts are its calls here, decided by this isolate.
+const filesSab = makeFileChannel();
+const files = new FileService(init.mounts);
+new FileServer(filesSab).serve((request) => files.handle(request));
 // The worker's glue reports the start and the end of each request on this port, and its own unloading (Progress).
 // Guest code has no reference to it (it lives only in the glue's closure): only the trusted side says when a
 // request is over.
@@ -85,8 +91,10 @@ const worker = new Worker(new URL("./worker.ts", import.meta.url).href, {
   name: "pyodide",
   deno: {
     permissions: init.workerInherits ? "inherit" : {
-      read: init.workerRead,
-      write: init.workerWrite.length ? init.workerWrite : false,
+      // Deno's own --allow-read (its --deny-read included: hidden folders of mounts), which is the worker's list
+      // plus the socket's path (not readable as a file). An explicit list could not leave out what Deno denies.
+      read: "inherit",
+      write: false, // read-write mounts are changed by this isolate's file service, on the worker's behalf
       net: init.workerNet.length ? init.workerNet : false,
       env: false,
       run: false,
@@ -122,6 +130,7 @@ toWorker({
   interrupt: interruptSab,
   reply: replySab,
   life: lifeSab,
+  files: filesSab,
   wheels: init.wheels,
   guestSite: init.guestSite,
   snapshot: init.snapshot,

@@ -4,7 +4,17 @@
  * are in protocol.ts (kinds) and framing.ts.
  */
 
-export type Mount = { host: string; guest: string };
+/** A host folder shown in the sandbox, with the rules the supervisor applies to writes into it (file_service.ts). */
+export interface FileMount {
+  host: string;
+  guest: string;
+  writable: boolean;
+  suffixes: string[]; // allowed file-name endings for files written there ([]: any)
+  maxFileBytes: number | null;
+  maxTotalBytes: number | null;
+  allowToolFiles: string[]; // write_policy.ts rules (or names, or "*") lifted for this mount
+  hidden: string[]; // names at its top that Deno may not read (`.ssh`, `.env`, ...): left out of listings too
+}
 
 /**
  * The kernel's init message: built as `init = {...}` in kernel/sandbox_kernel/sandbox.py.
@@ -13,11 +23,9 @@ export type Mount = { host: string; guest: string };
 export interface SupervisorInit {
   socket: string;
   token: string;
-  workerRead: string[];
-  workerWrite: string[];
   workerNet: string[];
   workerInherits: boolean; // tests of the OS layers only: the worker gets Deno's checks off too
-  mounts: Mount[];
+  mounts: FileMount[];
   guestSite: string;
   snapshot: string | null;
   wheels: string[];
@@ -42,6 +50,7 @@ export interface WorkerInit extends
   interrupt: SharedArrayBuffer; // Int32 [signal]: Pyodide's interrupt buffer
   reply: SharedArrayBuffer; // Int32 [state, length, reply number], then the reply's bytes
   life: SharedArrayBuffer; // Int32 [1 once the worker unloads]
+  files: SharedArrayBuffer; // file_channel.ts: the worker's calls to change read-write mounts
 }
 
 /** Supervisor -> worker: the init message, then requests (their JSON) and interrupts. */

@@ -12,7 +12,25 @@ import { RingWriter } from "./ring.ts";
 import { BLOB, GUEST_EVENT, STDERR, STDOUT } from "./protocol.ts";
 import { mountGuestFolders, PREIMPORT } from "./snapshot_layout.ts";
 import { restoringSparsely } from "./sparse_restore.ts";
+import { FileClient } from "./file_channel.ts";
+import { type EmFS, type EmNode, writableFS } from "./rwfs.ts";
 import type { FromWorker, Progress, ToWorker, WorkerInit } from "./messages.ts";
+
+/** The interpreter's WebAssembly memory, captured when it is instantiated (before any guest code runs). */
+let wasmMemory: WebAssembly.Memory | null = null;
+// Read through getters captured now: guest code can reach Pyodide's module (and its HEAP8) and the prototypes.
+const memoryBuffer = Function.prototype.call.bind(
+  Object.getOwnPropertyDescriptor(WebAssembly.Memory.prototype, "buffer")!.get!,
+) as (memory: WebAssembly.Memory) => ArrayBuffer;
+const bufferBytes = Function.prototype.call.bind(
+  Object.getOwnPropertyDescriptor(ArrayBuffer.prototype, "byteLength")!.get!,
+) as (buffer: ArrayBuffer) => number;
+
+/** Keep the first memory a WebAssembly instance exports (Pyodide's interpreter is the first instantiated). */
+function captureMemory(instance: WebAssembly.Instance): void {
+  const memory = instance.exports?.memory;
+  if (wasmMemory === null && memory instanceof WebAssembly.Memory) wasmMemory = memory;
+}
 
 /**
  * Run `load` with WebAssembly memory grown to `bytes` before Pyodide makes its views of it. The module's bytes
@@ -30,6 +48,7 @@ async function withMemoryAtLeast<T>(bytes: number, load: () => Promise<T>): Prom
         (source.buffer as ArrayBuffer).transfer(0);
       }
       const instance = (result.instance ?? result) as WebAssembly.Instance;
+      captureMemory(instance);
       const memory = instance.exports?.memory as WebAssembly.Memory | undefined;
       if (memory && memory.buffer.byteLength < bytes) {
         memory.grow(Math.ceil((bytes - memory.buffer.byteLength) / 65536));
@@ -148,22 +167,14 @@ async function start(init: WorkerInit): Promise<void> {
     } catch (err) {
       // A stale or broken snapshot: start from scratch; the kernel rebuilds it.
       console.error(`sandbox: snapshot not used: ${String(err).slice(0, 300)}`);
-      pyodide = await loadPyodide(options);
+      pyodide = await withMemoryAtLeast(0, () => loadPyodide(options));
     }
   } else {
-    pyodide = await loadPyodide(options);
+    pyodide = await withMemoryAtLeast(0, () => loadPyodide(options));
   }
   pyodide.setInterruptBuffer(interrupt);
-  const emscripten = (pyodide as unknown as { _module: { HEAP8?: Int8Array } })._module;
-  /** The size of wasm memory (guest code can reach the module and lie about its own size: the kernel bounds it). */
-  const wasmBytes = (): number => {
-    try {
-      const n = emscripten.HEAP8?.buffer.byteLength;
-      return typeof n === "number" && Number.isFinite(n) ? n : 0;
-    } catch (_) {
-      return 0;
-    }
-  };
+  /** The size of wasm memory, read from the memory object itself (never from what guest code can replace). */
+  const wasmBytes = (): number => (wasmMemory ? bufferBytes(memoryBuffer(wasmMemory)) : 0);
   pyodide.setStdout({ write: (buf: Uint8Array) => (ring.writeBytes(STDOUT, currentId, buf), buf.length) });
   pyodide.setStderr({ write: (buf: Uint8Array) => (ring.writeBytes(STDERR, currentId, buf), buf.length) });
 
@@ -179,9 +190,23 @@ async function start(init: WorkerInit): Promise<void> {
   // access must reach Python as EACCES (PermissionError), not as a fatal JS error.
   (Deno.errors.NotCapable.prototype as unknown as { code: string }).code = "EACCES";
   (Deno.errors.PermissionDenied.prototype as unknown as { code: string }).code = "EACCES";
-  for (const mount of init.mounts) {
+  // Read-write mounts: read here, changed by the supervisor (it refuses what host programs would later run).
+  let refusal: string | null = null; // why the supervisor refused the last change (for the guest's error)
+  const files = new FileClient(init.files);
+  const writable = writableFS(pyodide.FS as unknown as EmFS, files, (message) => (refusal = message));
+  // What Deno may not read at a mount's top (`.ssh`, `.env`, ...) is left out of listings, not only unreadable.
+  const hidden = new Set(init.mounts.flatMap((m) => m.hidden.map((name) => `${m.host}/${name}`)));
+  const nodefs = (pyodide.FS as unknown as EmFS).filesystems.NODEFS;
+  const readdir = nodefs.node_ops.readdir;
+  nodefs.node_ops.readdir = (node: EmNode) => {
+    const names = readdir(node) as string[];
+    const folder = nodefs.realPath(node);
+    return hidden.size ? names.filter((name) => !hidden.has(`${folder}/${name}`)) : names;
+  };
+  for (const [index, mount] of init.mounts.entries()) {
     pyodide.FS.mkdirTree(mount.guest);
-    pyodide.mountNodeFS(mount.guest, mount.host);
+    if (mount.writable) pyodide.FS.mount(writable, { root: mount.host, index }, mount.guest);
+    else pyodide.mountNodeFS(mount.guest, mount.host);
   }
   applyUmask(pyodide.FS);
   // Output goes to the request it was made for (the guest tracks that per asyncio task), but
@@ -229,6 +254,12 @@ async function start(init: WorkerInit): Promise<void> {
         }
         atomicsWait(replyCtrl, 0, 0, 50);
       }
+    },
+    /** Why the supervisor refused the last change to a read-write mount (once; undefined: none since). */
+    take_refusal(): string | undefined {
+      const message = refusal ?? undefined;
+      refusal = null;
+      return message;
     },
     /** Sleep without spinning; true when an interrupt cut it short. */
     sleep(ms: number): boolean {

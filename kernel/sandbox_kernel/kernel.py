@@ -833,7 +833,6 @@ class SandboxKernel(Kernel):
                     metrics["cpu_s"] = round(metrics["cpu_s"] + cpu_after - cpu_before, 3)
                 metrics["peak_memory_bytes"] = sandbox.wasm_bytes or None
                 metrics["skill_calls"] += dispatcher.requests.get("skill_call", 0)
-                await self._scrub_mounts(router)
         reply = {"user_expressions": {}, "payload": [], **reply}
         if op != "execute" and reply["status"] == "error" and reply["ename"] != "KeyboardInterrupt":
             return self._error_reply(reply["ename"], reply["evalue"], router)  # the guest did not show it
@@ -970,19 +969,6 @@ class SandboxKernel(Kernel):
         )
         facts["restored"] = {"name": magic.name, "variable_count": reply["variable_count"], "files": reply["files"]}
         return _ok_reply()
-
-    async def _scrub_mounts(self, router: OutputRouter) -> None:
-        """Enforce rw mounts' limits after a cell; a failure is told, never allowed to lose the reply."""
-        for mount in self._mounts:
-            try:
-                notices = await asyncio.to_thread(mounts.enforce_limits, mount)
-            except OSError as exc:
-                self.log.warning("checking mount %s failed: %s", mount.guest, exc)
-                notices = [
-                    f"could not check {mount.guest} after this cell ({type(exc).__name__}); it is checked again after the next"
-                ]
-            for notice in notices:
-                router.notice(f"[{notice}]\n", "mount_limits")
 
     async def _simple_request(self, op: str, payload: dict[str, Any], fallback: dict[str, Any]) -> dict[str, Any]:
         router = OutputRouter(self._publisher(), self.max_output_bytes)

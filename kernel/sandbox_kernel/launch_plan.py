@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import netpolicy, paths
+from . import guarded_paths, netpolicy, paths
 from .mounts import Mount
 from .oslayers.spec import LaunchSpec
 
@@ -90,8 +90,19 @@ class LaunchPlan:
         return [self.host, self.pyodide, self.wheels, self.snapshots, *self.extra_read, *(m.host for m in self.mounts)]
 
     @property
-    def worker_write(self) -> list[Path]:
+    def writable(self) -> list[Path]:
+        """Read-write mounts: only the supervisor writes there, on the worker's behalf (file_service.ts)."""
         return [m.host for m in self.mounts if m.writable]
+
+    @property
+    def hidden(self) -> list[Path]:
+        """Secret-holding entries at the top of mounts (`.ssh`, `.env`, ...): no read, an empty view."""
+        return [p for m in self.mounts for p in guarded_paths.hidden(m)]
+
+    @property
+    def write_denied(self) -> list[Path]:
+        """Protected names at the top of read-write mounts, for Deno's --deny-write (existing or not)."""
+        return [p for m in self.mounts for p in guarded_paths.write_denied(m)]
 
     @property
     def data_limit(self) -> int:
@@ -101,14 +112,14 @@ class LaunchPlan:
     def deno_argv(self) -> list[str]:
         """The exact Deno command line: least privilege, no prompts, cached code only."""
         read = ",".join(str(p) for p in (*self.worker_read, self.socket))
-        write = ",".join(str(p) for p in (*self.worker_write, self.socket))
+        write = ",".join(str(p) for p in (*self.writable, self.socket))
         net = ",".join([f"unix:{self.socket}", *self.net_allowed])
-        flags = [
-            f"--allow-read={read}",
-            f"--allow-write={write}",
-            f"--allow-net={net}",
-            f"--deny-net={','.join(self.net_denied)}",
-        ]
+        flags = [f"--allow-read={read}", f"--allow-write={write}"]
+        if self.hidden:
+            flags.append(f"--deny-read={','.join(str(p) for p in self.hidden)}")
+        if self.write_denied:
+            flags.append(f"--deny-write={','.join(str(p) for p in self.write_denied)}")
+        flags += [f"--allow-net={net}", f"--deny-net={','.join(self.net_denied)}"]
         if self.deno_checks_off:
             flags = ["--allow-all"]
         mb = self.memory_limit_mb
@@ -119,10 +130,8 @@ class LaunchPlan:
         ]  # fmt: skip
 
     def worker_permissions(self) -> dict[str, Any]:
-        """The init message's part that sets the worker's Deno permissions."""
+        """The init message's part that sets the worker's Deno permissions (it reads what Deno may, writes nothing)."""
         return {
-            "workerRead": [str(p) for p in self.worker_read],
-            "workerWrite": [str(p) for p in self.worker_write],
             "workerNet": self.net_allowed,
             "workerInherits": self.deno_checks_off,
         }
@@ -155,8 +164,13 @@ class LaunchPlan:
             layers=list(self.os_layers),
             parent=os.getpid(),
             data_limit=self.data_limit,
-            read=[*system, *(str(p) for p in (*self.worker_read, self.shared_deno_dir / "npm", self.private))],
-            write=[str(p) for p in self.worker_write],
+            read=[
+                *system,
+                *(str(p) for p in (*self.worker_read, self.shared_deno_dir / "npm", self.private)),
+                *(str(p) for m in self.mounts for p in guarded_paths.protected_existing(m)),  # read-only in the view
+            ],
+            write=[str(p) for p in self.writable],
+            hide=[str(p) for p in self.hidden],
             execute=[deno, *elf_interpreter(deno)],
             network=bool(allowed),
             tcp_ports=None if None in ports else sorted({p for p in ports if p is not None}),

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import os
-import stat
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-MAX_SCAN = 10_000  # files looked at per mount
-UNSAFE_MODE_BITS = stat.S_ISUID | stat.S_ISGID | stat.S_IWOTH
+MAX_SCAN = 10_000  # entries the start-up symlink check looks at per mount
+LIMIT_KEYS = ("suffixes", "max_file_bytes", "max_total_bytes", "allow_tool_files")
 
 # Guest folders that belong to Pyodide itself; a mount may not hide them.
 RESERVED = ("/lib", "/dev", "/proc", "/home/pyodide", "/tmp", "/bin", "/usr")
@@ -25,6 +24,8 @@ class Mount:
     writable: bool
     suffixes: tuple[str, ...] = ()  # allowed file suffixes when writing ('' = any)
     max_file_bytes: int | None = None
+    max_total_bytes: int | None = None  # all regular files of the mount, together
+    allow_tool_files: tuple[str, ...] = ()  # guarded_paths rules (or names, or "*") the guest may write anyway
 
 
 def parse(spec: str, base: Path, limits: dict[str, dict] | None = None) -> Mount:
@@ -54,16 +55,28 @@ def parse(spec: str, base: Path, limits: dict[str, dict] | None = None) -> Mount
                 f"mount {spec!r}: {reserved} belongs to the sandbox itself; pick another guest path (e.g. /data)"
             )
     extra = (limits or {}).get(str(guest_path), {})
-    unknown = set(extra) - {"suffixes", "max_file_bytes"}
+    unknown = set(extra) - set(LIMIT_KEYS)
     if unknown:
         raise MountError(
-            f"mount_limits[{str(guest_path)!r}]: unknown keys {sorted(unknown)}; use suffixes, max_file_bytes"
+            f"mount_limits[{str(guest_path)!r}]: unknown keys {sorted(unknown)}; use {', '.join(LIMIT_KEYS)}"
         )
     suffixes = tuple(str(s).lower() for s in extra.get("suffixes", ()))
-    max_bytes = extra.get("max_file_bytes")
-    if max_bytes is not None and (not isinstance(max_bytes, int) or max_bytes <= 0):
-        raise MountError(f"mount_limits[{str(guest_path)!r}]['max_file_bytes'] must be a positive integer")
-    return Mount(host_path, str(guest_path), mode == "rw", suffixes, max_bytes)
+    sizes = {key: extra.get(key) for key in ("max_file_bytes", "max_total_bytes")}
+    for key, value in sizes.items():
+        if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value <= 0):
+            raise MountError(f"mount_limits[{str(guest_path)!r}][{key!r}] must be a positive integer")
+    allow = extra.get("allow_tool_files", ())
+    if allow is True:
+        allow = ("*",)
+    if not isinstance(allow, (list, tuple)) or not all(isinstance(a, str) for a in allow):
+        raise MountError(
+            f"mount_limits[{str(guest_path)!r}]['allow_tool_files'] must be a list of rule or file names "
+            "(see the README's 'What rw means'), or true for all"
+        )
+    return Mount(
+        host_path, str(guest_path), mode == "rw", suffixes, sizes["max_file_bytes"], sizes["max_total_bytes"],
+        tuple(allow),
+    )  # fmt: skip
 
 
 def escaping_symlinks(mount: Mount) -> list[str]:
@@ -106,47 +119,33 @@ def parse_all(specs: list[str], base: Path, limits: dict[str, dict] | None = Non
 def guest_config(mounts: list[Mount]) -> list[dict]:
     """What the guest learns about its mounts (guest paths and rules, never host paths)."""
     return [
-        {"guest": m.guest, "writable": m.writable, "suffixes": list(m.suffixes), "max_file_bytes": m.max_file_bytes}
+        {
+            "guest": m.guest,
+            "writable": m.writable,
+            "suffixes": list(m.suffixes),
+            "max_file_bytes": m.max_file_bytes,
+            "max_total_bytes": m.max_total_bytes,
+            "allow_tool_files": list(m.allow_tool_files),
+            "limited": bool(m.max_file_bytes or m.max_total_bytes),
+        }
         for m in mounts
     ]
 
 
-def enforce_limits(mount: Mount) -> list[str]:
-    """Remove files in a writable mount that break its limits; returns notices for the user.
+def supervisor_config(mounts: list[Mount]) -> list[dict]:
+    """What the supervisor gets for each mount: where it is, and the rules for writes into it (messages.ts)."""
+    from . import guarded_paths  # it imports Mount from here
 
-    The guest's own checks give friendly errors first; this is the host's backstop for
-    anything written around them (e.g. through JS file APIs).
-    """
-    if not mount.writable:
-        return []
-    notices: list[str] = []
-    scrubbed: list[str] = []
-    for count, path in enumerate(mount.host.rglob("*")):
-        if count >= MAX_SCAN:
-            break
-        guest = f"{mount.guest}/{path.relative_to(mount.host).as_posix()}"
-        try:  # files may come and go while we look (another host process, or the guest's leftovers)
-            info = path.lstat()
-            if stat.S_ISLNK(info.st_mode):
-                continue
-            if info.st_mode & UNSAFE_MODE_BITS:  # no setuid/setgid or world-writable files left for others
-                path.chmod(stat.S_IMODE(info.st_mode) & ~UNSAFE_MODE_BITS)
-                scrubbed.append(guest)
-            if not stat.S_ISREG(info.st_mode):
-                continue
-            if mount.suffixes and not path.name.lower().endswith(mount.suffixes):
-                why = f"files there must end in {', '.join(mount.suffixes)}"
-            elif mount.max_file_bytes and info.st_size > mount.max_file_bytes:
-                why = f"files there may be at most {mount.max_file_bytes} bytes"
-            else:
-                continue
-            path.unlink()
-        except FileNotFoundError:
-            continue
-        notices.append(f"removed {guest}: {why} (SandboxKernel.mount_limits[{mount.guest!r}])")
-    if scrubbed:
-        more = f" and {len(scrubbed) - 3} more" if len(scrubbed) > 3 else ""
-        notices.append(f"cleared setuid/setgid/world-writable bits of {', '.join(scrubbed[:3])}{more}")
-    if len(notices) > 10:
-        notices = [*notices[:9], f"... and {len(notices) - 9} more files removed"]
-    return notices
+    return [
+        {
+            "host": str(m.host),
+            "guest": m.guest,
+            "writable": m.writable,
+            "suffixes": list(m.suffixes),
+            "maxFileBytes": m.max_file_bytes,
+            "maxTotalBytes": m.max_total_bytes,
+            "allowToolFiles": list(m.allow_tool_files),
+            "hidden": [p.name for p in guarded_paths.hidden(m)],
+        }
+        for m in mounts
+    ]

@@ -25,7 +25,7 @@ from typing import Any, ClassVar, Protocol
 
 from . import frames, guest_schema, paths, private_folders, provision
 from .launch_plan import LaunchPlan
-from .mounts import Mount
+from .mounts import Mount, supervisor_config
 from .oslayers.report import read_report
 from .oslayers.spec import LAYERS
 from .supervision import StopCause
@@ -219,7 +219,7 @@ class SandboxProcess:
             "socket": str(plan.socket),
             "token": token,
             **plan.worker_permissions(),
-            "mounts": [{"host": str(m.host), "guest": m.guest} for m in self.options.mounts],
+            "mounts": supervisor_config(self.options.mounts),
             "guestSite": str(self.options.guest_site),
             "snapshot": str(self.snapshot) if self.snapshot else None,
             "wheels": [str(w) for w in self.options.extra_wheels],

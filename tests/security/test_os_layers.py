@@ -329,3 +329,33 @@ def test_doctor_names_a_missing_layer():
     assert done.returncode == 0, done.stdout + done.stderr  # the kernel still starts (auto)
     (line,) = [line for line in done.stdout.splitlines() if "os layers:" in line]
     assert line.startswith("[warn]") and "missing: landlock (this Linux kernel has no Landlock" in line, line
+
+
+def test_the_private_root_hides_secrets_and_keeps_tool_files_read_only(tmp_path):
+    """Deno's checks off, namespaces alone: `.ssh` at a mount's top is an empty, unreadable folder, and an
+    existing `.git` at an rw mount's top is read-only, whatever JS in the guest calls."""
+    folder = tmp_path / "proj"
+    (folder / ".ssh").mkdir(parents=True)
+    (folder / ".ssh" / "id").write_text(token("key"))
+    (folder / ".git").mkdir()
+    (folder / ".git" / "config").write_text("[core]\n")
+    args = [
+        "--SandboxKernel.os_sandbox=required", "--SandboxKernel.os_layers=namespaces",
+        f"--SandboxKernel.mounts=['{folder}:/proj:rw']",
+    ]  # fmt: skip
+    km, kc = start_kernel(args, env={TEST_DENO_ALL: "1"})
+    try:
+        read = js_attack(f"Deno.readTextFileSync({json.dumps(str(folder / '.ssh' / 'id'))})")
+        assert outcome(execute(kc, read)).startswith("DENIED"), "the private root showed a hidden file"
+        listing = js_attack(f"throw [...Deno.readDirSync({json.dumps(str(folder / '.ssh'))})].length")
+        assert "Permission denied" in outcome(execute(kc, listing))
+        write = js_attack(
+            f"Deno.writeTextFileSync({json.dumps(str(folder / '.git' / 'config'))}, 'x', {{append: true}})"
+        )
+        got = outcome(execute(kc, write))
+        assert got.startswith("DENIED") and "Read-only file system" in got, got
+        assert (folder / ".git" / "config").read_text() == "[core]\n"
+        ok = js_attack(f"Deno.writeTextFileSync({json.dumps(str(folder / 'result.txt'))}, 'x')")
+        assert outcome(execute(kc, ok)) == "ALLOWED"  # the rest of the mount stays writable (Deno's checks off)
+    finally:
+        stop_kernel(km, kc)

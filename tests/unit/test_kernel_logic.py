@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import re
 import struct
 
 import pytest
@@ -77,19 +78,35 @@ def test_allow_list_keeps_private_ranges_denied_except_listed_addresses():
     ]
 
 
-def test_mounts_refuse_escaping_symlinks_and_scrub_unsafe_modes(tmp_path):
-    import stat
-
+def test_mounts_refuse_escaping_symlinks(tmp_path):
     from sandbox_kernel import mounts
 
     (tmp_path / "rw").mkdir()
     (tmp_path / "rw" / "inner.txt").write_text("x")
     (tmp_path / "rw" / "ok-link").symlink_to(tmp_path / "rw" / "inner.txt")
     (mount,) = mounts.parse_all([f"{tmp_path / 'rw'}:/out:rw"], tmp_path)
-    (tmp_path / "rw" / "inner.txt").chmod(0o6777)
-    notices = mounts.enforce_limits(mount)
-    assert notices == ["cleared setuid/setgid/world-writable bits of /out/inner.txt"]
-    assert stat.S_IMODE((tmp_path / "rw" / "inner.txt").stat().st_mode) == 0o775
+    assert mount.writable
     (tmp_path / "rw" / "escape").symlink_to("/etc/passwd")
     with pytest.raises(mounts.MountError, match="symlinks that lead outside it"):
         mounts.parse_all([f"{tmp_path / 'rw'}:/out:rw"], tmp_path)
+
+
+def test_mount_limits_take_sizes_suffixes_and_tool_files(tmp_path):
+    from sandbox_kernel import mounts
+
+    limits = {
+        "/out": {"suffixes": [".CSV"], "max_file_bytes": 10, "max_total_bytes": 100, "allow_tool_files": ["build"]}
+    }
+    (mount,) = mounts.parse_all([f"{tmp_path}:/out:rw"], tmp_path, limits)
+    assert (mount.suffixes, mount.max_file_bytes, mount.max_total_bytes) == ((".csv",), 10, 100)
+    assert mount.allow_tool_files == ("build",)
+    (everything,) = mounts.parse_all([f"{tmp_path}:/out:rw"], tmp_path, {"/out": {"allow_tool_files": True}})
+    assert everything.allow_tool_files == ("*",)
+    for bad, message in [
+        ({"max_total_bytes": 0}, "['max_total_bytes'] must be a positive integer"),
+        ({"max_file_bytes": True}, "['max_file_bytes'] must be a positive integer"),
+        ({"allow_tool_files": "build"}, "must be a list of rule or file names"),
+        ({"quota": 1}, "unknown keys ['quota']; use suffixes, max_file_bytes, max_total_bytes, allow_tool_files"),
+    ]:
+        with pytest.raises(mounts.MountError, match=re.escape(message)):
+            mounts.parse_all([f"{tmp_path}:/out:rw"], tmp_path, {"/out": bad})

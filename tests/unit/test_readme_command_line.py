@@ -40,11 +40,22 @@ def placeholder_plan() -> LaunchPlan:
     )
 
 
+DENIED_NAMES = "<rw mount folders...>/<each protected name of host_ts/guarded_paths.json>"
+
+
+def shorten(arg: str) -> str:
+    """--deny-write names every protected file at the top of each rw mount: README shows where they come from."""
+    name, _, value = arg.partition("=")
+    if name == "--deny-write" and all(v.startswith("<rw mount folders...>/") for v in value.split(",")):
+        return f"{name}={DENIED_NAMES}"
+    return arg
+
+
 def render(argv: list[str]) -> str:
     """One flag per line; comma lists wrapped with their continuation lines aligned after the '='."""
     head = argv.index("--unstable-worker-options") + 1
     lines = [" ".join(["deno", *argv[1:head]])]
-    for arg in argv[head:]:
+    for arg in map(shorten, argv[head:]):
         name, eq, value = arg.partition("=")
         if not eq or "," not in value:
             lines.append(f"  {arg}")
@@ -77,4 +88,13 @@ def test_readme_shows_the_command_line_the_code_makes() -> None:
 def test_the_rendering_keeps_every_argument() -> None:
     argv = placeholder_plan().deno_argv()
     first, *rest = re.sub(r",\n +", ",", render(argv)).split("\n")
-    assert [*first.split(" "), *(line.strip() for line in rest)] == ["deno", *argv[1:]]
+    assert [*first.split(" "), *(line.strip() for line in rest)] == ["deno", *map(shorten, argv[1:])]
+
+
+def test_deno_is_denied_writing_every_protected_name_at_a_mounts_top() -> None:
+    from sandbox_kernel import guarded_paths
+
+    (denied,) = [a for a in placeholder_plan().deno_argv() if a.startswith("--deny-write=")]
+    names = {p.rsplit("/", 1)[1] for p in denied.split("=", 1)[1].split(",")}
+    literal = {n for rule in guarded_paths.rules()["protected"] for n in rule["names"] if "*" not in n}
+    assert literal <= names and {".git", "Makefile", "makefile", "conftest.py", ".vscode"} <= names

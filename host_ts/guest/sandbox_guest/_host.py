@@ -114,3 +114,11 @@ def sleep(seconds: float) -> None:
     flush_streams()
     if _js.sleep(max(0.0, float(seconds)) * 1000.0):
         raise Interrupted
+
+
+def take_refusal() -> str | None:
+    """Why the host refused the last change to a read-write mount (once), or None."""
+    if _js is None:
+        return None
+    why = _js.take_refusal()
+    return why if isinstance(why, str) else None

@@ -1,13 +1,14 @@
 """Clear errors for what the sandbox does not allow: host files, network, memory.
 
-Deno's permissions (and, for mount_limits, the host after each cell) enforce the rules; these guards
-refuse first, with a message that says what IS allowed (useful to people and to LLMs writing the code).
+Deno's permissions and the supervisor (which makes every change to a read-write mount, and refuses tool files,
+suffixes and sizes that mount_limits rule out) enforce the rules; these guards refuse first where they can, and
+put the supervisor's reason into the error otherwise: a message that says what IS allowed (useful to people and
+to LLMs writing the code).
 """
 
 from __future__ import annotations
 
 import builtins
-import errno
 import io
 import os
 import sys
@@ -16,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
+from . import _host
 from .cleantb import CleanTraceback
 
 GUEST_WRITABLE = ("/tmp", "/home/pyodide")  # in memory, lost on restart
@@ -72,9 +74,6 @@ def check_path(path: Any, writing: bool) -> None:
     if mount is not None:
         if writing and not mount["writable"]:
             raise _refuse(path, f"{mount['guest']} is a read-only mount")
-        suffixes = mount.get("suffixes") or []
-        if writing and suffixes and not path.lower().endswith(tuple(suffixes)) and path != mount["guest"]:
-            raise _refuse(path, f"files written to {mount['guest']} must end in {', '.join(suffixes)}")
         return
     top = path.split("/")[1] if path != "/" else ""
     if top and LIMITS.own_roots and top not in LIMITS.own_roots:
@@ -110,36 +109,62 @@ def _audit(event: str, args: tuple[Any, ...]) -> None:
         check_path(args[0], False)
 
 
-class SizeLimitedFile:
-    """A file on a mount with max_file_bytes: writes past the limit raise OSError(EFBIG)."""
+def explained(error: builtins.OSError) -> builtins.OSError:
+    """`error` with the host's reason when the supervisor refused a change to a read-write mount."""
+    why = _host.take_refusal()
+    if why is None or not isinstance(error, builtins.OSError):
+        return error
+    kind = PermissionError if isinstance(error, builtins.PermissionError) else OSError
+    return kind(error.errno, why, error.filename)
 
-    def __init__(self, file: Any, path: str, mount: dict[str, Any]) -> None:
+
+class ExplainedFile:
+    """A file on a read-write mount: a write the host refuses (size limits) raises with the host's reason."""
+
+    def __init__(self, file: Any) -> None:
         self._file = file
-        self._path = path
-        self._mount = mount
 
-    def write(self, data: Any) -> int:
+    def _call(self, name: str, *args: Any) -> Any:
         __tracebackhide__ = True
-        size = len(data.encode()) if isinstance(data, str) else len(data)
-        limit = self._mount["max_file_bytes"]
-        if self._file.tell() + size > limit:
-            raise OSError(
-                errno.EFBIG,
-                f"files in {self._mount['guest']} may be at most {limit} bytes "
-                f"(SandboxKernel.mount_limits); writing {size} more bytes would pass it",
-                self._path,
-            )
-        return self._file.write(data)
+        _host.take_refusal()  # forget any earlier one
+        try:
+            return getattr(self._file, name)(*args)
+        except builtins.OSError as exc:
+            raise explained(exc) from None
+
+    def write(self, data: Any) -> Any:
+        __tracebackhide__ = True
+        return self._call("write", data)
+
+    def writelines(self, lines: Any) -> Any:
+        __tracebackhide__ = True
+        return self._call("writelines", lines)
+
+    def flush(self) -> Any:
+        __tracebackhide__ = True
+        return self._call("flush")
+
+    def truncate(self, *size: Any) -> Any:
+        __tracebackhide__ = True
+        return self._call("truncate", *size)
+
+    def close(self) -> Any:
+        __tracebackhide__ = True
+        return self._call("close")
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._file, name)
 
-    def __enter__(self) -> SizeLimitedFile:
+    def __enter__(self) -> ExplainedFile:
         self._file.__enter__()
         return self
 
     def __exit__(self, *exc: Any) -> Any:
-        return self._file.__exit__(*exc)
+        __tracebackhide__ = True
+        try:
+            return self._file.__exit__(*exc)
+        except builtins.OSError as error:
+            raise explained(error) from None
 
     def __iter__(self) -> Any:
         return iter(self._file)
@@ -150,6 +175,7 @@ def _guard_open() -> None:
 
     def open(file: Any, mode: str = "r", *args: Any, **kwargs: Any) -> Any:
         __tracebackhide__ = True
+        _host.take_refusal()  # forget any earlier one
         try:
             handle = real_open(file, mode, *args, **kwargs)
         except FileNotFoundError as exc:
@@ -157,11 +183,13 @@ def _guard_open() -> None:
             if hint is None:
                 raise
             raise FileNotFoundError(exc.errno, f"{exc.strerror}. {hint}", exc.filename) from None
+        except builtins.OSError as exc:
+            raise explained(exc) from None
         if isinstance(file, (str, bytes, os.PathLike)) and any(c in mode for c in "wax+"):
             path = os.path.normpath(os.path.join(os.getcwd(), os.fsdecode(os.fspath(file))))
             mount = _mount_of(path)
-            if mount is not None and mount.get("max_file_bytes"):
-                return SizeLimitedFile(handle, path, mount)
+            if mount is not None and mount.get("limited"):
+                return ExplainedFile(handle)
         return handle
 
     builtins.open = open
@@ -169,6 +197,35 @@ def _guard_open() -> None:
     import IPython.core.interactiveshell as ipython_shell
 
     ipython_shell.io_open = open  # the `open` IPython puts in the user's namespace calls this
+
+
+# os functions that change files: a refusal by the host reaches Python with the host's reason.
+_EXPLAINED_OS = (
+    "open", "mkdir", "rename", "replace", "remove", "unlink", "rmdir", "chmod", "truncate", "ftruncate", "utime",
+    "symlink", "link",
+)  # fmt: skip
+
+
+def _explain(function: Any) -> Any:
+    def explaining(*args: Any, **kwargs: Any) -> Any:
+        __tracebackhide__ = True
+        _host.take_refusal()
+        try:
+            return function(*args, **kwargs)
+        except builtins.OSError as exc:
+            raise explained(exc) from None
+
+    explaining.__name__ = function.__name__
+    explaining.__qualname__ = function.__qualname__
+    explaining.__doc__ = function.__doc__
+    explaining.__wrapped__ = function  # type: ignore[attr-defined]
+    return explaining
+
+
+def _guard_os() -> None:
+    for name in _EXPLAINED_OS:
+        if hasattr(os, name):  # Pyodide's os has no link
+            setattr(os, name, _explain(getattr(os, name)))
 
 
 def missing_file_hint(file: Any) -> str | None:
@@ -245,5 +302,6 @@ def install(config: dict[str, Any]) -> None:
     if first:
         sys.addaudithook(_audit)
         _guard_open()
+        _guard_os()
         _guard_fetch()
         _guard_urllib()

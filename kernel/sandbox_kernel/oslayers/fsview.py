@@ -44,6 +44,7 @@ class View:
     scratch: str = ""  # becomes a private tmpfs of `scratch_bytes`; its symlinks are copied in
     scratch_bytes: int = 16 << 20
     cwd: str = "/"
+    hide: list[str] = field(default_factory=list)  # inside bound folders: shown empty, unreadable (`.ssh`, `.env`)
 
 
 def supported() -> bool:
@@ -87,6 +88,8 @@ def build(view: View) -> None:
             _bind(root, view.root, real, writable)
         for path, real in links.items():
             _link(root, path, real)
+        for path in view.hide:
+            _hide(root, path)
         if view.scratch:
             _scratch(root, view.scratch, view.scratch_bytes, scratch_links)
         check(mount(None, view.root, None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV), "make the root read-only")
@@ -167,6 +170,37 @@ def _mount_point(root: int, path: str, directory: bool) -> int:
     except BaseException:
         os.close(fd)
         raise
+
+
+def _hide(root: int, path: str) -> None:
+    """Cover `path` (a folder or file inside a bound folder) with an empty one that no one may read.
+
+    A symlink or anything else that is not a plain folder or file is left alone (Deno's --deny-read still names it).
+    """
+    try:
+        info = os.lstat(path)
+    except OSError:
+        return  # gone since the kernel looked
+    if stat.S_ISDIR(info.st_mode):
+        point = _mount_point(root, path, True)
+        try:
+            what = f"/proc/self/fd/{point}"
+            check(mount("tmpfs", what, "tmpfs", MS_NOSUID | MS_NODEV, "size=4k,nr_inodes=2,mode=000"), f"hide {path}")
+        finally:
+            os.close(point)
+    elif stat.S_ISREG(info.st_mode):
+        empty = os.open(".hidden", os.O_CREAT | os.O_WRONLY | os.O_CLOEXEC, 0o000, dir_fd=root)
+        os.close(empty)
+        source = os.open(".hidden", os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=root)
+        point = _mount_point(root, path, False)
+        try:
+            check(mount(f"/proc/self/fd/{source}", f"/proc/self/fd/{point}", None, MS_BIND), f"hide {path}")
+        finally:
+            os.close(point)
+            os.close(source)
+    else:
+        return
+    _remount(root, path, False)
 
 
 def _link(root: int, path: str, target: str) -> None:

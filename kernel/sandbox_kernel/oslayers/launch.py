@@ -80,7 +80,9 @@ def _view(spec: LaunchSpec) -> fsview.View | None:
     if not spec.view_root or not fsview.supported():
         return None
     read = [*spec.read, *spec.execute]
-    return fsview.View(read=read, write=spec.write, root=spec.view_root, scratch=spec.scratch, cwd=spec.cwd)
+    return fsview.View(
+        read=read, write=spec.write, root=spec.view_root, scratch=spec.scratch, cwd=spec.cwd, hide=spec.hide
+    )
 
 
 def main(argv: list[str]) -> None:

@@ -25,6 +25,7 @@ class LaunchSpec:
     execute: list[str] = field(default_factory=list)
     network: bool = False  # any allow_net entry
     tcp_ports: list[int] | None = field(default_factory=list)  # None: any port (an entry names none)
+    hide: list[str] = field(default_factory=list)  # files and folders in `read`/`write` shown empty and unreadable
     view_root: str = ""  # an empty folder: the namespaces layer builds a private root there ("" for none)
     scratch: str = ""  # in the private root, a size-capped tmpfs (Deno's DENO_DIR)
     cwd: str = "/"

@@ -1,0 +1,118 @@
+/**
+ * A synchronous call channel in a SharedArrayBuffer: the worker asks, the supervisor answers.
+ *
+ * The worker has no write permission on host folders: every change to a read-write mount is a call here, made by
+ * the worker's file-system driver (rwfs.ts) and served by the supervisor (file_service.ts), which decides. Guest
+ * code can make calls too (it can reach the driver), so the server copies each request out before it reads it and
+ * treats it as untrusted.
+ *
+ * Layout: Int32 [request number, answer number, request length, answer length], then the message area. A message
+ * is [JSON length u32][JSON][payload bytes].
+ */
+
+// Captured when the module loads, before guest code runs (it shares the worker's realm).
+const { load, store, notify, wait, waitAsync } = Atomics;
+const { stringify, parse } = JSON;
+const encoder = new TextEncoder();
+const decoder = new TextDecoder();
+const CTRL = 16;
+const REQUEST = 0;
+const ANSWER = 1;
+const REQUEST_LENGTH = 2;
+const ANSWER_LENGTH = 3;
+
+export const CHANNEL_BYTES = (1 << 20) + (64 << 10); // a chunk of file data and its JSON header
+export const MAX_CHUNK = 1 << 20; // file bytes per call, either way
+
+export function makeFileChannel(bytes: number = CHANNEL_BYTES): SharedArrayBuffer {
+  return new SharedArrayBuffer(CTRL + bytes);
+}
+
+export interface Message {
+  json: unknown;
+  payload: Uint8Array;
+}
+
+function put(area: Uint8Array, json: unknown, payload?: Uint8Array): number {
+  const text = encoder.encode(stringify(json));
+  const size = 4 + text.length + (payload?.length ?? 0);
+  if (size > area.length) throw new RangeError(`a file call of ${size} bytes does not fit the channel`);
+  new DataView(area.buffer, area.byteOffset).setUint32(0, text.length);
+  area.set(text, 4);
+  if (payload) area.set(payload, 4 + text.length);
+  return size;
+}
+
+/** Parse a message copied out of the channel; throws on anything malformed. */
+function take(bytes: Uint8Array): Message {
+  if (bytes.length < 4) throw new RangeError("a message shorter than its header");
+  const length = new DataView(bytes.buffer, bytes.byteOffset).getUint32(0);
+  if (length > bytes.length - 4) throw new RangeError("a message whose JSON overruns it");
+  return { json: parse(decoder.decode(bytes.subarray(4, 4 + length))), payload: bytes.subarray(4 + length) };
+}
+
+/** The worker's side: one call at a time, blocking until the answer is in. */
+export class FileClient {
+  private ctrl: Int32Array;
+  private area: Uint8Array;
+  private number = 0;
+
+  constructor(sab: SharedArrayBuffer) {
+    this.ctrl = new Int32Array(sab, 0, 4);
+    this.area = new Uint8Array(sab, CTRL);
+  }
+
+  call(json: unknown, payload?: Uint8Array): Message {
+    store(this.ctrl, REQUEST_LENGTH, put(this.area, json, payload));
+    const n = (this.number = (this.number + 1) | 0);
+    store(this.ctrl, REQUEST, n);
+    notify(this.ctrl, REQUEST);
+    for (;;) {
+      const answered = load(this.ctrl, ANSWER);
+      if (answered === n) break;
+      wait(this.ctrl, ANSWER, answered, 1000);
+    }
+    const length = Math.min(Math.max(load(this.ctrl, ANSWER_LENGTH), 0), this.area.length);
+    return take(this.area.slice(0, length));
+  }
+}
+
+export type Handler = (request: Message) => Promise<{ json: unknown; payload?: Uint8Array }>;
+
+/** The supervisor's side: serves calls for as long as the sandbox lives. */
+export class FileServer {
+  private ctrl: Int32Array;
+  private area: Uint8Array;
+
+  constructor(sab: SharedArrayBuffer) {
+    this.ctrl = new Int32Array(sab, 0, 4);
+    this.area = new Uint8Array(sab, CTRL);
+  }
+
+  async serve(handle: Handler): Promise<never> {
+    let seen = load(this.ctrl, REQUEST);
+    for (;;) {
+      const waiting = waitAsync(this.ctrl, REQUEST, seen);
+      if (waiting.async) await waiting.value;
+      const n = load(this.ctrl, REQUEST);
+      if (n === seen) continue;
+      seen = n;
+      const length = Math.min(Math.max(load(this.ctrl, REQUEST_LENGTH), 0), this.area.length);
+      let answer: { json: unknown; payload?: Uint8Array };
+      try {
+        answer = await handle(take(this.area.slice(0, length))); // a copy: the worker cannot change it under us
+      } catch (err) {
+        answer = { json: { code: "EINVAL", message: `a malformed file call (${String(err).slice(0, 200)})` } };
+      }
+      let size: number;
+      try {
+        size = put(this.area, answer.json, answer.payload);
+      } catch (err) {
+        size = put(this.area, { code: "EIO", message: `the answer did not fit the channel (${String(err)})` });
+      }
+      store(this.ctrl, ANSWER_LENGTH, size);
+      store(this.ctrl, ANSWER, n);
+      notify(this.ctrl, ANSWER);
+    }
+  }
+}

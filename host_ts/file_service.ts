@@ -1,0 +1,355 @@
+/**
+ * The supervisor's file service: the only writer of read-write mounts.
+ *
+ * The worker may read host folders but write none: each change it wants in a read-write mount (create, write,
+ * truncate, chmod, rename, remove) is a call over the file channel, answered here after the mount's rules are
+ * applied where the write happens: no tool file a host program trusts (write_policy.ts), nothing inside a
+ * virtual environment, nothing through a symlink, no symlinks made, no setuid/world-writable/executable modes,
+ * suffixes, max_file_bytes and max_total_bytes. Calls are untrusted input (guest code can make them): every
+ * field is checked, and every call is answered, with an errno code and, for a refusal, the reason in words.
+ */
+import type { FileMount } from "./messages.ts";
+import { MAX_CHUNK, type Message } from "./file_channel.ts";
+import { badPath, guardedComponent, safeMode, suffixAllowed, VIRTUALENV_MARKER } from "./write_policy.ts";
+
+const O_ACCMODE = 3;
+const O_RDWR = 2;
+const O_APPEND = 1024;
+const MAX_HANDLES = 256;
+
+/** A refusal: an errno code name and what the guest is told. */
+class Refused extends Error {
+  constructor(readonly code: string, message = "") {
+    super(message);
+  }
+}
+
+interface Target {
+  index: number;
+  mount: FileMount;
+  parts: string[];
+  host: string;
+  guest: string;
+}
+
+interface Handle {
+  file: Deno.FsFile;
+  target: Target;
+  append: boolean;
+}
+
+type Answer = { json: unknown; payload?: Uint8Array };
+type Request = Record<string, unknown>;
+
+function lstat(path: string): Deno.FileInfo | null {
+  try {
+    return Deno.lstatSync(path);
+  } catch {
+    return null;
+  }
+}
+
+function count(value: unknown, what: string): number {
+  if (typeof value !== "number" || !Number.isSafeInteger(value) || value < 0) {
+    throw new Refused("EINVAL", `a bad ${what}`);
+  }
+  return value;
+}
+
+/** Bytes of the regular files under `root` (symlinks not followed). */
+async function totalBytes(root: string): Promise<number> {
+  let sum = 0;
+  const folders = [root];
+  while (folders.length) {
+    const folder = folders.pop() as string;
+    try {
+      for await (const entry of Deno.readDir(folder)) {
+        const path = `${folder}/${entry.name}`;
+        if (entry.isDirectory) folders.push(path);
+        else if (entry.isFile) sum += (await Deno.lstat(path).catch(() => ({ size: 0 }))).size;
+      }
+    } catch {
+      // unreadable (hidden) or gone: not the guest's
+    }
+  }
+  return sum;
+}
+
+export class FileService {
+  private handles = new Map<number, Handle>();
+  private nextHandle = 1;
+  private used = new Map<number, number | Promise<number>>(); // bytes in each mount with max_total_bytes
+
+  constructor(private mounts: FileMount[]) {
+    mounts.forEach((m, i) => {
+      if (m.writable && m.maxTotalBytes !== null) this.used.set(i, totalBytes(m.host));
+    });
+  }
+
+  /** Answer one call; never throws. */
+  async handle(request: Message): Promise<Answer> {
+    const req = (request.json ?? {}) as Request;
+    try {
+      return await this.serve(req, request.payload);
+    } catch (err) {
+      if (err instanceof Refused) return { json: { code: err.code, message: err.message || undefined } };
+      const code = (err as { code?: unknown })?.code;
+      if (typeof code === "string" && /^E[A-Z]+$/.test(code)) return { json: { code } };
+      if (err instanceof Deno.errors.NotCapable || err instanceof Deno.errors.PermissionDenied) {
+        return { json: { code: "EACCES" } };
+      }
+      return { json: { code: "EIO" } };
+    }
+  }
+
+  private async serve(req: Request, payload: Uint8Array): Promise<Answer> {
+    if (req.op === "read") {
+      return this.read(this.handleOf(req.handle), count(req.position, "position"), count(req.length, "length"));
+    }
+    return { json: await this.change(req, payload) };
+  }
+
+  private async change(req: Request, payload: Uint8Array): Promise<unknown> {
+    switch (req.op) {
+      case "mknod":
+        return this.mknod(this.target(req.mount, req.path), req.dir === true, count(req.mode, "mode"));
+      case "open":
+        return this.open(this.target(req.mount, req.path), count(req.flags, "flags"));
+      case "write":
+        return await this.write(this.handleOf(req.handle), count(req.position, "position"), payload);
+      case "fstat":
+        return { size: this.handleOf(req.handle).file.statSync().size };
+      case "close": {
+        const h = this.handleOf(req.handle);
+        this.handles.delete(Number(req.handle));
+        h.file.close();
+        return {};
+      }
+      case "setattr":
+        return await this.setattr(req);
+      case "unlink":
+        return await this.remove(this.target(req.mount, req.path), false);
+      case "rmdir":
+        return await this.remove(this.target(req.mount, req.path), true);
+      case "rename":
+        return await this.rename(this.target(req.mount, req.path), this.target(req.mount, req.to));
+      case "symlink": {
+        const t = this.target(req.mount, req.path);
+        throw new Refused(
+          "EPERM",
+          `making the symbolic link ${t.guest} is refused: the sandbox makes no links in host folders (a host ` +
+            "program could follow one out of the folder)",
+        );
+      }
+      default:
+        throw new Refused("EINVAL", "an unknown file call");
+    }
+  }
+
+  // ---- what may be changed -------------------------------------------------------------------------------
+
+  private target(mountIndex: unknown, parts: unknown, root = false): Target {
+    const index = typeof mountIndex === "number" && Number.isInteger(mountIndex) ? mountIndex : -1;
+    const mount = this.mounts[index];
+    if (!mount?.writable) throw new Refused("EROFS", "not a read-write mount");
+    const bad = badPath(parts);
+    if (bad) throw new Refused("EINVAL", `a bad path: ${bad}`);
+    const names = parts as string[];
+    if (!names.length && !root) throw new Refused("EBUSY", `${mount.guest} itself cannot be changed`);
+    return {
+      index,
+      mount,
+      parts: names,
+      host: [mount.host, ...names].join("/"),
+      guest: [mount.guest, ...names].join("/"),
+    };
+  }
+
+  private handleOf(value: unknown): Handle {
+    const handle = typeof value === "number" ? this.handles.get(value) : undefined;
+    if (!handle) throw new Refused("EBADF");
+    return handle;
+  }
+
+  /** Refuse a change to `t` that host programs could be made to run, or that goes through a symlink. */
+  private mayChange(t: Target): void {
+    const guarded = guardedComponent(t.parts, t.mount.allowToolFiles);
+    if (guarded) {
+      const setting = `SandboxKernel.mount_limits = {${JSON.stringify(t.mount.guest)}: {"allow_tool_files": ` +
+        `[${JSON.stringify(guarded.rule.rule)}]}}`;
+      throw new Refused(
+        "EACCES",
+        `changing ${t.guest} is refused: ${JSON.stringify(guarded.name)} is among the files host programs trust ` +
+          `(${guarded.rule.why}), so a file the sandbox leaves there could run on the host. For people who know ` +
+          `the risk: ${setting}`,
+      );
+    }
+    for (let k = 1; k < t.parts.length; k++) {
+      if (lstat([t.mount.host, ...t.parts.slice(0, k)].join("/"))?.isSymlink) {
+        const through = [t.mount.guest, ...t.parts.slice(0, k)].join("/");
+        throw new Refused(
+          "EACCES",
+          `changing ${t.guest} is refused: ${through} is a symbolic link, which the ` +
+            "sandbox does not follow for writing",
+        );
+      }
+    }
+    for (let k = 0; k <= t.parts.length; k++) {
+      const folder = [t.mount.host, ...t.parts.slice(0, k)];
+      if (lstat([...folder, VIRTUALENV_MARKER].join("/"))) {
+        const venv = [t.mount.guest, ...t.parts.slice(0, k)].join("/");
+        throw new Refused(
+          "EACCES",
+          `changing ${t.guest} is refused: it is inside the Python virtual environment ` +
+            `${venv} (it holds ${VIRTUALENV_MARKER}), whose programs and packages run on the host`,
+        );
+      }
+    }
+  }
+
+  private maySuffix(t: Target): void {
+    const name = t.parts[t.parts.length - 1] ?? "";
+    if (!suffixAllowed(name, t.mount.suffixes)) {
+      throw new Refused(
+        "EACCES",
+        `files written to ${t.mount.guest} must end in ${t.mount.suffixes.join(", ")} ` +
+          `(SandboxKernel.mount_limits); ${t.guest} does not`,
+      );
+    }
+  }
+
+  private maySize(t: Target, end: number): void {
+    const max = t.mount.maxFileBytes;
+    if (max !== null && end > max) {
+      throw new Refused(
+        "EFBIG",
+        `files in ${t.mount.guest} may be at most ${max} bytes (SandboxKernel.` +
+          `mount_limits[${JSON.stringify(t.mount.guest)}]["max_file_bytes"]); this would make ${t.guest} ${end} bytes`,
+      );
+    }
+  }
+
+  /** Check that growing the mount's files by `delta` bytes stays within max_total_bytes, then count it. */
+  private async grow(t: Target, delta: number, check = true): Promise<void> {
+    const tracked = this.used.get(t.index);
+    if (tracked === undefined || delta === 0) return;
+    const used = await tracked;
+    const max = t.mount.maxTotalBytes as number;
+    if (check && delta > 0 && used + delta > max) {
+      throw new Refused(
+        "ENOSPC",
+        `${t.mount.guest} may hold at most ${max} bytes of files (SandboxKernel.` +
+          `mount_limits[${JSON.stringify(t.mount.guest)}]["max_total_bytes"]); it holds ${used}, and this would ` +
+          `add ${delta}`,
+      );
+    }
+    this.used.set(t.index, Math.max(0, used + delta));
+  }
+
+  // ---- the calls -----------------------------------------------------------------------------------------
+
+  private mknod(t: Target, directory: boolean, mode: number): unknown {
+    this.mayChange(t);
+    const safe = safeMode(mode, directory);
+    if (directory) {
+      Deno.mkdirSync(t.host, { mode: safe });
+    } else {
+      this.maySuffix(t);
+      Deno.openSync(t.host, { write: true, createNew: true, mode: safe }).close();
+    }
+    return { mode: Deno.lstatSync(t.host).mode };
+  }
+
+  private open(t: Target, flags: number): unknown {
+    const access = flags & O_ACCMODE;
+    if (access === 0) throw new Refused("EINVAL", "the sandbox opens files for reading itself");
+    this.mayChange(t);
+    this.maySuffix(t);
+    const info = Deno.lstatSync(t.host);
+    if (info.isSymlink) {
+      throw new Refused(
+        "EACCES",
+        `writing ${t.guest} is refused: it is a symbolic link, which the sandbox does ` +
+          "not follow for writing",
+      );
+    }
+    if (!info.isFile) throw new Refused("EISDIR");
+    if (this.handles.size >= MAX_HANDLES) throw new Refused("EMFILE", `more than ${MAX_HANDLES} files open`);
+    const append = (flags & O_APPEND) !== 0;
+    const file = Deno.openSync(t.host, { read: access === O_RDWR, write: true, append });
+    const handle = this.nextHandle++;
+    this.handles.set(handle, { file, target: t, append });
+    return { handle };
+  }
+
+  private async write(h: Handle, position: number, data: Uint8Array): Promise<unknown> {
+    const size = h.file.statSync().size;
+    const end = h.append ? size + data.length : Math.max(size, position + data.length);
+    this.maySize(h.target, end);
+    await this.grow(h.target, end - size);
+    if (!h.append) h.file.seekSync(position, Deno.SeekMode.Start);
+    let written = 0;
+    while (written < data.length) written += h.file.writeSync(data.subarray(written));
+    return { written };
+  }
+
+  private read(h: Handle, position: number, length: number): Answer {
+    const buffer = new Uint8Array(Math.min(length, MAX_CHUNK));
+    h.file.seekSync(position, Deno.SeekMode.Start);
+    let filled = 0;
+    while (filled < buffer.length) {
+      const n = h.file.readSync(buffer.subarray(filled));
+      if (n === null) break;
+      filled += n;
+    }
+    return { json: { read: filled }, payload: buffer.subarray(0, filled) };
+  }
+
+  private async setattr(req: Request): Promise<unknown> {
+    const handle = req.handle === undefined ? null : this.handleOf(req.handle);
+    const t = handle ? handle.target : this.target(req.mount, req.path, true);
+    if (t.parts.length) this.mayChange(t);
+    const info = Deno.lstatSync(t.host);
+    if (info.isSymlink) throw new Refused("EACCES", `changing ${t.guest} is refused: it is a symbolic link`);
+    if (req.size !== undefined && req.size !== null) {
+      const size = count(req.size, "size");
+      if (!info.isFile) throw new Refused("EISDIR");
+      this.maySize(t, size);
+      await this.grow(t, size - info.size);
+      if (handle) handle.file.truncateSync(size);
+      else Deno.truncateSync(t.host, size);
+    }
+    if (req.mode !== undefined && req.mode !== null) {
+      if (!t.parts.length) throw new Refused("EBUSY", `the mode of ${t.guest} itself cannot be changed`);
+      Deno.chmodSync(t.host, safeMode(count(req.mode, "mode"), info.isDirectory));
+    }
+    if (req.atime !== undefined || req.mtime !== undefined) {
+      const atime = req.atime === undefined ? info.atime : new Date(count(req.atime, "time"));
+      const mtime = req.mtime === undefined ? info.mtime : new Date(count(req.mtime, "time"));
+      Deno.utimeSync(t.host, atime ?? new Date(), mtime ?? new Date());
+    }
+    return { mode: Deno.lstatSync(t.host).mode };
+  }
+
+  private async remove(t: Target, directory: boolean): Promise<unknown> {
+    this.mayChange(t);
+    const info = Deno.lstatSync(t.host);
+    if (directory && !info.isDirectory) throw new Refused("ENOTDIR");
+    if (!directory && info.isDirectory) throw new Refused("EISDIR");
+    Deno.removeSync(t.host);
+    if (info.isFile) await this.grow(t, -info.size);
+    return {};
+  }
+
+  private async rename(from: Target, to: Target): Promise<unknown> {
+    this.mayChange(from);
+    this.mayChange(to);
+    const info = Deno.lstatSync(from.host);
+    if (info.isSymlink) throw new Refused("EACCES", `moving ${from.guest} is refused: it is a symbolic link`);
+    if (info.isFile) this.maySuffix(to);
+    const replaced = lstat(to.host);
+    Deno.renameSync(from.host, to.host);
+    if (replaced?.isFile) await this.grow(to, -replaced.size);
+    return {};
+  }
+}
