@@ -145,8 +145,12 @@ def test_an_http_mirror_is_read_with_its_own_lock_and_cached_files_are_checked(p
 
 def lock_of(name: str, **fields: object) -> str:
     """A lock naming one package (None drops a field), as a hostile index could write it."""
-    entry = {"name": name, "version": "1.0", "file_name": "x-1.0-py3-none-any.whl", "sha256": "0" * 64, **fields}
-    return json.dumps({"packages": {name: {k: v for k, v in entry.items() if v is not None}}})
+    entry = {
+        "name": name, "version": "1.0", "file_name": "x-1.0-py3-none-any.whl", "sha256": "0" * 64,
+        "install_dir": "site", "package_type": "package", "imports": ["x"], "depends": [], **fields,
+    }  # fmt: skip
+    entries = {name: {k: v for k, v in entry.items() if v is not None}}
+    return json.dumps({"info": bundled_lock()["info"], "packages": entries})
 
 
 def bad_lock(folder: Path, text: str) -> str:
