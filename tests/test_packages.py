@@ -8,6 +8,7 @@ import http.server
 import io
 import json
 import re
+import tarfile
 import threading
 import time
 import zipfile
@@ -41,6 +42,59 @@ def make_wheel(folder: Path, name: str, version: str = "1.0", tag: str = "py3-no
     return wheel
 
 
+def sdist_that_runs_code(marker: Path) -> bytes:
+    """An sdist whose in-tree build backend writes `marker` on import: built on the host = host code execution."""
+    files = {
+        "evil-1.0/pyproject.toml": '[build-system]\nrequires = []\nbuild-backend = "backend"\nbackend-path = ["."]\n',
+        "evil-1.0/backend.py": f"import pathlib\npathlib.Path({str(marker)!r}).write_text('host code ran')\n",
+        "evil-1.0/PKG-INFO": "Metadata-Version: 2.1\nName: evil\nVersion: 1.0\n",
+    }
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
+        for path, text in files.items():
+            info = tarfile.TarInfo(path)
+            info.size = len(text.encode())
+            tar.addfile(info, io.BytesIO(text.encode()))
+    return buffer.getvalue()
+
+
+class HostileIndex:
+    """A server on 127.0.0.1 with a requirements file (`/req.txt`) naming an sdist that runs code when built
+    (`/evil-1.0.tar.gz`), and a Pyodide lock (`serve_lock`); it records every request."""
+
+    def __init__(self, marker: Path) -> None:
+        self.requests: list[str] = []
+        self.files: dict[str, bytes] = {"/evil-1.0.tar.gz": sdist_that_runs_code(marker)}
+        self.not_found = "Not Found"  # the reason phrase of a 404: the server's own words
+        outer = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                outer.requests.append(self.path)
+                body = outer.files.get(self.path)
+                if body is None:
+                    self.send_response(404, outer.not_found)
+                else:
+                    self.send_response(200)
+                self.end_headers()
+                self.wfile.write(body or b"")
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/"
+        self.files["/req.txt"] = f"evil @ {self.url}evil-1.0.tar.gz\n".encode()
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def serve_lock(self, entries: dict[str, dict[str, object]]) -> None:
+        info = json.loads((paths.pyodide_dir(provision.deno_dir()) / "pyodide-lock.json").read_text())["info"]
+        self.files["/pyodide-lock.json"] = json.dumps({"info": info, "packages": entries}).encode()
+
+    def close(self) -> None:
+        self.server.shutdown()
+
+
 # ---- SandboxKernel.packages ------------------------------------------------------------------
 
 
@@ -71,6 +125,31 @@ def test_native_wheels_are_refused_clearly(tmp_path):
         assert run.content["ename"] == "SandboxUnavailable"
         assert "no pure-Python (py3-none-any) or Pyodide (pyemscripten_" in run.content["evalue"]
         assert "sbk-native" in run.content["evalue"]
+    finally:
+        stop_kernel(km, kc)
+
+
+@pytest.fixture
+def hostile(tmp_path):
+    server = HostileIndex(tmp_path / "MARKER")
+    yield server
+    server.close()
+
+
+@pytest.mark.parametrize(
+    "spec",
+    ["--requirement={url}req.txt", "evil @ {url}evil-1.0.tar.gz", "{url}evil-1.0.tar.gz"],
+    ids=["option", "direct-reference", "url"],
+)
+def test_packages_that_would_build_an_sdist_on_the_host_are_refused(hostile, tmp_path, spec):
+    spec = spec.format(url=hostile.url)  # each makes pip fetch the sdist and run its build backend
+    km, kc = start_kernel([f"--SandboxKernel.packages={[spec]!r}"])
+    try:
+        run = execute(kc, "1+1", timeout=120)
+        assert not (tmp_path / "MARKER").exists(), "a packages setting ran code on the host"
+        assert hostile.requests == []
+        assert run.content["ename"] == "SandboxUnavailable"
+        assert f"SandboxKernel.packages: {spec!r}" in run.content["evalue"], run.content["evalue"]
     finally:
         stop_kernel(km, kc)
 

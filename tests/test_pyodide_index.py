@@ -19,6 +19,7 @@ import pytest
 
 from conftest import execute, start_kernel, stop_kernel, value
 from sandbox_kernel import paths, provision
+from sandbox_kernel.packages import lock_entry_problems
 from test_packages import Index
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
@@ -66,6 +67,12 @@ def write_lock(folder: Path) -> None:
     for entry in entries.values():
         entry["depends"] = [d for d in entry["depends"] if d in entries]
     (folder / "pyodide-lock.json").write_text(json.dumps({"info": bundled_lock()["info"], "packages": entries}))
+
+
+def test_every_entry_of_pyodides_own_lock_passes_the_checks_made_of_any_index():
+    lock = bundled_lock()["packages"]
+    assert len(lock) > 300  # the whole of Pyodide's distribution: wheels, and zips of libraries and tests
+    assert {name: problems for name, pkg in lock.items() if (problems := lock_entry_problems(name, pkg))} == {}
 
 
 @pytest.fixture(scope="module")
@@ -136,6 +143,16 @@ def test_an_http_mirror_is_read_with_its_own_lock_and_cached_files_are_checked(p
         mirror.close()
 
 
+def lock_of(name: str, **fields: object) -> str:
+    """A lock naming one package (None drops a field), as a hostile index could write it."""
+    entry = {
+        "name": name, "version": "1.0", "file_name": "x-1.0-py3-none-any.whl", "sha256": "0" * 64,
+        "install_dir": "site", "package_type": "package", "imports": ["x"], "depends": [], **fields,
+    }  # fmt: skip
+    entries = {name: {k: v for k, v in entry.items() if v is not None}}
+    return json.dumps({"info": bundled_lock()["info"], "packages": entries})
+
+
 def bad_lock(folder: Path, text: str) -> str:
     folder.mkdir()
     (folder / "pyodide-lock.json").write_text(text)
@@ -150,15 +167,22 @@ def bad_lock(folder: Path, text: str) -> str:
         (lambda tmp: bad_lock(tmp / "garbled", "{not json"), "is not valid JSON"),
         (lambda tmp: bad_lock(tmp / "nopackages", '{"info": {}}'), "has no 'packages' object"),
         (
-            lambda tmp: bad_lock(
-                tmp / "escape",
-                json.dumps({"packages": {"x": {"file_name": "../../x.whl", "sha256": "0" * 64, "imports": ["x"]}}}),
-            ),
-            "needs a plain file_name",
+            lambda tmp: bad_lock(tmp / "escape", lock_of("x", file_name="../../x.whl")),
+            "package 'x': file_name '../../x.whl' is not a plain file name",
         ),
+        (
+            lambda tmp: bad_lock(tmp / "option", lock_of("--index-url=http://evil.example/")),
+            "package '--index-url=http://evil.example/': the name is not a package name",
+        ),
+        (
+            lambda tmp: bad_lock(tmp / "version", lock_of("x", version="1.0 --index-url x")),
+            "package 'x': version '1.0 --index-url x' is not a PEP 440 version",
+        ),
+        (lambda tmp: bad_lock(tmp / "nohash", lock_of("x", sha256=None)), "package 'x': sha256 is missing"),
     ],
-    ids=["missing-folder", "other-scheme", "garbled-lock", "not-a-lock", "path-in-file-name"],
-)
+    ids=["missing-folder", "other-scheme", "garbled-lock", "not-a-lock", "path-in-file-name", "option-name",
+         "option-version", "no-sha256"],
+)  # fmt: skip
 def test_a_bad_index_is_refused_at_the_first_cell(tmp_path, make, expected):
     km, kc = start_kernel([f"--SandboxKernel.pyodide_index={make(tmp_path)}"])
     try:

@@ -11,15 +11,18 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
-import re
 import tempfile
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
+from packaging.version import Version
+
 from . import packages, paths, provision
-from .packages import LOCK_NAME, IndexFetchError, PackageError, PyodideIndex
+from .packages import LOCK_NAME, IndexFetchError, PackageError, PyodideIndex, is_project_name, printable, shown
 
 
 @dataclass
@@ -32,32 +35,46 @@ class MirrorReport:
     index_error: str = ""  # why the Pyodide index could not give what then came from PyPI (the first reason)
 
 
-def canonical(name: str) -> str:
-    return re.sub(r"[-_.]+", "-", name).lower()
-
-
 def lock_entry(wheel: Path) -> dict[str, Any]:
-    """A lock-file entry for a wheel from PyPI: imports are its top-level names, depends its requirements."""
+    """A lock-file entry for a wheel from PyPI: imports are its top-level names, depends its requirements.
+
+    Its name, version and requirements are checked as those of any index are (PackageError if not valid).
+    """
     with zipfile.ZipFile(wheel) as zf:
         names = zf.namelist()
         metadata = zf.read(next(n for n in names if n.endswith(".dist-info/METADATA"))).decode(errors="replace")
     fields = [line.split(": ", 1) for line in metadata.splitlines() if ": " in line]
-    requires = [v for k, v in fields if k == "Requires-Dist" and "extra ==" not in v]
+    requires = [_requirement(v, wheel) for k, v in fields if k == "Requires-Dist"]
     tops = {n.split("/")[0] for n in names if "/" in n or n.endswith(".py")}
-    return {
-        "name": canonical(dict(fields)["Name"]),
-        "version": dict(fields)["Version"],
+    name = dict(fields).get("Name", "")
+    entry = {
+        "name": canonicalize_name(name) if is_project_name(name) else name,
+        "version": dict(fields).get("Version"),
         "file_name": wheel.name,
         "install_dir": "site",
         "sha256": hashlib.sha256(wheel.read_bytes()).hexdigest(),
         "package_type": "package",
         "imports": sorted(t.removesuffix(".py") for t in tops if not t.endswith((".dist-info", ".data"))),
-        "depends": [canonical(re.split(r"[ ;<>=!~\[(]", r, maxsplit=1)[0]) for r in requires],
+        "depends": sorted({canonicalize_name(r.name) for r in requires if not (r.marker and "extra" in str(r.marker))}),
         "unvendored_tests": False,
     }
+    problems = packages.lock_entry_problems(entry["name"], entry)
+    if problems:
+        raise PackageError(f"the wheel {shown(wheel.name)} is refused: {'; '.join(problems)}")
+    return entry
+
+
+def _requirement(text: str, wheel: Path) -> Requirement:
+    try:
+        return Requirement(text)
+    except InvalidRequirement:
+        raise PackageError(
+            f"the wheel {shown(wheel.name)} has a Requires-Dist that is not a requirement: {shown(text)}"
+        ) from None
 
 
 def _existing_lock(folder: Path) -> dict[str, dict[str, Any]]:
+    """The entries of the folder's own lock (from an earlier run) whose files are there, unchanged."""
     lock = folder / LOCK_NAME
     if not lock.is_file():
         return {}
@@ -65,19 +82,32 @@ def _existing_lock(folder: Path) -> dict[str, dict[str, Any]]:
         entries = json.loads(lock.read_text()).get("packages", {})
     except (json.JSONDecodeError, AttributeError):
         return {}
-    return {name: pkg for name, pkg in entries.items() if (folder / str(pkg.get("file_name", ""))).is_file()}
+    if not isinstance(entries, dict):
+        return {}
+    packages.check_lock_entries(entries, f"the {LOCK_NAME} already in {folder}")
+    return {
+        name: pkg
+        for name, pkg in entries.items()
+        if (folder / pkg["file_name"]).is_file() and packages.file_sha256(folder / pkg["file_name"]) == pkg["sha256"]
+    }
 
 
 def _pip_said(out: str) -> str:
     errors = [line for line in out.splitlines() if line.startswith("ERROR:")]
-    return " ".join(errors) if errors else out.strip()[-300:]
+    return printable(" ".join(errors) if errors else out.strip()[-300:])
 
 
 def _pypi_specs(name: str, index: PyodideIndex) -> list[list[str]]:
-    """What to ask pip for: the index's own version of `name` first, then any version."""
-    if name in index.packages:
-        return [[f"{name}=={index.packages[name]['version']}"], [name]]
-    return [[name]]
+    """What to ask pip for: the index's own version of `name` first, then any version.
+
+    `name` is a checked package name and the index's version a checked PEP 440 version (public: a local
+    version label would never be on PyPI), so each spec is a plain requirement.
+    """
+    pkg = index.packages.get(name)
+    version = Version(pkg["version"]) if pkg is not None else None
+    if version is not None and version.local is None:
+        return [[f"{canonicalize_name(name)}=={version}"], [canonicalize_name(name)]]
+    return [[canonicalize_name(name)]]
 
 
 def _from_pypi(attempts: list[list[str]], folder: Path, abi_version: str) -> dict[str, dict[str, Any]]:
@@ -89,24 +119,46 @@ def _from_pypi(attempts: list[list[str]], folder: Path, abi_version: str) -> dic
             if code != 0:
                 said = said or _pip_said(out)
                 continue
-            entries = {}
-            for wheel in sorted(Path(staging).glob("*.whl")):
-                if packages.is_guest_wheel(wheel.name):
-                    wheel.replace(folder / wheel.name)
-                    entry = lock_entry(folder / wheel.name)
-                    entries[entry["name"]] = entry
+            wheels = [w for w in sorted(Path(staging).glob("*.whl")) if packages.is_guest_wheel(w.name)]
+            entries = {entry["name"]: entry for entry in map(lock_entry, wheels)}  # all checked before any is kept
+            for wheel in wheels:
+                wheel.replace(folder / wheel.name)
             return entries
     raise PackageError(f"PyPI has no pure or {packages.guest_platform(abi_version)} wheels for it ({said})")
 
 
+def _checked_names(names: list[str]) -> list[str]:
+    """The requested names, PEP 503 normalised; any that is not a package name is a PackageError."""
+    bad = [
+        f"  {shown(name)} is not a package name ({packages.NAME_RULE})" for name in names if not is_project_name(name)
+    ]
+    if bad:
+        raise PackageError("each NAME must be a package name, without a version or options:\n" + "\n".join(bad))
+    return [canonicalize_name(name) for name in names]
+
+
 def build(folder: Path, names: list[str], source: str) -> MirrorReport:
-    """Fill `folder` with `names` (all of the index's packages if none) and write its lock file."""
-    folder.mkdir(parents=True, exist_ok=True)
+    """Fill `folder` with `names` (all of the index's packages if none) and write its lock file.
+
+    Every name and file from the index is checked first (a lock with one bad entry is refused whole, before
+    anything is fetched); messages and the report hold no unprintable characters (they go to a terminal).
+    """
+    try:
+        report = _build(folder, _checked_names(names), source)
+    except PackageError as exc:
+        raise PackageError(printable(str(exc))) from None
+    report.failed = {name: printable(why) for name, why in report.failed.items()}
+    report.index_error = printable(report.index_error)
+    return report
+
+
+def _build(folder: Path, names: list[str], source: str) -> MirrorReport:
     bundled_path = paths.pyodide_dir(provision.deno_dir()) / "pyodide-lock.json"
-    index = PyodideIndex(source, folder, bundled_path)
+    index = PyodideIndex(source, folder, bundled_path, setting="--index")
+    folder.mkdir(parents=True, exist_ok=True)
     report = MirrorReport()
     entries = _existing_lock(folder)
-    wanted = [index.canonical(n) for n in names] or sorted(index.packages)
+    wanted = names or sorted(index.packages)
     for name in wanted:
         if name in index.packages:
             try:
