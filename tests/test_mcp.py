@@ -1,4 +1,4 @@
-"""`sandbox-kernel mcp`, driven by the MCP SDK's own client: over stdio, and once over streamable HTTP."""
+"""`sandbox-kernel mcp`, driven by the MCP SDK's own client: over stdio, and over streamable HTTP behind its token."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import json
 import os
 import queue
 import re
+import secrets
 import signal
 import struct
 import subprocess
@@ -18,11 +19,12 @@ import time
 import urllib.error
 import urllib.request
 import zlib
-from collections.abc import Callable, Iterator
-from contextlib import AbstractAsyncContextManager
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import httpx2
 import psutil
 import pytest
 from mcp import ClientSession, StdioServerParameters
@@ -30,7 +32,8 @@ from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.types import BlobResourceContents, CallToolResult, EmbeddedResource, ImageContent, TextContent
 
-from sandbox_kernel.mcp_server import MAX_FILE_BYTES
+from sandbox_kernel.agent import AsyncSandbox
+from sandbox_kernel.mcp_server import MAX_FILE_BYTES, TOKEN_ENV
 
 FIXTURES = Path(__file__).parent / "skill_fixtures"
 WAIT = 120  # seconds for one tool call (the first one waits for the sandbox to start)
@@ -271,6 +274,85 @@ def test_files_outside_the_mounts_are_refused(mcp: Client, folders: tuple[Path, 
     )
 
 
+LIAR = """
+import base64, os
+_honest_getsize, _honest_b64encode = os.path.getsize, base64.b64encode
+os.path.getsize = lambda path: {claimed}
+base64.b64encode = {encode}
+"""
+HONEST = "os.path.getsize, base64.b64encode = _honest_getsize, _honest_b64encode"
+
+
+def base64_length(size: int) -> int:
+    """Characters of `size` bytes in base64."""
+    return 4 * ((size + 2) // 3)
+
+
+def test_download_refuses_a_guest_that_sends_more_than_it_was_asked(mcp: Client, folders: tuple[Path, Path]) -> None:
+    """The guest says the file has 1 byte, then answers the read of its first MiB with 5 MiB: refused unread."""
+    (folders[0] / "liar.bin").write_bytes(b"tiny")
+    mcp.text("run_python", code=LIAR.format(claimed=1, encode="lambda data: _honest_b64encode(bytes(5 << 20))"))
+    try:
+        assert mcp.error("download_file", path="/data/liar.bin") == (
+            "Error executing tool download_file: OSError: the sandbox answered a read of 1048576 bytes of "
+            "/data/liar.bin with 6990508 characters of base64, more than the 1398104 that many bytes take; "
+            "refused unread"
+        )
+    finally:
+        mcp.text("run_python", code=HONEST)
+    assert mcp.text("download_file", path="/data/liar.bin") == "tiny"
+
+
+def test_download_stops_one_byte_past_the_cap_whatever_size_the_guest_claims(
+    mcp: Client, folders: tuple[Path, Path]
+) -> None:
+    """The guest says a file of 5 MiB has 1 byte: the host reads on, and stops at the cap plus one byte."""
+    (folders[0] / "long.txt").write_bytes(b"x" * (MAX_FILE_BYTES + (1 << 20)))
+    mcp.text("run_python", code=LIAR.format(claimed=1, encode="_honest_b64encode"))
+    try:
+        assert mcp.error("download_file", path="/data/long.txt") == (
+            f"Error executing tool download_file: OSError: /data/long.txt has more than the {MAX_FILE_BYTES} bytes "
+            f"allowed (the sandbox said 1); the read stopped at {MAX_FILE_BYTES + 1} bytes"
+        )
+    finally:
+        mcp.text("run_python", code=HONEST)
+
+
+def test_download_takes_in_at_most_the_cap_plus_one_byte_from_a_lying_guest(tmp_path: Path) -> None:
+    """What the host side (AsyncSandbox.download, under download_file) receives from the kernel, counted as it
+    arrives: a guest claiming 1 byte for 5 MiB gets the cap plus one byte across; one answering a read with
+    5 MiB gets that one answer refused, and no read follows."""
+    (tmp_path / "long.txt").write_bytes(b"x" * (MAX_FILE_BYTES + (1 << 20)))
+    received: list[tuple[str | None, int]] = []  # (what each helper call evaluated, characters of its answer)
+
+    async def scenario() -> tuple[OSError, OSError]:
+        async with AsyncSandbox(mounts=[f"{tmp_path}:/data:ro"], cell_timeout=60) as sandbox:
+            honest_quiet = sandbox._quiet
+
+            async def counting(code: str, expression: bool = False, result: str | None = None) -> str:
+                answer = await honest_quiet(code, expression, result)
+                received.append((result, len(answer)))
+                return answer
+
+            sandbox._quiet = counting  # type: ignore[method-assign]
+            await sandbox.run(LIAR.format(claimed=1, encode="_honest_b64encode"))
+            with pytest.raises(OSError) as long:
+                await sandbox.download("/data/long.txt", MAX_FILE_BYTES)
+            await sandbox.run("base64.b64encode = lambda data: _honest_b64encode(bytes(5 << 20))")
+            with pytest.raises(OSError) as flooded:
+                await sandbox.download("/data/long.txt", MAX_FILE_BYTES)
+            return long.value, flooded.value
+
+    long, flooded = asyncio.run(asyncio.wait_for(scenario(), WAIT))
+    chunks = [length for result, length in received if result == "_chunk"]
+    # the lying size: four reads of a whole MiB, then one of one byte (4 base64 characters), then refused
+    assert chunks[:5] == [base64_length(1 << 20)] * 4 + [base64_length(1)]
+    assert str(long).endswith(f"the read stopped at {MAX_FILE_BYTES + 1} bytes")
+    # the flood: one read, its 5 MiB answer refused before decoding, and no other read
+    assert chunks[5:] == [base64_length(5 << 20)]
+    assert str(flooded).startswith("the sandbox answered a read of 1048576 bytes of /data/long.txt with 6990508 ")
+
+
 def test_list_skills_gives_methods_and_policies(mcp: Client) -> None:
     result = mcp.call("list_skills")
     assert not result.is_error
@@ -405,53 +487,230 @@ def test_only_kernel_settings_pass_through() -> None:
     assert done.stderr.splitlines()[-1] == "sandbox-kernel: error: unrecognized arguments: --bogus"
 
 
-def refusal(url: str, headers: dict[str, str]) -> tuple[int, str]:
-    """The HTTP status and body with which the server refuses a ping sent with `headers`."""
+def refusal(url: str, headers: dict[str, str]) -> tuple[int, str, str | None]:
+    """The HTTP status, body and WWW-Authenticate header with which the server refuses a ping sent with
+    `headers`."""
     ping = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "ping"}).encode()
     accept = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
     request = urllib.request.Request(url, data=ping, headers={**accept, **headers}, method="POST")
     with pytest.raises(urllib.error.HTTPError) as refused:
         urllib.request.urlopen(request, timeout=30)
-    return refused.value.code, refused.value.read().decode()
+    return refused.value.code, refused.value.read().decode(), refused.value.headers.get("WWW-Authenticate")
 
 
-def test_streamable_http_on_loopback_only() -> None:
-    server = subprocess.Popen(
-        server_command("--http", "--port", "0"), stdin=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
-    )
-    lines: queue.Queue[str] = queue.Queue()
+@asynccontextmanager
+async def http_transport(url: str, headers: dict[str, str], statuses: list[int] | None = None) -> AsyncIterator[Any]:
+    """The SDK's streamable HTTP client transport, sending `headers` with every request (and noting in
+    `statuses` the HTTP status of each response)."""
 
-    def read_stderr() -> None:
-        assert server.stderr is not None
-        for line in server.stderr:
-            lines.put(line)
+    async def note(response: httpx2.Response) -> None:
+        if statuses is not None:
+            statuses.append(response.status_code)
 
-    threading.Thread(target=read_stderr, daemon=True).start()
-    try:
-        while True:
-            found = re.fullmatch(
-                r"sandbox-kernel mcp: serving streamable HTTP at (http://127\.0\.0\.1:(\d+)/mcp)\n",
-                lines.get(timeout=WAIT),
-            )
-            if found:
-                break
-        url, port = found.group(1), int(found.group(2))
-        listening = {c.laddr for c in psutil.Process(server.pid).net_connections("tcp") if c.status == "LISTEN"}
-        assert listening == {("127.0.0.1", port)}
-        for header, value, status, text in (
-            ("Host", "evil.example", 421, "Invalid Host header"),  # DNS rebinding
-            ("Origin", "http://evil.example", 403, "Invalid Origin header"),  # a web page's request
-        ):
-            assert refusal(url, {header: value}) == (status, text)
-        client = Client(lambda: streamable_http_client(url))
+    timeout = httpx2.Timeout(30, read=WAIT)
+    hooks = {"response": [note]}
+    async with (
+        httpx2.AsyncClient(headers=headers, timeout=timeout, event_hooks=hooks) as http,
+        streamable_http_client(url, http_client=http) as wire,
+    ):
+        yield wire
+
+
+ANNOUNCEMENT = (
+    r"sandbox-kernel mcp: serving streamable HTTP at (?P<url>http://127\.0\.0\.1:(?P<port>\d+)/mcp)",
+    r"sandbox-kernel mcp: every request needs the header  Authorization: Bearer (?P<token>.+)",
+    r"sandbox-kernel mcp: for a client's configuration: (?P<config>\{.*\})",
+)
+
+
+class HttpServer:
+    """`sandbox-kernel mcp --http --port 0` in a process of its own, and the lines it printed at start."""
+
+    def __init__(self, *arguments: str, env: dict[str, str] | None = None) -> None:
+        self.process = subprocess.Popen(
+            server_command("--http", "--port", "0", *arguments),
+            stdin=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
+        self.stderr: list[str] = []  # every line so far
+        self.lines: queue.Queue[str] = queue.Queue()
+        threading.Thread(target=self._read_stderr, daemon=True).start()
         try:
-            assert client.text("run_python", code="kept = 6 * 7") == "[no output]"
-            assert client.text("run_python", code="kept") == "Out: 42"
+            self.printed = self._announcement()
+        except BaseException:
+            self.process.kill()
+            self.process.wait(timeout=30)
+            raise
+        self.url, self.port = self.printed["url"], int(self.printed["port"])
+
+    def _read_stderr(self) -> None:
+        assert self.process.stderr is not None
+        for line in self.process.stderr:
+            self.stderr.append(line)
+            self.lines.put(line)
+        self.lines.put("")  # the end
+
+    def _next_line(self) -> str:
+        line = self.lines.get(timeout=WAIT)
+        assert line, f"the server ended before it was ready: {''.join(self.stderr)}"
+        return line.removesuffix("\n")
+
+    def _announcement(self) -> dict[str, str]:
+        """The named parts of the three lines printed, together, once the server listens."""
+        while not (first := re.fullmatch(ANNOUNCEMENT[0], self._next_line())):
+            pass  # e.g. a warning of a library's
+        printed = first.groupdict()
+        for pattern in ANNOUNCEMENT[1:]:
+            line = self._next_line()
+            found = re.fullmatch(pattern, line)
+            assert found, line
+            printed.update(found.groupdict())
+        return printed
+
+    def client(self, headers: dict[str, str], statuses: list[int] | None = None) -> Client:
+        return Client(lambda: http_transport(self.url, headers, statuses))
+
+    def stop(self) -> None:
+        """SIGINT, as a person's Ctrl-C: the server must end cleanly."""
+        try:
+            self.process.send_signal(signal.SIGINT)
+            assert self.process.wait(timeout=30) == 0
+        finally:
+            if self.process.poll() is None:
+                self.process.kill()
+                self.process.wait(timeout=30)
+
+
+@pytest.fixture(scope="module")
+def http() -> Iterator[HttpServer]:
+    """A server started with no token given: it makes one and prints it."""
+    server = HttpServer()
+    yield server
+    server.stop()
+
+
+def test_http_prints_a_fresh_token_once_with_a_client_configuration(http: HttpServer) -> None:
+    token = http.printed["token"]
+    assert re.fullmatch(r"[A-Za-z0-9_-]{43}", token)  # secrets.token_urlsafe(32): 256 random bits
+    assert json.loads(http.printed["config"]) == {
+        "type": "http",
+        "url": http.url,
+        "headers": {"Authorization": f"Bearer {token}"},
+    }
+    assert sum(line.count(token) for line in http.stderr) == 2  # the header line and the configuration line
+
+
+def test_http_refuses_every_request_without_the_token(http: HttpServer) -> None:
+    token = http.printed["token"]
+    wrong = token[:-1] + ("A" if token[-1] != "A" else "B")  # as long as the token, one character off
+    for headers in (
+        {},
+        {"Authorization": f"Bearer {wrong}"},
+        {"Authorization": f"Bearer {token[:-1]}"},
+        {"Authorization": f"Bearer {token}x"},
+        {"Authorization": f"Basic {token}"},
+        {"Authorization": token},
+        {"Authorization": f"Bearer  {token}"},
+        {"Cookie": f"token={token}"},
+    ):
+        assert refusal(http.url, headers) == (401, "", "Bearer"), headers
+    assert refusal(f"{http.url}?token={token}", {}) == (401, "", "Bearer")
+    assert refusal(f"http://127.0.0.1:{http.port}/", {}) == (401, "", "Bearer")  # every path, not only /mcp
+    statuses: list[int] = []  # the SDK's own client, without the header, cannot even initialize
+    with pytest.raises(Exception):  # noqa: B017 (an ExceptionGroup of the SDK's task groups)
+        http.client({}, statuses)
+    assert set(statuses) == {401}
+
+
+def test_http_with_the_printed_token_serves_the_tools(http: HttpServer) -> None:
+    config = json.loads(http.printed["config"])
+    listening = {c.laddr for c in psutil.Process(http.process.pid).net_connections("tcp") if c.status == "LISTEN"}
+    assert listening == {("127.0.0.1", http.port)}
+    authorised = config["headers"]
+    for header, value, status, text in (
+        ("Host", "evil.example", 421, "Invalid Host header"),  # DNS rebinding, even with the token
+        ("Origin", "http://evil.example", 403, "Invalid Origin header"),  # a web page's request
+    ):
+        assert refusal(http.url, {**authorised, header: value}) == (status, text, None)
+    client = http.client(config["headers"])
+    try:
+        assert client.text("run_python", code="kept = 6 * 7") == "[no output]"
+        assert client.text("run_python", code="kept") == "Out: 42"
+    finally:
+        client.close()
+    lowercase = {"Authorization": f"bearer {http.printed['token']}"}  # the scheme's case does not matter (RFC 9110)
+    client = http.client(lowercase)
+    try:
+        assert client.text("run_python", code="kept") == "Out: 42"  # one sandbox for every session
+    finally:
+        client.close()
+
+
+def test_http_takes_a_given_token_from_a_private_file_without_printing_it(tmp_path: Path) -> None:
+    token = secrets.token_urlsafe(32)
+    path = tmp_path / "token"
+    path.write_text(f"{token}\n", encoding="ascii")
+    path.chmod(0o600)
+    server = HttpServer("--token-file", str(path))
+    try:
+        assert server.printed["token"] == f"<the token in --token-file {path}>"
+        assert not any(token in line for line in server.stderr)
+        assert refusal(server.url, {}) == (401, "", "Bearer")
+        client = server.client({"Authorization": f"Bearer {token}"})
+        try:
+            assert client.text("run_python", code="'in'") == "Out: 'in'"
         finally:
             client.close()
-        server.send_signal(signal.SIGINT)
-        assert server.wait(timeout=30) == 0
     finally:
-        if server.poll() is None:
-            server.kill()
-            server.wait()
+        server.stop()
+
+
+def test_http_takes_a_given_token_from_the_environment_and_keeps_it_from_the_kernel() -> None:
+    token = secrets.token_urlsafe(32)
+    server = HttpServer(env={**os.environ, TOKEN_ENV: token})
+    try:
+        assert server.printed["token"] == f"<the token in {TOKEN_ENV}>"
+        assert not any(token in line for line in server.stderr)
+        assert refusal(server.url, {"Authorization": f"Bearer {secrets.token_urlsafe(32)}"}) == (401, "", "Bearer")
+        client = server.client({"Authorization": f"Bearer {token}"})
+        try:
+            assert client.text("run_python", code="'in'") == "Out: 'in'"
+        finally:
+            client.close()
+        [kernel] = psutil.Process(server.process.pid).children()  # the kernel process, started by now
+        assert "sandbox_kernel" in " ".join(kernel.cmdline())
+        assert TOKEN_ENV not in kernel.environ()
+    finally:
+        server.stop()
+
+
+@pytest.mark.parametrize("mode", [0o644, 0o640])
+def test_a_token_file_others_may_read_or_change_is_refused(tmp_path: Path, mode: int) -> None:
+    path = tmp_path / "token"
+    path.write_text(secrets.token_urlsafe(32), encoding="ascii")
+    path.chmod(mode)
+    done = subprocess.run(
+        server_command("--http", "--port", "0", "--token-file", str(path)), capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 2
+    assert done.stderr.splitlines() == [
+        f"sandbox-kernel mcp: --token-file {path}: mode {mode:04o} lets group or others read or change the token; "
+        f"only its owner may (chmod 600 {path})"
+    ]
+
+
+def test_a_short_token_in_the_environment_is_refused() -> None:
+    done = subprocess.run(
+        server_command("--http", "--port", "0"),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, TOKEN_ENV: "letmein"},
+    )
+    assert done.returncode == 2
+    assert done.stderr.splitlines() == [
+        f"sandbox-kernel mcp: {TOKEN_ENV}: the token must be 32 to 512 characters of letters, digits and -._~+/ "
+        "(make one with python -c 'import secrets; print(secrets.token_urlsafe(32))'); this one has 7 characters"
+    ]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import binascii
 import itertools
 import json
 import threading
@@ -79,6 +80,31 @@ def _approval_answer(verdict: Any) -> str:
     if verdict == "always":
         return "a"
     return "y" if verdict is True or verdict == "once" else "n"
+
+
+def reported_size(text: str, guest_path: str) -> int:
+    """The size the guest gave for `guest_path`, if it is a plain number of bytes; else OSError."""
+    if not (text.isascii() and text.isdigit() and len(text) <= 20):
+        raise OSError(f"the sandbox gave {text[:40]!r} as the size of {guest_path}, not a number of bytes")
+    return int(text)
+
+
+def chunk_bytes(text: str, asked: int, guest_path: str) -> bytes:
+    """The bytes of the guest's base64 answer to a read of `asked` bytes; OSError if it holds more than that
+    (checked on its length before anything is decoded) or is not base64."""
+    most = 4 * ((asked + 2) // 3)  # characters of `asked` bytes in base64
+    if len(text) > most:
+        raise OSError(
+            f"the sandbox answered a read of {asked} bytes of {guest_path} with {len(text)} characters of base64, "
+            f"more than the {most} that many bytes take; refused unread"
+        )
+    try:
+        data = base64.b64decode(text, validate=True)
+    except binascii.Error as exc:
+        raise OSError(f"the sandbox answered a read of {guest_path} with text that is not base64 ({exc})") from None
+    if len(data) > asked:
+        raise OSError(f"the sandbox answered a read of {asked} bytes of {guest_path} with {len(data)} bytes")
+    return data
 
 
 class AsyncSandbox:
@@ -357,15 +383,30 @@ class AsyncSandbox:
         return len(data)
 
     async def download(self, guest_path: str, max_bytes: int | None = None) -> bytes:
-        """The bytes of a file in the sandbox's file system; OSError if it has more than `max_bytes`."""
-        size = int(await self._quiet(f"import os\nos.path.getsize({guest_path!r})", expression=True))
+        """The bytes of a file in the sandbox's file system; OSError if it has more than `max_bytes`.
+
+        Nothing the guest says is trusted: its reported size only refuses a file early; the bytes come in reads
+        of a size chosen here, an answer longer than asked for is refused before it is decoded, and reading ends
+        at `max_bytes` + 1 bytes whatever size the guest claims."""
+        said = await self._quiet(f"import os\nos.path.getsize({guest_path!r})", expression=True)
+        size = reported_size(said, guest_path)
         if max_bytes is not None and size > max_bytes:
             raise OSError(f"{guest_path} has {size} bytes, more than the {max_bytes} allowed")
-        parts = []
-        for start in range(0, max(size, 1), CHUNK):
-            code = f"import base64\nwith open({guest_path!r}, 'rb') as _f:\n    _f.seek({start})\n    _chunk = base64.b64encode(_f.read({CHUNK})).decode()"
-            parts.append(base64.b64decode(await self._quiet(code, result="_chunk")))
-        return b"".join(parts)
+        parts: list[bytes] = []
+        total = 0
+        while True:
+            asked = CHUNK if max_bytes is None else min(CHUNK, max_bytes + 1 - total)
+            code = f"import base64\nwith open({guest_path!r}, 'rb') as _f:\n    _f.seek({total})\n    _chunk = base64.b64encode(_f.read({asked})).decode()"
+            chunk = chunk_bytes(await self._quiet(code, result="_chunk"), asked, guest_path)
+            parts.append(chunk)
+            total += len(chunk)
+            if max_bytes is not None and total > max_bytes:
+                raise OSError(
+                    f"{guest_path} has more than the {max_bytes} bytes allowed (the sandbox said {size}); "
+                    f"the read stopped at {total} bytes"
+                )
+            if len(chunk) < asked:
+                return b"".join(parts)
 
     async def _quiet(self, code: str, expression: bool = False, result: str | None = None) -> str:
         """Run helper code without touching history or the execution count; returns a value's str."""

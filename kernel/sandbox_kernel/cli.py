@@ -149,7 +149,7 @@ def _mcp(args: argparse.Namespace) -> int:
     """An MCP server over one sandbox; the kernel settings given here pass on to its kernel."""
     from .mcp_server import main as serve
 
-    return serve(args.settings, args.port if args.http else None)
+    return serve(args.settings, args.port if args.http else None, args.token_file)
 
 
 def _doctor(args: argparse.Namespace) -> int:
@@ -225,6 +225,12 @@ def main(argv: list[str] | None = None) -> None:
     )
     mcp.add_argument("--http", action="store_true", help="serve streamable HTTP at http://127.0.0.1:PORT/mcp")
     mcp.add_argument("--port", type=int, default=8000, help="the --http port (default 8000; 0: any free port)")
+    mcp.add_argument(
+        "--token-file",
+        metavar="PATH",
+        help="the bearer token --http requires, from a file only you may read (chmod 600); without it, "
+        "SANDBOX_KERNEL_MCP_TOKEN, else a random token printed at start",
+    )
     mcp.set_defaults(func=_mcp, settings=[])
     doctor = sub.add_parser("doctor", help="check Deno, the cache, the kernelspec and the OS layers in force")
     doctor.set_defaults(func=_doctor)
