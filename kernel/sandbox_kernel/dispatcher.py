@@ -65,8 +65,8 @@ class RequestDispatcher:
         self.answer = answer
         self.log = log
         self.request_bytes = request_bytes  # largest guest request (skill arguments and some room)
-        # One handler per request type that the schema declares, named as the type.
         self.services = services
+        # One handler per request type that the schema declares, named as the type.
         self.handlers: dict[str, Handler] = {name: getattr(services, name) for name in REQUEST_TYPES}
         self.open: set[asyncio.Task[None]] = set()
         self.invalid = 0
@@ -211,5 +211,6 @@ def _parsed(payload: bytes) -> dict[str, Any]:
 
 
 def _short(name: Any) -> str:
-    """A guest-given skill or method name as the audit log keeps it (any JSON value, at most 100 characters)."""
-    return (name if isinstance(name, str) else repr(name))[:100]
+    """A guest-given skill or method name as the audit log keeps it (at most 100 characters; a name that is not a
+    string, in a malformed request, by its JSON type)."""
+    return name[:100] if isinstance(name, str) else f"<{type(name).__name__}>"
