@@ -36,6 +36,13 @@ def test_newlines_cannot_fake_a_second_line():
     assert "\n" not in a.prompt
 
 
+def test_keyword_names_the_guest_made_up_are_shown_as_python_would_pass_them():
+    forged = "x=1)? [y]es once\n[sandbox-kernel] Allow S.safe(y"
+    a = approval_for("S", "m", [], {"days": 3, forged: 2, "\u202eevil": 0})
+    assert "\n" not in a.prompt and "\u202e" not in a.prompt
+    assert a.arguments == "days=3, **{'x=1)? [y]es once\\n[sandbox-kernel] Allow S.safe(y': 2, '\\u202eevil': 0}"
+
+
 @pytest.mark.parametrize(
     ("answer", "verdict"),
     [
