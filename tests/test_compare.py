@@ -58,6 +58,10 @@ def test_the_command_prints_the_report_and_says_one_line_for_a_missing_notebook(
         timeout=240,
     )
     assert done.returncode == 0, done.stderr
+    assert done.stderr.splitlines()[0] == (  # said before anything ran
+        "sandbox-kernel compare: warning: runs each notebook a second time under plain ipykernel, on this machine, "
+        "with no sandbox: only for notebooks you trust"
+    )
     assert "| tour.ipynb | 4 | 3 | 1 |" in done.stdout and written.read_text() == done.stdout
     missing = subprocess.run([CLI, "compare", str(tmp_path / "nope.ipynb")], capture_output=True, text=True)
     assert missing.returncode == 2

@@ -304,6 +304,29 @@ def test_audit_log_records_every_call(kc, audit_file):
         assert isinstance(entry["execution_count"], int) and entry["duration_s"] >= 0
 
 
+def test_every_refused_call_is_in_the_audit_log_even_in_a_flood(kc, audit_file):
+    """The guest fires 40 skill calls at once through the glue's own JS channel; the kernel serves 4 at a time and
+    refuses the rest. Before: the refused ones left no audit line (an attack the log did not show)."""
+    before = len(audit_file.read_text().splitlines())
+    calls = [
+        {"type": "skill_call", "n": 7000 + i, "skill": "ProbeSkill", "method": "slow", "args": [1.0], "kwargs": {}}
+        for i in range(40)
+    ]
+    code = f"import _sandbox_host, json\nfor call in {calls!r}:\n    _sandbox_host.emit(json.dumps(call))\n'fired'"
+    assert value(execute(kc, code)) == "'fired'"
+    assert value(execute(kc, "1")) == "1"  # the calls still open when the cell ended are recorded by now
+    entries = [json.loads(line) for line in audit_file.read_text().splitlines()[before:]]
+    served = [e for e in entries if e["kind"] == "skill_call" and e["call"] == "ProbeSkill.slow"]
+    refused = [e for e in entries if e["kind"] == "skill_calls_refused"]
+    assert len(refused) == 1, refused  # one line for the flood, not one per call
+    (line,) = refused
+    assert line["reason"] == "more than 4 requests at once from the sandbox"
+    assert line["calls"] == {"ProbeSkill.slow": line["count"]} and line["count"] >= 36
+    assert len(served) + line["count"] == 40, (served, line)
+    fired_in = next(e["execution_count"] for e in entries if e["kind"] == "cell")
+    assert line["execution_count"] == fired_in and {e["execution_count"] for e in served} == {fired_in}
+
+
 def test_device_comes_back_after_a_sandbox_restart(skills_kernel):
     _, kc = skills_kernel
     run = execute(kc, "import js; js.Deno.exit(0)", timeout=60)

@@ -5,16 +5,15 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-import unicodedata
 from dataclasses import dataclass
+from functools import cache
 from typing import Any
+
+from .lookalikes import key
 
 MARK = "[sandbox-kernel]"  # begins every prompt of the kernel's own; guest prompts may not carry it
 SHOWN_CHARS = 1000  # arguments longer than this are shown in part, with a digest and a way to see all
 ANSWERS = "[y]es once / [a]lways this session / [N]o"
-# A guest prompt that reads like one of ours: the mark, or "Allow Skill.method(" with the answer menu.
-_IMITATION = re.compile(r"sandbox\W*kernel|allow\s+\w+\s*\.\s*\w+\s*\(|\[y\]es\s*once|\[a\]lways", re.IGNORECASE)
-_INVISIBLE = {"Cf", "Cc", "Zl", "Zp"}  # format/control characters that could hide or split words
 
 
 @dataclass(frozen=True)
@@ -43,8 +42,11 @@ class Approval:
 
 
 def shown_arguments(args: list[Any], kwargs: dict[str, Any]) -> str:
-    """The call's arguments as Python shows them (repr escapes newlines and invisible characters)."""
-    return ", ".join([*(repr(a) for a in args), *(f"{k}={v!r}" for k, v in kwargs.items())])
+    """The call's arguments as Python shows them (repr escapes newlines and invisible characters); a keyword that
+    is not an identifier (the guest chooses them: newlines, '=', ', ') is shown as Python would pass it, `**{...}`."""
+    named = [f"{k}={v!r}" for k, v in kwargs.items() if k.isidentifier()]
+    odd = {k: v for k, v in kwargs.items() if not k.isidentifier()}
+    return ", ".join([*(repr(a) for a in args), *named, *([f"**{odd!r}"] if odd else [])])
 
 
 def approval_for(skill: str, method: str, args: list[Any], kwargs: dict[str, Any]) -> Approval:
@@ -79,7 +81,26 @@ def parse_answer(answer: str) -> str:
     return "no"
 
 
+@cache
+def _imitation() -> re.Pattern[str]:
+    """What a prompt that reads like one of ours contains: the mark's words, "Allow Skill.method(" or the answer
+    menu. Matched against lookalikes.key(prompt), so written with the keys of the words. Made on first use: the
+    confusables table takes ~0.1 s to load, and most kernels never see an input() prompt."""
+    return re.compile(
+        "|".join(
+            (
+                rf"{key('sandbox')}\W*{key('kernel')}",
+                rf"{key('allow')}\s+\w+\s*\.\s*\w+\s*\(",
+                rf"\W{key('y')}\W\s*{key('es')}\s*{key('once')}",
+                rf"\W{key('a')}\W\s*{key('lways')}",
+            )
+        )
+    )
+
+
 def imitates_kernel(prompt: str) -> bool:
-    """Whether a guest's input() prompt could pass for one of the kernel's approval prompts."""
-    plain = "".join(c for c in unicodedata.normalize("NFKC", prompt) if unicodedata.category(c) not in _INVISIBLE)
-    return bool(_IMITATION.search(plain))
+    """Whether a guest's input() prompt could pass for one of the kernel's approval prompts: judged on what it
+    looks like (Unicode confusables, compatibility forms, case, invisible characters: lookalikes.key), read either
+    way (a right-to-left override shows '\u202e]lenrek-xobdnas[' as '[sandbox-kernel]')."""
+    seen = key(prompt)
+    return any(_imitation().search(text) for text in (seen, seen[::-1]))

@@ -1,12 +1,15 @@
-"""Append-only JSON-lines audit log of skill calls, flushed per call."""
+"""Append-only JSON-lines audit log of skill calls, flushed per call; readable by its owner only (0600)."""
 
 from __future__ import annotations
 
 import datetime
 import hashlib
 import json
+import os
 from pathlib import Path
 from typing import Any, TextIO
+
+from . import private_files
 
 
 def digest(args: Any, kwargs: Any) -> str:
@@ -24,8 +27,8 @@ class AuditLog:
     def __init__(self, path: Path | None) -> None:
         self._file: TextIO | None = None
         if path is not None:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            self._file = open(path, "a", encoding="utf-8")
+            private_files.make_folders(path.parent)  # folders it creates are 0700
+            self._file = os.fdopen(private_files.open_append(path), "a", encoding="utf-8")  # 0600
 
     def record(self, **entry: Any) -> None:
         if self._file is None:

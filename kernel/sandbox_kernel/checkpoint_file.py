@@ -19,6 +19,8 @@ from typing import Any
 
 from jupyter_core.paths import jupyter_data_dir
 
+from . import private_files
+
 MAGIC = b"SBKCKPT1"
 FORMAT = 1
 TAG_BYTES = 32
@@ -42,7 +44,7 @@ def key() -> bytes:
     try:
         data = path.read_bytes()
     except FileNotFoundError:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        private_files.make_folders(path.parent)  # 0700 where it creates them
         fresh = path.with_name(f".{path.name}.{os.getpid()}")
         fd = os.open(fresh, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(fd, "wb") as f:

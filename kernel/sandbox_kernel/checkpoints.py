@@ -20,7 +20,9 @@ from itertools import count
 from pathlib import Path
 from typing import Any
 
+from . import private_files
 from .checkpoint_file import CheckpointError, read
+from .output import guest_text
 
 MAX_LOAD_BYTES = 4 << 30  # what Checkpoint.load reads at most; the kernel applies SandboxKernel.max_checkpoint_bytes
 
@@ -37,13 +39,15 @@ def _client_folder() -> Path:
 
 
 def _link_or_copy(source: Path, target: Path) -> None:
-    """`target` gets `source`'s bytes: a hard link when both are on one file system, else a copy."""
+    """`target` gets `source`'s bytes: a hard link when both are on one file system (the kernel's files are 0600),
+    else a copy, 0600."""
     partial = target.with_name(f".{target.name}.part")
     partial.unlink(missing_ok=True)
     try:
         os.link(source, partial)
     except OSError:
-        shutil.copyfile(source, partial)
+        private_files.copy(source, target)
+        return
     partial.replace(target)
 
 
@@ -76,16 +80,17 @@ class Checkpoint:
     def summary(self) -> str:
         """One line for people and language models."""
         s = self.contents
-        left_out = "; not kept: " + ", ".join(s["not_kept"]) if s.get("not_kept") else ""
+        left_out = "; not kept: " + ", ".join(map(guest_text, s["not_kept"])) if s.get("not_kept") else ""  # guest's
         return (
             f"checkpoint {self.name!r}: {s.get('variable_count', '?')} variables, {s.get('files', '?')} files, "
             f"{self.size / 1e6:.1f} MB{left_out}"
         )
 
     def save(self, path: str | Path) -> Checkpoint:
-        """A copy at `path` (any folder), to load in a later process with Checkpoint.load."""
+        """A copy at `path` (any folder; readable by you only, 0600), to load in a later process with
+        Checkpoint.load. A file already at `path` is replaced."""
         target = Path(path)
-        shutil.copyfile(self.path, target)
+        private_files.copy(self.path, target)
         return Checkpoint(target, self.name, self.size, self.header)
 
     @classmethod

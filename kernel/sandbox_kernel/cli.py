@@ -9,6 +9,10 @@ from pathlib import Path
 
 from . import __version__
 
+# What `compare` does besides the sandbox, in its help and in the warning it prints before it runs.
+COMPARE_UNSANDBOXED = "runs each notebook a second time under plain ipykernel, on this machine, with no sandbox"
+COMPARE_TRUSTED_ONLY = "only for notebooks you trust"
+
 
 def _install(args: argparse.Namespace) -> int:
     from .install import DISPLAY_NAME, KERNEL_NAME, install
@@ -113,6 +117,9 @@ def _compare(args: argparse.Namespace) -> int:
     if missing:
         print(f"sandbox-kernel compare: no such notebook: {', '.join(missing)}", file=sys.stderr)
         return 2
+    print(
+        f"sandbox-kernel compare: warning: {COMPARE_UNSANDBOXED}: {COMPARE_TRUSTED_ONLY}", file=sys.stderr, flush=True
+    )
     settings = [f"--SandboxKernel.working_folder={args.working_folder}"] if args.working_folder else []
     settings += [f"--SandboxKernel.{setting}" for setting in args.setting or []]
     results = [compare(Path(name), settings) for name in args.notebooks]
@@ -206,7 +213,14 @@ def main(argv: list[str] | None = None) -> None:
         help="mount the current folder at /work (read-only or read-write) and run there (working_folder)",
     )
     run.set_defaults(func=_run)
-    cmp = sub.add_parser("compare", help="run notebooks here and under ipykernel; show the cells whose outputs differ")
+    cmp = sub.add_parser(
+        "compare",
+        help="run notebooks in the sandbox and again under plain ipykernel with NO sandbox (trusted notebooks "
+        "only); show the cells whose outputs differ",
+        description=f"Runs each notebook in the sandbox; then {COMPARE_UNSANDBOXED} (its code can read and change "
+        f"your files, use the network and run programs): {COMPARE_TRUSTED_ONLY}. Lists the code cells whose outputs "
+        "differ.",
+    )
     cmp.add_argument("notebooks", nargs="+", help=".ipynb files (each runs in a temporary copy of its folder)")
     cmp.add_argument("--working-folder", choices=["ro", "rw"], help="as for run: the notebook's folder at /work")
     cmp.add_argument("--setting", action="append", help="a kernel setting for this run, e.g. cell_timeout=30")

@@ -3,6 +3,10 @@
 `sandbox-kernel compare NOTEBOOK...` is how to see what the sandbox changes in a notebook you already have:
 each notebook runs twice (each time in a fresh copy of its folder), and a cell differs when its
 outputs, normalised for what always varies (object addresses, colours, traceback frames), differ.
+
+The second run, the reference, is plain ipykernel on this machine WITHOUT any sandbox (by design: it shows what
+the notebook does unconfined): its code can read and change your files, reach the network and run programs.
+Compare only notebooks you trust.
 """
 
 from __future__ import annotations
@@ -93,7 +97,8 @@ def execute(notebook: Path, kernel_name: str, extra_arguments: list[str] | None 
 
 
 def compare(notebook: Path, extra_arguments: list[str] | None = None) -> Comparison:
-    """Run `notebook` under both kernels and collect the code cells whose outputs differ."""
+    """Run `notebook` under both kernels and collect the code cells whose outputs differ (the ipykernel run is
+    not sandboxed: only for notebooks you trust)."""
     result = Comparison(notebook)
     try:
         ours = execute(notebook, KERNEL_NAME, extra_arguments)

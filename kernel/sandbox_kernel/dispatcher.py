@@ -13,10 +13,12 @@ from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
 from . import guest_schema
-from .output import OutputRouter
+from .output import OutputRouter, guest_text
 from .sanitize import OutputSanitizer
 
 MAX_OPEN_REQUESTS = 4  # guest requests served at once; the guest's own glue makes one at a time
+TOO_MANY = f"more than {MAX_OPEN_REQUESTS} requests at once from the sandbox"
+NAMED_REFUSALS = 20  # distinct Skill.method names a refusal count lists per reason (the rest are counted together)
 REQUEST_TYPES = sorted(guest_schema.names("events") - {"iopub"})
 DISPLAY_TYPES = ("display_data", "update_display_data", "execute_result")
 
@@ -39,6 +41,10 @@ class GuestServices(Protocol):
 
     async def pip_installed(self, event: dict[str, Any]) -> dict[str, Any]: ...
 
+    def skill_calls_refused(self, reason: str, calls: dict[str, int], unnamed: int) -> None:
+        """Record skill calls refused before any handler saw them (`calls`: count per Skill.method, `unnamed`:
+        those past the first NAMED_REFUSALS names)."""
+
 
 class RequestDispatcher:
     """The one owner of a kernel request's guest traffic (streams, events, requests)."""
@@ -59,6 +65,7 @@ class RequestDispatcher:
         self.answer = answer
         self.log = log
         self.request_bytes = request_bytes  # largest guest request (skill arguments and some room)
+        self.services = services
         # One handler per request type that the schema declares, named as the type.
         self.handlers: dict[str, Handler] = {name: getattr(services, name) for name in REQUEST_TYPES}
         self.open: set[asyncio.Task[None]] = set()
@@ -68,6 +75,9 @@ class RequestDispatcher:
         self.interrupt_shown = False  # the guest showed a KeyboardInterrupt (it took an interrupt)
         self.requests: dict[str, int] = {}  # guest requests served, by type (the cell's metrics)
         self._dropped_types: set[str] = set()
+        # Skill calls refused here, by reason, then by Skill.method: recorded once, when the request ends.
+        self.refused_calls: dict[str, dict[str, int]] = {}
+        self.refused_unnamed: dict[str, int] = {}
 
     # ---- what the sandbox sends ------------------------------------------------------------
     def on_stream(self, name: str, text: str) -> None:
@@ -107,7 +117,7 @@ class RequestDispatcher:
                 if mime not in self._dropped_types:
                     self._dropped_types.add(mime)
                     self.router.notice(
-                        f"[sandbox-kernel] output of type {mime} was not sent: the sandbox's output may not run "
+                        f"[sandbox-kernel] output of type {guest_text(mime)} was not sent: the sandbox's output may not run "
                         "code in your browser (SandboxKernel.trust_output is off).\n",
                         "output_dropped",
                     )
@@ -121,12 +131,8 @@ class RequestDispatcher:
         number = event["n"]
         self.requests[event["type"]] = self.requests.get(event["type"], 0) + 1
         if len(self.open) >= MAX_OPEN_REQUESTS:
-            self.answer(
-                number,
-                error_answer(
-                    "SandboxProtocolError", f"more than {MAX_OPEN_REQUESTS} requests at once from the sandbox"
-                ),
-            )
+            self.answer(number, error_answer("SandboxProtocolError", TOO_MANY))
+            self._refused(event, TOO_MANY)
             return
         task = asyncio.ensure_future(self._serve(self.handlers[event["type"]], event))
         self.open.add(task)
@@ -149,14 +155,28 @@ class RequestDispatcher:
             )
         self.answer(event["n"], answer)
 
+    def _refused(self, event: dict[str, Any], reason: str) -> None:
+        """Count a skill call refused here, for the audit log."""
+        if event.get("type") != "skill_call":
+            return
+        calls = self.refused_calls.setdefault(reason, {})
+        name = f"{_short(event.get('skill'))}.{_short(event.get('method'))}"
+        if name in calls or len(calls) < NAMED_REFUSALS:
+            calls[name] = calls.get(name, 0) + 1
+        else:
+            self.refused_unnamed[reason] = self.refused_unnamed.get(reason, 0) + 1
+
     def _invalid(self, problem: str, payload: bytes) -> None:
         self.invalid += 1
         if self.invalid == 1:
             self.first_problem = problem
             self.log.warning("dropped an invalid message from the sandbox (%d bytes): %s", len(payload), problem)
-        number = _request_number(payload)
-        if number is not None:  # a malformed request still gets its answer, so the guest does not wait
+        request = _parsed(payload)
+        number = request.get("n")
+        if isinstance(number, int) and not isinstance(number, bool) and 0 < number < 2**32:
+            # A malformed request still gets its answer, so the guest does not wait.
             self.answer(number, error_answer("SandboxProtocolError", f"invalid request: {problem}"))
+        self._refused(request, "invalid request (not the shape of a skill call; the kernel log says why)")
 
     # ---- the end of the kernel request ---------------------------------------------------
     def cancel_open(self) -> None:
@@ -165,23 +185,32 @@ class RequestDispatcher:
             task.cancel()
 
     def finish(self) -> None:
-        """Cancel what is still open, send what is pending, and report dropped messages once."""
+        """Cancel what is still open, send what is pending, report dropped messages once, and have the skill calls
+        refused here recorded (one audit line per reason, with the counts)."""
         self.cancel_open()
+        for reason, calls in self.refused_calls.items():
+            self.services.skill_calls_refused(reason, calls, self.refused_unnamed.get(reason, 0))
+        self.refused_calls, self.refused_unnamed = {}, {}
         if self.invalid:
             more = f" and {self.invalid - 1} more" if self.invalid > 1 else ""
             self.log.warning("this request's sandbox sent %d invalid messages", self.invalid)
             self.router.notice(
-                f"[sandbox-kernel] dropped an invalid message from the sandbox ({self.first_problem}){more}.\n",
+                f"[sandbox-kernel] dropped an invalid message from the sandbox ({guest_text(self.first_problem)}){more}.\n",
                 "invalid_messages",
             )
         self.router.flush()
 
 
-def _request_number(payload: bytes) -> int | None:
-    """The `n` of a malformed request, if it has a usable one."""
+def _parsed(payload: bytes) -> dict[str, Any]:
+    """A malformed message as a JSON object, if it is one (else {})."""
     try:
         value = guest_schema.parse(payload, "event")
     except guest_schema.InvalidGuestMessage:
-        return None
-    number = value.get("n") if isinstance(value, dict) else None
-    return number if isinstance(number, int) and not isinstance(number, bool) and 0 < number < 2**32 else None
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def _short(name: Any) -> str:
+    """A guest-given skill or method name as the audit log keeps it (at most 100 characters; a name that is not a
+    string, in a malformed request, by its JSON type)."""
+    return name[:100] if isinstance(name, str) else f"<{type(name).__name__}>"

@@ -85,8 +85,13 @@ class GuestServiceDesk:
 
     async def skill_call(self, event: dict[str, Any]) -> dict[str, Any]:
         if not self.context.in_cell:
-            return error_answer("SkillRefused", "skills can only be called while a cell runs")
+            return self.skills.refuse(
+                event, "skills can only be called while a cell runs", self.context.execution_count
+            )
         return await self.skills.call(event, self._ask_approval, self.context.execution_count, self._show)
+
+    def skill_calls_refused(self, reason: str, calls: dict[str, int], unnamed: int) -> None:
+        self.skills.record_refused(self.context.execution_count, reason, calls, unnamed)
 
     async def load_packages(self, event: dict[str, Any]) -> dict[str, Any]:
         """Fetch the Pyodide packages that provide `imports` (or are named) into the guest's package folder."""

@@ -40,7 +40,7 @@ from .guest_services import GuestServiceDesk, PipReplays, RequestContext
 from .history import History
 from .oslayers.report import describe as describe_layers
 from .oslayers.spec import LAYERS, MODES
-from .output import OutputRouter, size_of
+from .output import OutputRouter, guest_text, size_of
 from .pool import SandboxPool
 from .sandbox import GuestListener, SandboxDied, SandboxOptions, SandboxProcess, SandboxStartError
 from .sanitize import OutputSanitizer
@@ -835,7 +835,8 @@ class SandboxKernel(Kernel):
                 metrics["skill_calls"] += dispatcher.requests.get("skill_call", 0)
         reply = {"user_expressions": {}, "payload": [], **reply}
         if op != "execute" and reply["status"] == "error" and reply["ename"] != "KeyboardInterrupt":
-            return self._error_reply(reply["ename"], reply["evalue"], router)  # the guest did not show it
+            # The guest did not show it; the kernel does, with the guest's words escaped (they are its own message).
+            return self._error_reply(guest_text(reply["ename"]), guest_text(reply["evalue"], 1000), router)
         reply = self._clean_reply(reply, router)
         if supervisor.timed_out and reply.get("status") == "error":
             evalue = f"the cell ran past cell_timeout={self.cell_timeout:g}s and was interrupted; variables were kept."

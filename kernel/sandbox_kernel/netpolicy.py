@@ -23,6 +23,10 @@ PRIVATE_RANGES = (
     "::/128",
     "::1/128",
 )
+# Also private when a name resolves to them (Deno takes no IPv6 ranges, so these are judged, never passed on):
+# unique-local (fc00::/7, e.g. a cloud metadata service's fd00:ec2::254), link-local, multicast, local-use NAT64.
+PRIVATE_V6_RANGES = ("fc00::/7", "fe80::/10", "ff00::/8", "64:ff9b:1::/48")
+NAT64 = ipaddress.ip_network("64:ff9b::/96")
 HOSTNAME = re.compile(
     r"(?=.{1,253}$)([A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*"
 )
@@ -30,6 +34,52 @@ HOSTNAME = re.compile(
 
 class NetPolicyError(ValueError):
     """An allow-list entry that is not host, host:port, IP or IP:port."""
+
+
+def embedded_ipv4(ip: ipaddress.IPv6Address) -> tuple[str, list[ipaddress.IPv4Address]]:
+    """How an IPv6 address carries IPv4 addresses, and which: ('IPv4-mapped', [a]), ('IPv4-compatible', [a]),
+    ('6to4', [a]), ('NAT64', [a]), ('Teredo', [server, client]); ('', []) for a plain IPv6 address."""
+    if ip.ipv4_mapped is not None:
+        return "IPv4-mapped", [ip.ipv4_mapped]
+    if 1 < int(ip) < 1 << 32:  # ::a.b.c.d, deprecated but still routed to a.b.c.d by some stacks
+        return "IPv4-compatible", [ipaddress.IPv4Address(int(ip))]
+    if ip.sixtofour is not None:
+        return "6to4", [ip.sixtofour]
+    if ip in NAT64:
+        return "NAT64", [ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)]
+    if ip.teredo is not None:
+        return "Teredo", list(ip.teredo)
+    return "", []
+
+
+def is_private(address: str) -> bool:
+    """Whether an address (as getaddrinfo gives it, zone index allowed) is loopback, private, link-local, etc.:
+    an IPv6 address that carries an IPv4 address is judged by that IPv4 address too."""
+    ip = ipaddress.ip_address(address.split("%")[0])
+    if isinstance(ip, ipaddress.IPv6Address):
+        _, inner = embedded_ipv4(ip)
+        if any(is_private(str(v4)) for v4 in inner):
+            return True
+        ranges: tuple[str, ...] = (*PRIVATE_RANGES, *PRIVATE_V6_RANGES)
+    else:
+        ranges = PRIVATE_RANGES
+    return any(ip in ipaddress.ip_network(cidr) for cidr in ranges if ipaddress.ip_network(cidr).version == ip.version)
+
+
+def _refuse_ipv4_in_ipv6(entry: str, ip: ipaddress.IPv6Address, port: int | None) -> None:
+    """An IPv6 entry that is an IPv4 address in disguise: the deny rules judge IPv4 addresses in their own form."""
+    form, inner = embedded_ipv4(ip)
+    if form in ("IPv4-mapped", "IPv4-compatible"):
+        raise NetPolicyError(
+            f"allow_net entry {entry!r} is the IPv4 address {inner[0]} written as IPv6 ({form}): write "
+            f"'{inner[0]}{f':{port}' if port else ''}' instead"
+        )
+    private = [str(v4) for v4 in inner if is_private(str(v4))]
+    if private:
+        raise NetPolicyError(
+            f"allow_net entry {entry!r} is a {form} address that reaches the loopback or private IPv4 address "
+            f"{', '.join(private)} through a gateway; it cannot be allowed (list '{private[0]}' itself to reach it)"
+        )
 
 
 def split_entry(entry: str) -> tuple[str, int | None]:
@@ -59,6 +109,8 @@ def check_entry(entry: str) -> str:
         ip = None
     if ip is None and (not HOSTNAME.fullmatch(host) or host.replace(".", "").isdigit()):
         raise NetPolicyError(f"allow_net entry {entry!r}: use host, host:port, IP or IP:port (e.g. 'pypi.org:443')")
+    if isinstance(ip, ipaddress.IPv6Address):
+        _refuse_ipv4_in_ipv6(entry, ip, port)
     shown = f"[{host}]" if ip is not None and ip.version == 6 else host
     return f"{shown}:{port}" if port else shown
 
@@ -105,11 +157,7 @@ def private_resolutions(allowed: list[str], resolve: Any = None) -> list[str]:
             addresses = resolve(host)
         except OSError:
             continue  # unknown here: Deno's deny rules still apply when it connects
-        private = sorted(
-            a
-            for a in addresses
-            if any(ipaddress.ip_address(a.split("%")[0]) in ipaddress.ip_network(c) for c in PRIVATE_RANGES)
-        )
+        private = sorted(a for a in addresses if is_private(a))
         if private:
             shown = f"{private[0]}:{port}" if port else private[0]
             problems.append(

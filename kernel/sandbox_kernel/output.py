@@ -19,6 +19,34 @@ ENVELOPE_BYTES = 256
 Send = Callable[[str, dict[str, Any], dict[str, Any]], None]
 
 
+_ESCAPES = {"\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
+GUEST_TEXT_CHARS = 200  # of one guest-made string inside a kernel notice
+
+
+def guest_text(text: str, limit: int = GUEST_TEXT_CHARS) -> str:
+    r"""A guest-made string (a file or package name, a mime type, a reason) as it may appear inside one of the
+    kernel's own messages: on one line, nothing hidden, at most `limit` characters of it.
+
+    Backslashes, line breaks and tabs are written as Python writes them (``\\``, ``\n``); every other character
+    that str.isprintable() refuses (controls, bidi overrides and zero-width marks, line and paragraph separators,
+    unusual spaces, surrogates, private-use and unassigned code points) as ``\xNN``, ``\uNNNN`` or ``\UNNNNNNNN``.
+    So the guest can neither add lines of its own inside a notice nor reorder or hide what it says.
+    """
+    text = str(text)
+    cut = len(text) > limit
+    shown = "".join(_escaped(c) for c in text[:limit])
+    return f"{shown}… ({len(text)} characters)" if cut else shown
+
+
+def _escaped(char: str) -> str:
+    if char in _ESCAPES:
+        return _ESCAPES[char]
+    if char.isprintable():
+        return char
+    code = ord(char)
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
+
+
 def notice_metadata(kind: str) -> dict[str, Any]:
     """Message metadata that marks the kernel's own notices (guest output can never carry it)."""
     return {"sandbox_kernel": {"notice": kind}}

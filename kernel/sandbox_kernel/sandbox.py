@@ -28,6 +28,7 @@ from .launch_plan import LaunchPlan
 from .mounts import Mount, supervisor_config
 from .oslayers.report import read_report
 from .oslayers.spec import LAYERS
+from .output import guest_text
 from .supervision import StopCause
 
 OUT_OF_MEMORY_MARKS = ("out of memory", "heap limit", "Out of memory", "allocation failed")
@@ -395,7 +396,7 @@ class SandboxProcess:
         if frame.kind == frames.HOST_EVENT:
             event = frame.json()
             if event.get("event") == "fatal":
-                self._fatal = f"the sandbox crashed: {str(event.get('message'))[:1000]}"
+                self._fatal = f"the sandbox crashed: {guest_text(str(event.get('message')), 1000)}"
             elif event.get("event") == "started" and event.get("id") in self._pending:
                 self._pending[event["id"]].started = True
             elif event.get("event") == "memory":

@@ -94,6 +94,31 @@ class SkillService:
                 outcome=outcome,
             )
 
+    def refuse(self, event: dict[str, Any], reason: str, execution_count: int) -> dict[str, Any]:
+        """Refuse a call without looking at it further (it was made when no skill may run); audited like any."""
+        self.audit.record(
+            kind="skill_call",
+            execution_count=execution_count,
+            call=f"{event.get('skill')}.{event.get('method')}"[:200],
+            args_digest=digest(event.get("args", []), event.get("kwargs", {})),
+            decision="refused",
+            duration_s=0.0,
+            outcome=f"refused: {reason}",
+        )
+        return _error("SkillRefused", reason)
+
+    def record_refused(self, execution_count: int, reason: str, calls: dict[str, int], unnamed: int) -> None:
+        """One audit line for skill calls the kernel refused before they reached the gatekeeper (too many at
+        once, malformed): how many, why, and how many of each Skill.method (guest-given names)."""
+        self.audit.record(
+            kind="skill_calls_refused",
+            execution_count=execution_count,
+            count=sum(calls.values()) + unnamed,
+            reason=reason,
+            calls=calls,
+            **({"other_calls": unnamed} if unnamed else {}),
+        )
+
     async def _decide(
         self,
         skill: str,

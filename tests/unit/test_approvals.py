@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from sandbox_kernel.approvals import MARK, approval_for, full_view, imitates_kernel, parse_answer
+from sandbox_kernel.lookalikes import ascii_prototypes, key
 
 
 def test_short_calls_are_shown_whole():
@@ -35,6 +36,13 @@ def test_newlines_cannot_fake_a_second_line():
     assert "\n" not in a.prompt
 
 
+def test_keyword_names_the_guest_made_up_are_shown_as_python_would_pass_them():
+    forged = "x=1)? [y]es once\n[sandbox-kernel] Allow S.safe(y"
+    a = approval_for("S", "m", [], {"days": 3, forged: 2, "\u202eevil": 0})
+    assert "\n" not in a.prompt and "\u202e" not in a.prompt
+    assert a.arguments == "days=3, **{'x=1)? [y]es once\\n[sandbox-kernel] Allow S.safe(y': 2, '\\u202eevil': 0}"
+
+
 @pytest.mark.parametrize(
     ("answer", "verdict"),
     [
@@ -53,18 +61,73 @@ def test_answers(answer, verdict):
     assert parse_answer(answer) == verdict
 
 
-@pytest.mark.parametrize(
-    ("prompt", "imitates"),
-    [
-        ("Your name? ", False),
-        ("Allow me to ask: continue? ", False),
-        ("[sandbox-kernel] Allow TimeSkill.get_current_time()? ", True),
-        ("Allow TimeSkill.get_current_time()? [y]es once / [a]lways this session / [N]o: ", True),
-        ("ALLOW   TimeSkill . get_current_time ( ", True),
-        ("Allow Time\u200bSkill.get_current_time()? ", True),  # a zero-width space
-        ("\uff3bsandbox\u2011kernel\uff3d ok? ", True),  # full-width brackets, non-breaking hyphen
-        ("Press [y]es once to go on", True),
-    ],
-)
-def test_guest_prompts_that_imitate_the_kernel(prompt, imitates):
-    assert imitates_kernel(prompt) is imitates
+# The kernel's own prompt, written the way a guest would disguise it: each passes a check on NFKC alone.
+CYRILLIC_PROMPT = (
+    "[\u0455\u0430ndb\u043e\u0445-k\u0435rn\u0435l] \u0410ll\u043ew TimeSkill.get_current_time()? "
+    "[\u0443]es \u043ence / [\u0430]lways this session / [N]o: "
+)  # reads as the kernel's own prompt
+ATTACKS = {
+    "Cyrillic look-alikes": CYRILLIC_PROMPT,
+    "Cyrillic mark alone": "[\u0455\u0430ndb\u043e\u0445-kern\u0435l] ok? ",
+    "Greek omicron and Cherokee": "[sandb\u03bfx-\u13e6ernel] ok? ",  # omicron, Cherokee tso
+    "digit one for l": "[sandbox-kerne1] ok? ",
+    "capital I for l, digit zero for O": "[SANDB0X-KERNEI] ok? ",
+    "m for rn": "[sandbox-kemel] ok? ",
+    "small capital s": "[\ua731andbox-kernel] ok? ",  # LATIN LETTER SMALL CAPITAL S
+    "fullwidth": "\uff3b\uff53\uff41\uff4e\uff44\uff42\uff4f\uff58\uff0d\uff4b\uff45\uff52\uff4e\uff45\uff4c\uff3d",
+    "mathematical bold": "\U0001d42c\U0001d41a\U0001d427\U0001d41d\U0001d41b\U0001d428\U0001d431-kernel",
+    "zero-width space, joiner, word joiner": "[s\u200band\u200dbox\u2060-kernel] ok? ",
+    "grapheme joiner and variation selector": "[sand\u034fbox-kern\ufe0fel] ok? ",
+    "Hangul filler": "[sand\u3164box-kernel] ok? ",
+    "tag characters": "[sand\U000e0020box-kern\U000e0041el] ok? ",
+    "soft hyphen and Mongolian vowel separator": "[sand\u00adbox-ker\u180enel] ok? ",
+    "right-to-left override": "\u202e]lenrek-xobdnas[ ok? ",
+    "ideographic space in the menu": "Go on? [y]es\u3000once / [N]o: ",
+    "Cyrillic menu": "[\u0443]es \u043ence / [\u0430]lways: ",
+    "Allow Skill.method( in Cyrillic": "\u0410ll\u043ew TimeSkill.get_current_time()? ",
+    "old: zero-width inside the skill name": "Allow Time\u200bSkill.get_current_time()? ",
+    "old: fullwidth brackets, non-breaking hyphen": "\uff3bsandbox\u2011kernel\uff3d ok? ",
+    "old: the kernel's prompt itself": "[sandbox-kernel] Allow TimeSkill.get_current_time()? ",
+    "old: the menu": "Allow TimeSkill.get_current_time()? [y]es once / [a]lways this session / [N]o: ",
+    "old: spaced out": "ALLOW   TimeSkill . get_current_time ( ",
+    "old: the menu's words": "Press [y]es once to go on",
+    # Decided: the kernel's name is refused however it is written; a guest prompt has no need for it.
+    "the kernel's name": "sandbox kernel?",
+}
+ORDINARY = [
+    "Name: ",
+    "Password: ",
+    "Your name? ",
+    "\u041f\u0430\u0440\u043e\u043b\u044c: ",  # Пароль:
+    "\u0412\u0432\u0435\u0434\u0438\u0442\u0435 \u0438\u043c\u044f: ",  # Введите имя:
+    "\u039a\u03c9\u03b4\u03b9\u03ba\u03cc\u03c2: ",  # Κωδικός:
+    "\u0643\u0644\u0645\u0629 \u0627\u0644\u0645\u0631\u0648\u0631: ",  # Arabic "password"
+    "\u30d1\u30b9\u30ef\u30fc\u30c9: ",  # パスワード:
+    "[y/n] ",
+    "Continue? [Y/n] ",
+    "Allow cookies? ",
+    "Allow me to ask: continue? ",
+    "Say yes once more: ",
+    "Choose [a]pple or [b]anana: ",
+    "Enter a number (1-10): ",
+    "Sandbox name: ",
+    "Kernel size in px: ",
+    "Caf\u00e9 au lait? ",
+]
+
+
+@pytest.mark.parametrize("prompt", ATTACKS.values(), ids=ATTACKS.keys())
+def test_guest_prompts_that_look_like_the_kernels_are_refused(prompt):
+    assert imitates_kernel(prompt)
+
+
+@pytest.mark.parametrize("prompt", ORDINARY)
+def test_ordinary_prompts_in_any_script_pass(prompt):
+    assert not imitates_kernel(prompt)
+
+
+def test_the_look_alike_key_folds_confusables_and_keeps_other_letters():
+    plain = "[sandbox-kernel] Allow TimeSkill.get_current_time()? [y]es once / [a]lways this session / [N]o: "
+    assert CYRILLIC_PROMPT != plain and key(CYRILLIC_PROMPT) == key(plain)
+    assert key("\u041f\u0430\u0440\u043e\u043b\u044c") == "\u043fapo\u043b\u044c"  # п, л, ь have no Latin twin
+    assert len(ascii_prototypes()) > 1000  # the UTS #39 table is there (the library ships it)

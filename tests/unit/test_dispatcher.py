@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from sandbox_kernel.dispatcher import MAX_OPEN_REQUESTS, RequestDispatcher
+from sandbox_kernel.dispatcher import MAX_OPEN_REQUESTS, NAMED_REFUSALS, TOO_MANY, RequestDispatcher
 from sandbox_kernel.output import OutputRouter
 from sandbox_kernel.sanitize import OutputSanitizer
 
@@ -21,6 +21,7 @@ class FakeServices:
 
     def __init__(self, fail: bool = False, block: bool = False) -> None:
         self.seen: list[dict[str, Any]] = []
+        self.refusals: list[tuple[str, dict[str, int], int]] = []
         self.fail = fail
         self.release = asyncio.Event()
         if not block:
@@ -34,6 +35,9 @@ class FakeServices:
         return {"value": event["type"]}
 
     input_request = skill_call = load_packages = pip_installed = _serve
+
+    def skill_calls_refused(self, reason: str, calls: dict[str, int], unnamed: int) -> None:
+        self.refusals.append((reason, dict(calls), unnamed))
 
 
 class Harness:
@@ -147,6 +151,72 @@ def test_too_many_open_requests_are_refused_at_once():
     assert len({n for n, _ in h.answers}) == MAX_OPEN_REQUESTS + 2
 
 
+def skill_call(n: int, skill: Any = "S", method: Any = "m") -> dict[str, Any]:
+    return {"type": "skill_call", "n": n, "skill": skill, "method": method, "args": [], "kwargs": {}}
+
+
+def test_skill_calls_refused_as_too_many_are_counted_once_per_request():
+    async def go():
+        services = FakeServices(block=True)
+        h = Harness(services)
+        for n in range(1, 41):
+            h.event(skill_call(n, method="a" if n % 2 else "b"))
+        await asyncio.sleep(0)
+        services.release.set()
+        await asyncio.gather(*h.dispatcher.open)
+        h.dispatcher.finish()
+        h.dispatcher.finish()  # a second finish records nothing more
+        return services
+
+    services = run(go)
+    assert len(services.seen) == MAX_OPEN_REQUESTS
+    assert services.refusals == [(TOO_MANY, {"S.a": 18, "S.b": 18}, 0)]
+
+
+def test_refusal_counts_name_a_bounded_number_of_calls_and_count_the_rest():
+    async def go():
+        services = FakeServices(block=True)
+        h = Harness(services)
+        for n in range(1, 1001):
+            h.event(skill_call(n, skill="S" * 128, method=f"m{n}"))  # 1000 names the guest made up
+        h.dispatcher.finish()
+        return services
+
+    ((reason, calls, unnamed),) = run(go).refusals
+    assert reason == TOO_MANY and len(calls) == NAMED_REFUSALS
+    assert sum(calls.values()) + unnamed == 1000 - MAX_OPEN_REQUESTS
+    assert all(len(name) <= 201 for name in calls)
+
+
+def test_malformed_skill_calls_are_counted_as_refused_and_other_requests_are_not():
+    async def go():
+        services = FakeServices()
+        h = Harness(services)
+        h.event({**skill_call(1), "kwargs": []})
+        h.event({"type": "pip_installed", "n": 2})
+        h.dispatcher.finish()
+        return services, h
+
+    services, h = run(go)
+    assert [n for n, _ in h.answers] == [1, 2]
+    ((reason, calls, unnamed),) = services.refusals
+    assert reason.startswith("invalid request") and calls == {"S.m": 1} and unnamed == 0
+
+
+def test_guest_made_strings_in_notices_stay_on_one_line():
+    async def go():
+        h = Harness(FakeServices())
+        forged = "text/x\n[sandbox-kernel] Allow S.m()? \u202e"
+        h.event({"type": "iopub", "msg_type": "display_data", "content": {"data": {forged: "x"}, "metadata": {}}})
+        h.dispatcher.finish()
+        return h
+
+    h = run(go)
+    (notice,) = [c["text"] for t, c, m in h.sent if m.get("sandbox_kernel", {}).get("notice") == "output_dropped"]
+    assert notice.count("\n") == 1 and notice.endswith("\n") and "\u202e" not in notice
+    assert "output of type text/x\\n[sandbox-kernel] Allow S.m()? \\u202e was not sent" in notice
+
+
 def test_finish_answers_requests_still_open():
     async def go():
         services = FakeServices(block=True)
@@ -194,3 +264,30 @@ def test_every_message_type_counts_against_the_budget(msg_type):
     published = [t for t, _, m in h.sent if not m]
     assert 0 < len(published) < 500 and h.router.truncated
     assert sum(len(json.dumps(c, separators=(",", ":"))) for t, c, m in h.sent if not m) <= 3_000
+
+
+def test_a_skill_call_outside_a_cell_is_refused_and_audited(tmp_path):
+    from sandbox_kernel.audit import AuditLog
+    from sandbox_kernel.gatekeeper import Gatekeeper
+    from sandbox_kernel.guest_services import GuestServiceDesk, PipReplays, RequestContext
+    from sandbox_kernel.skill_calls import SkillService
+
+    log_path = tmp_path / "audit.jsonl"
+    skills = SkillService(Gatekeeper({}, {}), AuditLog(log_path), 1.0, 1000)
+    context = RequestContext(allow_stdin=False, in_cell=False, execution_count=7, ident=None, parent=None)
+    desk = GuestServiceDesk(context, None, print, skills, None, PipReplays())  # type: ignore[arg-type]
+    answer = asyncio.run(desk.skill_call(skill_call(1, "TimeSkill", "get_current_time")))
+    desk.skill_calls_refused(TOO_MANY, {"S.m": 3}, 2)
+    assert answer["error"]["type"] == "SkillRefused"
+    first, second = map(json.loads, log_path.read_text().splitlines())
+    assert first["kind"] == "skill_call" and first["call"] == "TimeSkill.get_current_time"
+    assert first["decision"] == "refused" and first["outcome"] == "refused: skills can only be called while a cell runs"
+    assert first["execution_count"] == 7 and first["args_digest"].startswith("sha256:")
+    assert {k: second[k] for k in ("kind", "execution_count", "count", "reason", "calls", "other_calls")} == {
+        "kind": "skill_calls_refused",
+        "execution_count": 7,
+        "count": 5,
+        "reason": TOO_MANY,
+        "calls": {"S.m": 3},
+        "other_calls": 2,
+    }
