@@ -102,6 +102,7 @@ def attach(restored: bool = False) -> str:
     if _shell is None:
         boot()
     STARTED_FROM_SNAPSHOT = restored
+    _fresh_randomness()
     _host.attach()
     _contain_loop_exits(asyncio.get_event_loop())
     return json.dumps(
@@ -112,6 +113,17 @@ def attach(restored: bool = False) -> str:
             "pyodide_version": __import__("pyodide").__version__,
         }
     )
+
+
+def _fresh_randomness() -> None:
+    """Seed `random` (and tempfile's names) from the OS in every sandbox: a memory snapshot holds their state,
+    so sandboxes started from it would otherwise all draw the same numbers. (The string-hash secret is fixed when
+    the interpreter starts, so it stays the snapshot's: README, Security.)"""
+    import random
+    import tempfile
+
+    random.seed()
+    tempfile._name_sequence = None  # type: ignore[attr-defined]  # made again, from a fresh seed, when next used
 
 
 def _contain_loop_exits(loop: asyncio.AbstractEventLoop) -> None:
@@ -295,7 +307,9 @@ def _restore(req: dict[str, Any], data: Any) -> dict[str, Any]:
     from . import checkpoint
 
     assert _shell is not None
-    return _error_reply(checkpoint.apply)(req, _shell.user_ns, data or [])
+    reply = _error_reply(checkpoint.apply)(req, _shell.user_ns, data or [])
+    _fresh_randomness()  # a fork restores the same state twice: each copy draws its own numbers
+    return reply
 
 
 _HANDLERS = {
