@@ -562,7 +562,7 @@ class SandboxKernel(Kernel):
             try:
                 await self._background_request(sandbox, "pip_install", install, REPLAY_TIMEOUT)
             except (asyncio.TimeoutError, guest_schema.InvalidGuestMessage) as exc:
-                self.log.warning("replaying %%pip install %s failed: %r", " ".join(install["specs"]), exc)
+                self.log.warning("replaying %%pip install %s failed: %r", guest_text(" ".join(install["specs"])), exc)
 
     def _check_snapshot(self, sandbox: SandboxProcess) -> None:
         """Build the start-up snapshot in the background if this start could not use one."""
@@ -918,7 +918,9 @@ class SandboxKernel(Kernel):
         }
         path = folder.path(name)
         size = await asyncio.to_thread(checkpoint_file.write, path, header, payload)
-        left_out = "".join(f"\n  not kept: {n} ({why})" for n, why in summary["not_kept"].items())
+        left_out = "".join(
+            f"\n  not kept: {guest_text(n)} ({guest_text(why)})" for n, why in summary["not_kept"].items()
+        )
         router.stream(
             "stdout",
             f"Checkpoint {name!r}: {summary['variable_count']} variables, {summary['files']} files, "
@@ -962,7 +964,9 @@ class SandboxKernel(Kernel):
         if reply["status"] != "ok":
             return reply
         self._pip_replays.installs = [i for i in header.get("pip", []) if isinstance(i, dict)]
-        missing = "".join(f"\n  not restored: {n} ({why})" for n, why in reply["not_restored"].items())
+        missing = "".join(
+            f"\n  not restored: {guest_text(n)} ({guest_text(why)})" for n, why in reply["not_restored"].items()
+        )
         router.stream(
             "stdout",
             f"Restored checkpoint {magic.name!r} in a fresh sandbox: {reply['variable_count']} variables, "
