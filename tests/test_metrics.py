@@ -55,6 +55,19 @@ def test_peak_memory_is_the_wasm_memory_and_grows_with_what_the_cell_allocates(k
     assert 10 << 20 < before and after - before >= 70 << 20, (before, after)
 
 
+def test_peak_memory_cannot_be_forged_by_guest_code(kc):
+    """The worker reads wasm memory through the object it captured at load, not Pyodide's (replaceable) HEAP8."""
+    real = metrics(execute(kc, "1"))["peak_memory_bytes"]
+    forge = (
+        "import pyodide_js, pyodide.code\n"
+        "pyodide.code.run_js('(m) => { m.HEAP8 = new Int8Array(16); "
+        'Object.defineProperty(WebAssembly.Memory.prototype, "buffer", {get() { return new ArrayBuffer(8) }}) }\')'
+        "(pyodide_js._module)"
+    )
+    forged = metrics(execute(kc, forge))["peak_memory_bytes"]
+    assert forged >= real > 10 << 20, (real, forged)
+
+
 def test_the_agent_api_exposes_them():
     from sandbox_kernel import AsyncSandbox, Sandbox  # top-level exports
 

@@ -532,3 +532,55 @@ def test_hard_to_see_paths_in_the_listing_are_the_mounts_own(mounted, layout):
     _, kc = mounted
     listed = set(eval(result(execute(kc, "import os\nsorted(os.listdir('/data'))"))))
     assert listed == {p.name for p in Path(layout.ro).iterdir()}
+
+
+# ---- the total size of a mount -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        "open('/out/sparse.bin', 'wb').truncate(1 << 40)",
+        "import os\nopen('/out/sparse.bin', 'wb').close()\nos.truncate('/out/sparse.bin', 1 << 40)",
+        "f = open('/out/sparse.bin', 'wb')\nf.seek(1 << 40)\nf.write(b'x')\nf.close()",
+        "for i in range(20):\n    with open(f'/out/part{i}.bin', 'wb') as f:\n        f.write(b'x' * (64 << 10))",
+        "import pyodide_js\npyodide_js.FS.writeFile('/out/big.bin', 'y' * (2 << 20))",
+    ],
+    ids=["truncate-1TiB", "os.truncate-1TiB", "seek-1TiB", "many-files", "js-fs"],
+)
+def test_max_total_bytes_bounds_a_mount_sparse_files_included(tmp_path, code):
+    folder = tmp_path / "out"
+    folder.mkdir()
+    (folder / "already.bin").write_bytes(b"z" * 1000)  # counted from the start
+    limits = json.dumps({"/out": {"max_total_bytes": 1 << 20}})
+    km, kc = start_kernel([f"--SandboxKernel.mounts=['{folder}:/out:rw']", f"--SandboxKernel.mount_limits={limits}"])
+    try:
+        run = execute(kc, code, timeout=120)
+        assert run.content["status"] == "error", run.content
+        if run.content["ename"] != "JsException":  # Python's error carries the host's reason
+            assert "may hold at most 1048576 bytes" in run.content["evalue"], run.content["evalue"]
+            assert "max_total_bytes" in run.content["evalue"]
+        total = sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
+        assert total <= 1 << 20, f"the mount holds {total} bytes"
+        assert_alive(kc)
+    finally:
+        stop_kernel(km, kc)
+
+
+def test_suffix_limits_hold_past_ten_thousand_entries(tmp_path):
+    """No scan with a ceiling: the rule is applied to the write itself, whatever else the mount holds."""
+    folder = tmp_path / "out"
+    folder.mkdir()
+    for i in range(MANY):
+        (folder / f"f{i:05d}.csv").touch()
+    limits = json.dumps({"/out": {"suffixes": [".csv"]}})
+    km, kc = start_kernel([f"--SandboxKernel.mounts=['{folder}:/out:rw']", f"--SandboxKernel.mount_limits={limits}"])
+    try:
+        code = "import os, pyodide_js\nos.mkdir('/out/zzz')\npyodide_js.FS.writeFile('/out/zzz/tool.exe', 'x')"
+        run = execute(kc, code)
+        assert run.content["ename"] == "JsException", run.content
+        assert not (folder / "zzz" / "tool.exe").exists()
+        run = execute(kc, "open('/out/zzz/tool.exe', 'w')")
+        assert run.content["ename"] == "PermissionError" and "must end in .csv" in run.content["evalue"]
+    finally:
+        stop_kernel(km, kc)
