@@ -1,6 +1,6 @@
 """Benchmarks of sandbox-kernel side by side with ipykernel's python3 kernel, in one run.
 
-Usage: python bench/run.py [--trials N] [--calls N] [--lines N] [--scale N ...] [--only checkpoint] [--output bench/RESULTS.md]
+Usage: python bench/run.py [--trials N] [--calls N] [--lines N] [--scale N ...] [--only checkpoint|files] [--output bench/RESULTS.md]
 Prints a markdown table (medians and p90s, memory as PSS, ratio to ipykernel) and writes it to RESULTS.md.
 """
 
@@ -39,9 +39,11 @@ class Row:
         return f"{self.ours / self.reference:.2f}x"
 
 
-def start(kernel: str, arguments: list[str] | None = None) -> tuple[KernelManager, BlockingKernelClient]:
+def start(
+    kernel: str, arguments: list[str] | None = None, cwd: Path | None = None
+) -> tuple[KernelManager, BlockingKernelClient]:
     km = KernelManager(kernel_name=kernel)
-    km.start_kernel(extra_arguments=arguments or [])
+    km.start_kernel(extra_arguments=arguments or [], **({"cwd": str(cwd)} if cwd else {}))
     kc = km.client()
     kc.start_channels()
     kc.wait_for_ready(timeout=300)
@@ -335,6 +337,7 @@ def scale(kernel: str, count: int, processes: int, arguments: list[str] | None =
 
 
 CHECKPOINT_HEADING = "## Checkpoints"
+FILES_HEADING = "## Files in a read-write folder"
 
 
 def checkpoint_rows(trials: int) -> list[Row]:
@@ -354,7 +357,60 @@ def checkpoint_rows(trials: int) -> list[Row]:
     ]
 
 
+FILE_WORK = {
+    "write 64 MiB in 8 KiB writes": (
+        "import time\nt = time.perf_counter()\nwith open('big.bin', 'wb', buffering=0) as f:\n"
+        "    for _ in range(8192):\n        f.write(b'x' * 8192)\ntime.perf_counter() - t"
+    ),
+    "write 64 MiB in one write": (
+        "import time\nt = time.perf_counter()\nwith open('big.bin', 'wb') as f:\n    f.write(b'y' * (64 << 20))\n"
+        "time.perf_counter() - t"
+    ),
+    "create, write and close 1,000 small files": (
+        "import os, time\nos.makedirs('many', exist_ok=True)\nt = time.perf_counter()\nfor i in range(1000):\n"
+        "    with open(f'many/f{i}.txt', 'w') as f:\n        f.write('row\\n' * 10)\ntime.perf_counter() - t"
+    ),
+    "read 64 MiB back": (
+        "import time\nt = time.perf_counter()\nwith open('big.bin', 'rb') as f:\n    f.read()\ntime.perf_counter() - t"
+    ),
+}
+
+
+def file_rows(trials: int) -> list[Row]:
+    """Files in a read-write folder: every change goes through the supervisor's file service (issue 23)."""
+    import tempfile
+
+    rows = []
+    with tempfile.TemporaryDirectory() as ours_dir, tempfile.TemporaryDirectory() as ref_dir:
+        ours_km, ours = start(OURS, ["--SandboxKernel.working_folder=rw"], Path(ours_dir))
+        ref_km, ref = start(REFERENCE, [], Path(ref_dir))
+        try:
+            for name, code in FILE_WORK.items():
+                seconds = (
+                    median_of(trials, lambda code=code: float(value(ours, code))),
+                    median_of(trials, lambda code=code: float(value(ref, code))),
+                )
+                note = "timed inside the cell; ours: the working folder (`working_folder='rw'`)"
+                rows.append(Row(name, "s", *seconds, note))
+        finally:
+            stop(ours_km, ours)
+            stop(ref_km, ref)
+    return rows
+
+
 # ---- report --------------------------------------------------------------------------------
+
+SECTIONS: dict[str, tuple[str, Callable[[int], list[Row]]]] = {
+    "checkpoint": (CHECKPOINT_HEADING, checkpoint_rows),
+    "files": (FILES_HEADING, file_rows),
+}
+
+
+def replace_section(report: str, heading: str, section: str) -> str:
+    """`report` with the section under `heading` (up to the next '## ') replaced by `section`, or added at its end."""
+    before, found, after = report.partition(f"\n{heading}\n")
+    rest = after[after.find("\n## ") :] if found and "\n## " in after else ""
+    return before.rstrip("\n") + "\n\n" + section.rstrip("\n") + "\n" + rest
 
 
 def table(rows: list[Row]) -> str:
@@ -378,20 +434,24 @@ def main() -> None:
     parser.add_argument("--scale", type=int, nargs="*", default=[1, 4, 8], help="kernels started at once")
     parser.add_argument("--output", type=Path, default=Path(__file__).parent / "RESULTS.md")
     parser.add_argument(
-        "--only", choices=["checkpoint"], help="measure these rows only; they replace their section of RESULTS.md"
+        "--only",
+        choices=["checkpoint", "files"],
+        help="measure these rows only; they replace their section of RESULTS.md",
     )
     args = parser.parse_args()
     trials = args.trials
 
-    if args.only == "checkpoint":
+    if args.only:
+        heading, measure = SECTIONS[args.only]
         section = (
-            f"{CHECKPOINT_HEADING}\n\nOne run of `python bench/run.py --only checkpoint --trials {trials}` on "
+            f"{heading}\n\nOne run of `python bench/run.py --only {args.only} --trials {trials}` on "
             f"{datetime.datetime.now(datetime.timezone.utc).strftime('%Y-%m-%d %H:%M UTC')} (the rows of the full "
-            f"run's table, measured alone).\n\n{table(checkpoint_rows(trials))}\n"
+            f"run's table, measured alone).\n\n{table(measure(trials))}\n"
         )
         print(section)
-        old = args.output.read_text() if args.output.exists() else ""
-        args.output.write_text(old.split(f"\n{CHECKPOINT_HEADING}")[0].rstrip("\n") + "\n\n" + section)
+        args.output.write_text(
+            replace_section(args.output.read_text() if args.output.exists() else "", heading, section)
+        )
         return
     reference_start = cold_start(REFERENCE, trials)
     rows = [Row("cold start (launch to first `1+1` reply)", "s", cold_start(OURS, trials), reference_start)]
@@ -463,6 +523,7 @@ def main() -> None:
                         single_pss, ref_started, f"per process: {each}"))  # fmt: skip
         rows.append(Row("memory after the streaming test", "MiB PSS", *streamed))
         rows += checkpoint_rows(trials)
+        rows += file_rows(trials)
     finally:
         stop(ours_km, ours)
         stop(ref_km, ref)

@@ -15,20 +15,9 @@ from pathlib import Path
 
 import pytest
 from attack_kit import token
-from jupyter_client.manager import KernelManager
 
 from conftest import START_TIMEOUT, execute, stop_kernel, value
-from sandbox_kernel.install import KERNEL_NAME
-
-
-def start_in(folder: Path, arguments: list[str], env: dict[str, str] | None = None):
-    """A kernel started in `folder` through the installed kernelspec, as JupyterLab starts one."""
-    km = KernelManager(kernel_name=KERNEL_NAME)
-    km.start_kernel(extra_arguments=arguments, cwd=str(folder), **({"env": {**os.environ, **env}} if env else {}))
-    kc = km.client()
-    kc.start_channels()
-    kc.wait_for_ready(timeout=START_TIMEOUT)
-    return km, kc
+from test_working_folder import start_in  # a kernel started in a folder through the kernelspec, as JupyterLab does
 
 
 def planted_module(marker: Path) -> str:
