@@ -12,6 +12,7 @@ dropped. Safe renderers pass unchanged.
 
 from __future__ import annotations
 
+import html
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -108,11 +109,13 @@ MARKDOWN_RISKS = re.compile(
     r"<|&(#?\w+);|!\[|\][(\[:]|[/\\]{2}|www\.|[\w.+-]@[\w-]|(javascript|vbscript|data|file|mailto|xmpp):",
     re.IGNORECASE,
 )
-# Where a URL may start inside a longer string (a Plotly label's <a href>, a quoted string in a Vega
-# expression): two slashes or backslashes, or a scheme. The candidate ends at a space, quote or bracket.
-URL_START = re.compile(r"[/\\]{2}|[a-z][a-z0-9+.-]*:", re.IGNORECASE)
+# Where a URL that names a host may start inside a longer string (a Plotly label's <a href>, a quoted
+# string in a Vega expression): two slashes or backslashes in any mix (any scheme, or none), or a special
+# scheme, which needs no slashes (`http:host`). A candidate ends at a space, quote or angle bracket.
+URL_START = re.compile(r"[/\\]{2}|(?:https?|wss?|ftp|file):", re.IGNORECASE)
 DOUBLE_SLASH = re.compile(r"[/\\]{2}")
 URL_END = re.compile(r"[\s'\"`<>]")
+WALKED = frozenset({str, dict, list})  # JSON values (as json.loads makes them) that can hold a string
 MAX_SPEC_NODES = 2_000_000  # values in one JSON spec checked for URLs; a larger spec is not sent
 
 
@@ -186,32 +189,33 @@ class OutputSanitizer:
         todo, seen = [spec], 0
         while todo:
             value = todo.pop()
-            seen += 1
-            if seen > MAX_SPEC_NODES:
-                return "(too large to check)"
-            if isinstance(value, str):
+            kind = type(value)
+            if kind is str:
                 host = self._string_host(value)
                 if host is not None:
                     return host
-            elif isinstance(value, dict):
-                todo.extend(value.values())
-                todo.extend(value.keys())
-            elif isinstance(value, list):
-                todo.extend(value)
+            elif kind is dict or kind is list:
+                seen += len(value)
+                if seen > MAX_SPEC_NODES:
+                    return "(too large to check)"
+                items = [*value.keys(), *value.values()] if kind is dict else value
+                todo.extend([item for item in items if type(item) in WALKED])  # numbers need no look
         return None
 
     def _string_host(self, text: str) -> str | None:
-        """A host outside allow_net that `text`, or a URL inside it, reaches; else None."""
-        if ":" not in text and "/" not in text and "\\" not in text:
-            return None
-        trimmed = browser_trimmed(text)
-        candidates = [text] + [URL_END.split(trimmed[m.start() :], 1)[0] for m in URL_START.finditer(trimmed)]
-        for candidate in candidates:
-            where = target(candidate)
-            if where.reach is Reach.HOST and not self._on_allowed_host(where):
-                return where.host
-            if where.reach is Reach.INVALID and DOUBLE_SLASH.search(browser_trimmed(candidate)):
-                return candidate[:60]  # Chromium takes some of these (`http://a b/` reaches host `a%20b`)
+        """A host outside allow_net that `text`, or a URL inside it, reaches (HTML entities decoded too, for
+        Plotly's labels); else None."""
+        for variant in (text, html.unescape(text)) if "&" in text else (text,):
+            trimmed = browser_trimmed(variant)
+            starts = [m.start() for m in URL_START.finditer(trimmed)]
+            if not starts:
+                continue  # no scheme with a host and no //: a path on the page, or no URL at all
+            for candidate in [variant] + [URL_END.split(trimmed[start:], 1)[0] for start in starts]:
+                where = target(candidate)
+                if where.reach is Reach.HOST and not self._on_allowed_host(where):
+                    return where.host
+                if where.reach is Reach.INVALID and DOUBLE_SLASH.search(browser_trimmed(candidate)):
+                    return candidate[:60]  # Chromium takes some of these (`http://a b/` reaches host `a%20b`)
         return None
 
     # ---- attributes ------------------------------------------------------------------------

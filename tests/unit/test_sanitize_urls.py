@@ -269,6 +269,9 @@ def vegalite(data: dict[str, object], **extra: object) -> dict[str, object]:
             "evil.example",
         ),
         (PLOTLY, {"data": [], "layout": {"mapbox": {"style": "mapbox://styles/x"}}}, "styles"),
+        (PLOTLY, {"data": [], "layout": {"title": "<a href='&#x2F;&#x5C;evil.example/'>x</a>"}}, "evil.example"),
+        (VEGA, {"data": [{"name": "t", "url": "h\tttp:evil.example/d.csv"}]}, "evil.example"),
+        (VEGA, {"signals": [{"name": "u", "update": "'ftp:' + '//evil.example/'"}]}, "evil.example"),
         (PLOTLY, {"data": [], "layout": {"title": "http://evil example/"}}, "http://evil example/"),
     ],
 )
