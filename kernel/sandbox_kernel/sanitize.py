@@ -21,6 +21,7 @@ from typing import Any
 import nh3
 from markdown_it import MarkdownIt
 
+from .output import guest_text
 from .url_reach import Reach, Target, allowed_host, browser_trimmed, target
 
 # Rendered by JupyterLab without running anything the guest wrote (text, images, data viewers).
@@ -117,6 +118,7 @@ DOUBLE_SLASH = re.compile(r"[/\\]{2}")
 URL_END = re.compile(r"[\s'\"`<>]")
 WALKED = frozenset({str, dict, list})  # JSON values (as json.loads makes them) that can hold a string
 MAX_SPEC_NODES = 2_000_000  # values in one JSON spec checked for URLs; a larger spec is not sent
+NOT_ALLOWED = "not in SandboxKernel.allow_net (the browser would fetch it, and a URL can carry the sandbox's data out)"
 
 
 @dataclass
@@ -181,9 +183,9 @@ class OutputSanitizer:
             return target(value).reach is Reach.SAME_DOCUMENT
         return False  # srcset, poster, background, ...: no rule, so never kept
 
-    def foreign_host(self, spec: Any) -> str | None:
-        """The first host outside allow_net that a string in the JSON `spec` names as a URL, else None;
-        '(too large to check)' past MAX_SPEC_NODES values."""
+    def spec_problem(self, spec: Any) -> str | None:
+        """Why the JSON `spec` (Vega, Plotly) may not go to the browser, which fetches the URLs it names:
+        a string names a host outside allow_net, or the spec is too large to check; None when it may."""
         if isinstance(spec, dict) and "$schema" in spec:  # names the spec's version: vega-embed fetches nothing
             spec = {key: value for key, value in spec.items() if key != "$schema"}
         todo, seen = [spec], 0
@@ -191,20 +193,20 @@ class OutputSanitizer:
             value = todo.pop()
             kind = type(value)
             if kind is str:
-                host = self._string_host(value)
-                if host is not None:
-                    return host
+                problem = self._string_problem(value)
+                if problem is not None:
+                    return problem
             elif kind is dict or kind is list:
                 seen += len(value)
                 if seen > MAX_SPEC_NODES:
-                    return "(too large to check)"
+                    return f"it holds more than {MAX_SPEC_NODES:,} values, too many to check for URLs to other hosts"
                 items = [*value.keys(), *value.values()] if kind is dict else value
                 todo.extend([item for item in items if type(item) in WALKED])  # numbers need no look
         return None
 
-    def _string_host(self, text: str) -> str | None:
-        """A host outside allow_net that `text`, or a URL inside it, reaches (HTML entities decoded too, for
-        Plotly's labels); else None."""
+    def _string_problem(self, text: str) -> str | None:
+        """Why `text`, or a URL inside it, may not reach the browser (HTML entities decoded too, for Plotly's
+        labels); else None."""
         for variant in (text, html.unescape(text)) if "&" in text else (text,):
             trimmed = browser_trimmed(variant)
             starts = [m.start() for m in URL_START.finditer(trimmed)]
@@ -213,9 +215,10 @@ class OutputSanitizer:
             for candidate in [variant] + [URL_END.split(trimmed[start:], 1)[0] for start in starts]:
                 where = target(candidate)
                 if where.reach is Reach.HOST and not self._on_allowed_host(where):
-                    return where.host
+                    return f"it names a URL on '{guest_text(where.host, 100)}', a host {NOT_ALLOWED}"
                 if where.reach is Reach.INVALID and DOUBLE_SLASH.search(browser_trimmed(candidate)):
-                    return candidate[:60]  # Chromium takes some of these (`http://a b/` reaches host `a%20b`)
+                    # WHATWG refuses it, Chromium may not (`http://a b/` reaches the host `a%20b`).
+                    return f"it names '{guest_text(candidate, 60)}', which a browser may read as a URL on a host {NOT_ALLOWED}"
         return None
 
     # ---- attributes ------------------------------------------------------------------------
@@ -262,12 +265,9 @@ class OutputSanitizer:
                 if not isinstance(value, str):
                     dropped.append(mime)
                     continue
-            if mime in URL_SPEC_TYPES and (host := self.foreign_host(value)) is not None:
+            if mime in URL_SPEC_TYPES and (problem := self.spec_problem(value)) is not None:
                 dropped.append(mime)
-                reasons[mime] = (
-                    f"it names a URL on {host[:100]!r}, a host not in SandboxKernel.allow_net (the browser would "
-                    "fetch it, and a URL can carry the sandbox's data out)"
-                )
+                reasons[mime] = problem
             elif mime in PASS:
                 clean[mime] = value
             elif mime == "text/html":
