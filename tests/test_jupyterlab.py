@@ -366,23 +366,31 @@ def url_payloads(port: int) -> list[tuple[str, Any]]:
         ("markdown", f'<img src="/\\{far}/md-html-image">'),
         ("markdown", f"![md][r]\n\n[r]: //{far}/md-reference"),
         ("raw", {"application/vnd.vegalite.v5+json": vegalite, "text/plain": "vega chart"}),
+        # MathJax typesets math in HTML, Markdown and LaTeX output: \style sets CSS, \href makes a link.
+        ("html", f"<p>$\\style{{cursor: url(http://{far}/math-style), auto}}{{z}}$</p>"),
+        ("html", f"<p>$\\sty<wbr>le{{cursor: url(http://{far}/math-split-style), auto}}{{z}}$</p>"),
+        ("markdown", f"a $\\href{{//{far}/math-href}}{{y}}$ b"),
+        ("latex", f"$\\style{{cursor: url(http://{far}/math-latex), auto}}{{w}}$"),
         ("html", '<b class="sbx-far-done">all shown</b>'),
     ]
+
+
+MATH_PAYLOADS = 4  # math expressions url_payloads shows (each becomes one mjx-container)
 
 
 def show_cell(payloads: list[tuple[str, Any]]) -> str:
     """One line of Python that displays `payloads` (sent as base64, so nothing in them is typed as code)."""
     blob = base64.b64encode(json.dumps(payloads).encode()).decode()
     return (
-        "import base64, json; from IPython.display import HTML, SVG, Markdown, display; "
-        "show = {'html': HTML, 'svg': SVG, 'markdown': Markdown, 'raw': lambda bundle: bundle}; "
+        "import base64, json; from IPython.display import HTML, SVG, Latex, Markdown, display; "
+        "show = {'html': HTML, 'svg': SVG, 'markdown': Markdown, 'latex': Latex, 'raw': lambda bundle: bundle}; "
         f"[display(show[kind](value), raw=kind == 'raw') for kind, value in json.loads(base64.b64decode('{blob}'))];"
     )
 
 
 # What in the output area could send the browser elsewhere: URL attributes that resolve off the page, and
 # the source each image chose (currentSrc, which covers srcset).
-FAR_URLS_JS = """
+FAR_URLS_JS = r"""
 (area) => {
   const far = [];
   const off = (value) => {
@@ -394,6 +402,7 @@ FAR_URLS_JS = """
       const name = attr.name.toLowerCase();
       if (['srcset', 'poster', 'background', 'formaction', 'action', 'data'].includes(name)) far.push(name + '=' + attr.value);
       else if (['src', 'href', 'xlink:href', 'cite'].includes(name) && off(attr.value)) far.push(name + '=' + attr.value);
+      else if (name === 'style' && /url\(/i.test(attr.value)) far.push(name + '=' + attr.value);
     }
     if (el.tagName === 'IMG' && el.currentSrc && off(el.currentSrc)) far.push('currentSrc=' + el.currentSrc);
   }
@@ -411,6 +420,7 @@ def test_no_output_url_reaches_another_host(lab: Lab, page: Page) -> None:
         cell = run_cell(page, show_cell(url_payloads(listener.port)))
         area = cell.locator(".jp-Cell-outputArea")
         expect(cell.locator("b.sbx-far-done")).to_have_text("all shown", timeout=CELL_MS)
+        expect(area.locator("mjx-container")).to_have_count(MATH_PAYLOADS, timeout=CELL_MS)  # MathJax is done
         # Every image has finished (loaded or failed): a fetch any of them made has reached the listener.
         page.wait_for_function(
             "area => [...area.querySelectorAll('img')].every(img => img.complete)",
@@ -429,6 +439,7 @@ def test_no_output_url_reaches_another_host(lab: Lab, page: Page) -> None:
 
 
 # The payloads that reach the listener when nothing sanitises them (ipykernel): each is live in this browser.
+# (math-href is a link inside MathJax's output, clicked in neither test: the other test checks its href.)
 # Not here: JupyterLab 4 shows image/svg+xml through <img>, where an SVG loads no images, and its Markdown
 # renderer percent-encodes a backslash in a link destination (other frontends do neither: they are sent too).
 LIVE_IN_JUPYTERLAB = {
@@ -443,6 +454,9 @@ LIVE_IN_JUPYTERLAB = {
     "/md-html-image",
     "/md-reference",
     "/vega-data.csv",
+    "/math-style",
+    "/math-split-style",
+    "/math-latex",
 }
 
 

@@ -116,9 +116,20 @@ MARKDOWN_RISKS = re.compile(
 URL_START = re.compile(r"[/\\]{2}|(?:https?|wss?|ftp|file):", re.IGNORECASE)
 DOUBLE_SLASH = re.compile(r"[/\\]{2}")
 URL_END = re.compile(r"[\s'\"`<>]")
+# MathJax, which typesets math in JupyterLab's HTML, Markdown and LaTeX output, makes links, CSS (so
+# `\style{cursor: url(...)}` fetches), classes, ids and attributes of these commands; and loads extensions.
+MATHJAX_ACTIVE = re.compile(r"\\(?=(?:href|style|class|cssId|data|mmlToken|require|url)(?![A-Za-z]))")
+TAG = re.compile(r"<[^>]*>")
+TEX_COMMAND = re.compile(r"\\(?=[A-Za-z<])")
 WALKED = frozenset({str, dict, list})  # JSON values (as json.loads makes them) that can hold a string
 MAX_SPEC_NODES = 2_000_000  # values in one JSON spec checked for URLs; a larger spec is not sent
 NOT_ALLOWED = "not in SandboxKernel.allow_net (the browser would fetch it, and a URL can carry the sandbox's data out)"
+
+
+def inert_math(text: str) -> str:
+    """`text` with MathJax's active commands (MATHJAX_ACTIVE) made plain: `\\style` becomes `\\ style`, a
+    space and the word, in math and anywhere else."""
+    return MATHJAX_ACTIVE.sub(r"\\ ", text)
 
 
 @dataclass
@@ -234,7 +245,11 @@ class OutputSanitizer:
 
     # ---- mime types ------------------------------------------------------------------------
     def html(self, text: str) -> str:
-        return self._html.clean(text)
+        cleaned = inert_math(self._html.clean(text))
+        if MATHJAX_ACTIVE.search(html.unescape(TAG.sub("", cleaned))):
+            # MathJax joins text across <wbr> (`\sty<wbr>le` is `\style`): no TeX command survives here.
+            cleaned = TEX_COMMAND.sub(r"\\ ", cleaned)
+        return cleaned
 
     def svg(self, text: str) -> str:
         cleaned = self._svg.clean(text)
@@ -247,7 +262,7 @@ class OutputSanitizer:
     def markdown(self, text: str) -> tuple[str, str]:
         """('text/markdown', text) when it is plain Markdown, else ('text/html', cleaned rendering)."""
         if not MARKDOWN_RISKS.search(re.sub(r"[\s\\]", "", text)):
-            return "text/markdown", text
+            return "text/markdown", inert_math(text)
         return "text/html", self.html(self._markdown.render(text))
 
     def bundle(self, data: dict[str, Any], metadata: dict[str, Any] | None = None) -> CleanBundle:
@@ -268,6 +283,8 @@ class OutputSanitizer:
             if mime in URL_SPEC_TYPES and (problem := self.spec_problem(value)) is not None:
                 dropped.append(mime)
                 reasons[mime] = problem
+            elif mime == "text/latex":
+                clean[mime] = inert_math(value)
             elif mime in PASS:
                 clean[mime] = value
             elif mime == "text/html":

@@ -316,3 +316,31 @@ def test_json_and_latex_pass_as_they_are() -> None:
 def test_escaped_payload_in_a_notice_stays_one_line() -> None:
     clean = S.bundle({VEGA: {"data": [{"url": "http://a\nb c/"}]}})
     assert "\n" not in clean.reasons[VEGA]
+
+
+# ---- MathJax ------------------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("mime", "value", "gone"),
+    [
+        ("text/html", r"<p>$\style{cursor: url(//evil.example/c), auto}{x}$</p>", r"\style"),
+        ("text/html", r"<p>$\href{//evil.example/}{x}$ $\cssId{jupyter-config-data}{y}$</p>", r"\href"),
+        ("text/html", r"<p>$&#92;class{jp-Dialog}{x}$</p>", r"\class"),
+        ("text/html", r"<p>$\sty<wbr>le{cursor: url(//evil.example/c), auto}{x}$</p>", r"\sty<wbr>le"),
+        ("text/markdown", r"a $\style{cursor: url(x.cur), auto}{x}$", r"\style"),
+        ("text/markdown", r"see $\href{//evil.example/}{x}$", r"\href"),
+        ("text/latex", r"$\mmlToken{mi}[href=//evil.example]{x} \require{x} \data{a=b}{c}$", r"\mmlToken"),
+    ],
+)
+def test_mathjax_commands_that_reach_out_are_made_plain(mime: str, value: str, gone: str) -> None:
+    clean = S.bundle({mime: value}).data
+    (text,) = clean.values()
+    assert gone not in text, text
+    for command in ("style", "href", "class", "cssId", "mmlToken", "require", "data"):
+        assert f"\\{command}" not in text.replace("\\ ", ""), text
+
+
+def test_ordinary_math_keeps_its_commands() -> None:
+    math = r"$\alpha^2 + \frac{1}{2}\hrefs \styled$"
+    assert S.bundle({"text/latex": math}).data == {"text/latex": math}
+    assert S.markdown(math) == ("text/markdown", math)
+    assert S.html(f"<p>{math}</p>") == f"<p>{math}</p>"
