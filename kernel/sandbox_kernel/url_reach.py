@@ -35,7 +35,7 @@ class Reach(enum.Enum):
     SAME_ORIGIN = "same origin"  # a relative URL: the Jupyter server that serves the page
     HOST = "host"  # a URL that names its own host (http, https, ftp, ws, file://host, ...)
     NO_HOST = "no host"  # a scheme without a host: data:, mailto:, javascript:, blob:, tel:, ...
-    INVALID = "invalid"  # the browser cannot parse it: it fetches nothing
+    INVALID = "invalid"  # WHATWG refuses it (Chromium takes a few, e.g. `http://a b/`): the sanitiser keeps none
 
 
 @dataclass(frozen=True)
