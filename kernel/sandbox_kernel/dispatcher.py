@@ -116,10 +116,12 @@ class RequestDispatcher:
             for mime in clean.dropped:
                 if mime not in self._dropped_types:
                     self._dropped_types.add(mime)
+                    why = clean.reasons.get(
+                        mime,
+                        "the sandbox's output may not run code in your browser (SandboxKernel.trust_output is off)",
+                    )
                     self.router.notice(
-                        f"[sandbox-kernel] output of type {guest_text(mime)} was not sent: the sandbox's output may not run "
-                        "code in your browser (SandboxKernel.trust_output is off).\n",
-                        "output_dropped",
+                        f"[sandbox-kernel] output of type {guest_text(mime)} was not sent: {why}.\n", "output_dropped"
                     )
             content = {**content, "data": clean.data, "metadata": clean.metadata}
             if msg_type != "execute_result":

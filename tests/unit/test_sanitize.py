@@ -50,7 +50,8 @@ ORDINARY_HTML = [
         ['<table border="1" class="dataframe">', "<th>a</th>", "<td>1</td>", 'style="text-align:right"'],
     ),
     ("styling", '<span style="color: red; font-weight: bold">hot</span>', ['style="color:red;font-weight:bold"']),
-    ("link", '<a href="https://docs.python.org/3/">docs</a>', ['href="https://docs.python.org/3/"', "docs"]),
+    ("link to allow_net", '<a href="https://images.example.org/3/">docs</a>', ['href="https://images.example.org/3/"']),
+    ("link elsewhere keeps its text", '<a href="https://docs.python.org/3/">docs</a>', [">docs</a>"]),
     ("anchor", '<a href="#section">here</a>', ['href="#section"']),
     (
         "data image",
@@ -110,7 +111,8 @@ def test_svg_keeps_drawing_and_loses_everything_active():
 @pytest.mark.parametrize(
     ("markdown", "kind", "must", "must_not"),
     [
-        ("# Title\n\n| a | b |\n|---|---|\n| 1 | 2 |\n\n*it* [docs](https://x.org)", "text/markdown", "# Title", ""),
+        ("# Title\n\n| a | b |\n|---|---|\n| 1 | 2 |\n\n*it*", "text/markdown", "# Title", ""),
+        ("*it* [docs](https://x.org)", "text/html", ">docs</a>", "x.org"),
         ("$x^2$ and R&D", "text/markdown", "$x^2$ and R&D", ""),
         ("hi <script>alert(1)</script>", "text/html", "hi", "script"),
         ("[x](javascript:alert(1))", "text/html", "[x]", "href"),
