@@ -36,6 +36,7 @@ interface Handle {
   file: Deno.FsFile;
   target: Target;
   append: boolean;
+  offset: number; // where the file's own cursor is (-1: unknown), so a sequential write or read needs no seek
 }
 
 type Answer = { json: unknown; payload?: Uint8Array };
@@ -75,7 +76,23 @@ async function totalBytes(root: string): Promise<number> {
   return sum;
 }
 
+/**
+ * What the folders on the way to a path are (a symlink, a virtual environment), remembered for a moment: a burst
+ * of writes into one folder (a Python loop writing files) then costs no system call per folder. The guest cannot
+ * make either (symlinks and `pyvenv.cfg` are refused), so only a host process can change the answer, and the
+ * rules see its change within `FOLDER_FACTS_MS`.
+ */
+const FOLDER_FACTS_MS = 1000;
+
+interface FolderFacts {
+  symlink: boolean;
+  virtualenv: boolean;
+  asked: boolean; // whether `symlink` was looked at
+  at: number;
+}
+
 export class FileService {
+  private folders = new Map<string, FolderFacts>();
   private handles = new Map<number, Handle>();
   private nextHandle = 1;
   private used = new Map<number, number | Promise<number>>(); // bytes in each mount with max_total_bytes
@@ -184,27 +201,40 @@ export class FileService {
           `the risk: ${setting}`,
       );
     }
-    for (let k = 1; k < t.parts.length; k++) {
-      if (lstat([t.mount.host, ...t.parts.slice(0, k)].join("/"))?.isSymlink) {
-        const through = [t.mount.guest, ...t.parts.slice(0, k)].join("/");
+    for (let k = 0; k <= t.parts.length; k++) {
+      const facts = this.folderFacts([t.mount.host, ...t.parts.slice(0, k)].join("/"), k > 0 && k < t.parts.length);
+      const folder = [t.mount.guest, ...t.parts.slice(0, k)].join("/");
+      if (facts.symlink) {
         throw new Refused(
           "EACCES",
-          `changing ${t.guest} is refused: ${through} is a symbolic link, which the ` +
+          `changing ${t.guest} is refused: ${folder} is a symbolic link, which the ` +
             "sandbox does not follow for writing",
         );
       }
-    }
-    for (let k = 0; k <= t.parts.length; k++) {
-      const folder = [t.mount.host, ...t.parts.slice(0, k)];
-      if (lstat([...folder, VIRTUALENV_MARKER].join("/"))) {
-        const venv = [t.mount.guest, ...t.parts.slice(0, k)].join("/");
+      if (facts.virtualenv) {
         throw new Refused(
           "EACCES",
           `changing ${t.guest} is refused: it is inside the Python virtual environment ` +
-            `${venv} (it holds ${VIRTUALENV_MARKER}), whose programs and packages run on the host`,
+            `${folder} (it holds ${VIRTUALENV_MARKER}), whose programs and packages run on the host`,
         );
       }
     }
+  }
+
+  /** Whether `path` is a symlink (asked only of folders on the way) and whether it holds `pyvenv.cfg`. */
+  private folderFacts(path: string, onTheWay: boolean): FolderFacts {
+    const now = performance.now();
+    const known = this.folders.get(path);
+    if (known && now - known.at < FOLDER_FACTS_MS && (known.asked || !onTheWay)) return known;
+    const facts = {
+      symlink: onTheWay && Boolean(lstat(path)?.isSymlink),
+      virtualenv: lstat(`${path}/${VIRTUALENV_MARKER}`) !== null,
+      asked: onTheWay,
+      at: now,
+    };
+    if (this.folders.size > 4096) this.folders.clear();
+    this.folders.set(path, facts);
+    return facts;
   }
 
   private maySuffix(t: Target): void {
@@ -278,29 +308,49 @@ export class FileService {
     const append = (flags & O_APPEND) !== 0;
     const file = Deno.openSync(t.host, { read: access === O_RDWR, write: true, append });
     const handle = this.nextHandle++;
-    this.handles.set(handle, { file, target: t, append });
+    this.handles.set(handle, { file, target: t, append, offset: append ? -1 : 0 });
     return { handle };
   }
 
   private async write(h: Handle, position: number, data: Uint8Array): Promise<unknown> {
-    const size = h.file.statSync().size;
-    const end = h.append ? size + data.length : Math.max(size, position + data.length);
-    this.maySize(h.target, end);
-    await this.grow(h.target, end - size);
-    if (!h.append) h.file.seekSync(position, Deno.SeekMode.Start);
+    const { maxFileBytes, maxTotalBytes } = h.target.mount;
+    if (maxFileBytes !== null || maxTotalBytes !== null) {
+      const size = h.file.statSync().size;
+      const end = h.append ? size + data.length : Math.max(size, position + data.length);
+      this.maySize(h.target, end);
+      await this.grow(h.target, end - size);
+    }
+    this.seek(h, position);
     let written = 0;
-    while (written < data.length) written += h.file.writeSync(data.subarray(written));
+    try {
+      while (written < data.length) written += h.file.writeSync(data.subarray(written));
+    } finally {
+      h.offset = h.append ? -1 : h.offset + written;
+    }
     return { written };
+  }
+
+  /** Put the file's cursor at `position` (append handles write at the end whatever it is). */
+  private seek(h: Handle, position: number): void {
+    if (h.append || h.offset === position) return;
+    h.offset = -1;
+    h.file.seekSync(position, Deno.SeekMode.Start);
+    h.offset = position;
   }
 
   private read(h: Handle, position: number, length: number): Answer {
     const buffer = new Uint8Array(Math.min(length, MAX_CHUNK));
-    h.file.seekSync(position, Deno.SeekMode.Start);
+    if (h.append) h.file.seekSync(position, Deno.SeekMode.Start);
+    else this.seek(h, position);
     let filled = 0;
-    while (filled < buffer.length) {
-      const n = h.file.readSync(buffer.subarray(filled));
-      if (n === null) break;
-      filled += n;
+    try {
+      while (filled < buffer.length) {
+        const n = h.file.readSync(buffer.subarray(filled));
+        if (n === null) break;
+        filled += n;
+      }
+    } finally {
+      h.offset = h.append ? -1 : h.offset + filled;
     }
     return { json: { read: filled }, payload: buffer.subarray(0, filled) };
   }

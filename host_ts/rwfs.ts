@@ -8,12 +8,14 @@
  * guest's Python glue puts into the exception it raises).
  */
 import { type FileClient, MAX_CHUNK } from "./file_channel.ts";
+import { safeMode } from "./write_policy.ts";
 
 const O_ACCMODE = 3;
 const EIO = 29;
 const EBADF = 8;
 const EINVAL = 28;
 const ENODEV = 43;
+const UMASK = 0o022; // what a normal Python's files get; Emscripten has none
 
 /** The parts of Emscripten's FS this driver uses (Pyodide's `pyodide.FS`). */
 export interface EmNode {
@@ -96,6 +98,11 @@ export function writableFS(FS: EmFS, client: FileClient, refused: (message: stri
 
   function setattr(node: EmNode, attr: Attr, target: Record<string, unknown>): void {
     const changes = change(attr);
+    // A mode the host would not change (the chmod Emscripten makes after creating a file, mostly): no call.
+    const { mode, ...rest } = changes;
+    if (mode !== undefined && !Object.keys(rest).length) {
+      if (safeMode(mode, FS.isDir(node.mode)) === (node.mode & 0o7777)) return;
+    }
     if (!Object.keys(changes).length) return; // chown and the like: nothing to do on the host
     const { answer } = call({ op: "setattr", ...target, ...changes });
     if (typeof answer.mode === "number") node.mode = answer.mode;
@@ -125,7 +132,8 @@ export function writableFS(FS: EmFS, client: FileClient, refused: (message: stri
       setattr(node, attr, at(node));
     },
     mknod(parent: EmNode, name: string, mode: number, dev: number) {
-      const { answer } = call({ op: "mknod", ...at(parent, name), mode: mode & 0o7777, dir: FS.isDir(mode) });
+      const asked = mode & 0o7777 & ~UMASK; // as open(2) and mkdir(2) apply the umask
+      const { answer } = call({ op: "mknod", ...at(parent, name), mode: asked, dir: FS.isDir(mode) });
       return driver.createNode(parent, name, typeof answer.mode === "number" ? answer.mode : mode, dev);
     },
     rename(node: EmNode, dir: EmNode, name: string) {

@@ -40,6 +40,8 @@ function matcher(pattern: string): RegExp {
 const MATCHERS: [ProtectedRule, RegExp, string][] = RULES.flatMap((rule) =>
   rule.names.map((name): [ProtectedRule, RegExp, string] => [rule, matcher(name), name])
 );
+// All of them in one expression: most components match none, and are told so by one test.
+const ANY = new RegExp(MATCHERS.map(([, regex]) => `(?:${regex.source})`).join("|"), "s");
 
 /** Whether `allowed` (a mount's allow_tool_files) lifts `rule` for `name`: by rule, by listed name, or "*". */
 function lifted(allowed: readonly string[], rule: ProtectedRule, name: string): boolean {
@@ -50,6 +52,7 @@ function lifted(allowed: readonly string[], rule: ProtectedRule, name: string): 
 export function guardedComponent(parts: readonly string[], allowed: readonly string[] = []): Guarded | null {
   for (const part of parts) {
     const folded = fold(part);
+    if (!ANY.test(folded)) continue;
     for (const [rule, regex, name] of MATCHERS) {
       if (regex.test(folded) && !lifted(allowed, rule, name)) return { rule, name: part };
     }
