@@ -17,7 +17,7 @@ export interface FileMount {
 }
 
 /**
- * The kernel's init message: built as `init = {...}` in kernel/sandbox_kernel/sandbox.py.
+ * The kernel's init message: built as `init = {...}` in kernel/sandbox_kernel/sandbox/process.py.
  * tests/unit/test_protocol_agrees.py reads the keys below (one `key: type;` a line) and compares them.
  */
 export interface SupervisorInit {

@@ -17,7 +17,7 @@ import pytest
 from jupyter_client.blocking.client import BlockingKernelClient
 from jupyter_client.manager import KernelManager
 
-from sandbox_kernel.install import KERNEL_NAME, install
+from sandbox_kernel.jupyter.kernelspec import KERNEL_NAME, install
 
 START_TIMEOUT = 180
 FIXTURES_DIR = Path(__file__).parent / "skill_fixtures"  # skills used by the tests

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from sandbox_kernel.agent import ApprovalRequest, AsyncSandbox, KernelDied, Sandbox
-from sandbox_kernel.results import ErrorInfo, ExecutionResult
+from sandbox_kernel.client.agent import ApprovalRequest, AsyncSandbox, KernelDied, Sandbox
+from sandbox_kernel.client.results import ErrorInfo, ExecutionResult
 
 FIXTURES = Path(__file__).parent / "skill_fixtures"
 
@@ -285,7 +285,7 @@ def test_cli_missing_file_and_bad_setting_say_one_line(tmp_path, monkeypatch):
 
 
 def test_agent_api_raises_one_specific_error_for_bad_settings():
-    from sandbox_kernel.agent import SandboxSettingsError
+    from sandbox_kernel.client.agent import SandboxSettingsError
 
     with pytest.raises(SandboxSettingsError, match=r"SandboxKernel\.cell_timeout: .* expected a float"):
         Sandbox(extra_arguments=["--SandboxKernel.cell_timeout=soon"]).start()

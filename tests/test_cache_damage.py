@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from conftest import execute, start_kernel, stop_kernel
-from sandbox_kernel import paths, provision
+from sandbox_kernel import paths
+from sandbox_kernel.sandbox import provision
 
 REPAIR_BOUND = 60.0  # seconds from launch to the first cell's answer (measured: 1 to 5 s)
 CLOSED_REGISTRY = "http://127.0.0.1:9/"  # nothing listens there: the npm registry is "unreachable"

@@ -13,7 +13,7 @@ import pytest
 
 from conftest import execute
 from sandbox_kernel import Checkpoint, Sandbox
-from sandbox_kernel.checkpoint_file import CheckpointError
+from sandbox_kernel.checkpoints.file import CheckpointError
 from test_packages import Index, make_wheel
 
 STATE = """

@@ -9,7 +9,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from sandbox_kernel.compare import compare
+from sandbox_kernel.cli.compare import compare
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 CLI = str(Path(sys.executable).parent / "sandbox-kernel")

@@ -9,7 +9,7 @@ from __future__ import annotations
 import jupyter_kernel_test
 import pytest
 
-from sandbox_kernel.install import KERNEL_NAME
+from sandbox_kernel.jupyter.kernelspec import KERNEL_NAME
 
 
 @pytest.mark.timeout(300)

@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 
 from conftest import execute, start_kernel, stop_kernel
-from sandbox_kernel import paths, provision
+from sandbox_kernel import paths
+from sandbox_kernel.sandbox import provision
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 STANDIN = Path(__file__).parent / "plotting_standin"

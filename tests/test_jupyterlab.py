@@ -22,7 +22,7 @@ import pytest
 from playwright.sync_api import BrowserContext, Locator, Page, expect, sync_playwright
 
 from conftest import Listener
-from sandbox_kernel.url_reach import PAGES
+from sandbox_kernel.jupyter.url_reach import PAGES
 from test_notebooks import SETTINGS
 from url_payloads import CHROMIUM_DIFFERS, ENTITY_CASES, URL_CASES, judge_says, verdict_from_parses
 

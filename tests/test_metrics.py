@@ -69,7 +69,7 @@ def test_peak_memory_cannot_be_forged_by_guest_code(kc):
 
 
 def test_the_agent_api_exposes_them():
-    from sandbox_kernel import AsyncSandbox, Sandbox  # top-level exports
+    from sandbox_kernel import AsyncSandbox, Sandbox
 
     assert AsyncSandbox.__name__ == "AsyncSandbox"
     with Sandbox() as sb:

@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 
 from conftest import execute, start_kernel, stop_kernel, value
-from sandbox_kernel import paths, provision
+from sandbox_kernel import paths
+from sandbox_kernel.sandbox import provision
 
 
 def make_wheel(folder: Path, name: str, version: str = "1.0", tag: str = "py3-none-any", body: str = "") -> Path:

@@ -18,8 +18,9 @@ from pathlib import Path
 import pytest
 
 from conftest import execute, start_kernel, stop_kernel, value
-from sandbox_kernel import paths, provision
-from sandbox_kernel.packages import lock_entry_problems
+from sandbox_kernel import paths
+from sandbox_kernel.packages.index import lock_entry_problems
+from sandbox_kernel.sandbox import provision
 from test_packages import Index
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]

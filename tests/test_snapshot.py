@@ -8,7 +8,7 @@ import time
 import pytest
 
 from conftest import execute, start_kernel, stop_kernel, value
-from sandbox_kernel import provision
+from sandbox_kernel.sandbox import provision
 
 VISIBLE = "sorted(n for n in dir() if not n.startswith('_'))"
 

@@ -9,7 +9,7 @@ import pytest
 from jupyter_client.manager import KernelManager
 
 from conftest import START_TIMEOUT, execute, stop_kernel, value
-from sandbox_kernel.install import KERNEL_NAME
+from sandbox_kernel.jupyter.kernelspec import KERNEL_NAME
 
 FIRST_COMPLETION_LIMIT = 1.0  # seconds: JupyterLab drops a completion reply that takes longer
 

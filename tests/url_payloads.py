@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from sandbox_kernel.url_reach import PAGE_HOSTS, PAGES, Reach, target
+from sandbox_kernel.jupyter.url_reach import PAGE_HOSTS, PAGES, Reach, target
 
 EVIL = "evil.example"
 

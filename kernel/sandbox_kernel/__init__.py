@@ -12,15 +12,15 @@ def __getattr__(name: str) -> Any:
     """`from sandbox_kernel import Sandbox, AsyncSandbox, Checkpoint`, imported on first use (the kernel never needs
     them)."""
     if name in ("Sandbox", "AsyncSandbox", "KernelDied"):
-        from . import agent
+        from sandbox_kernel.client import agent
 
         return getattr(agent, name)
     if name == "Checkpoint":
-        from .checkpoints import Checkpoint
+        from sandbox_kernel.checkpoints.client import Checkpoint
 
         return Checkpoint
     if name == "ExecutionResult":
-        from .results import ExecutionResult
+        from sandbox_kernel.client.results import ExecutionResult
 
         return ExecutionResult
     raise AttributeError(f"module 'sandbox_kernel' has no attribute {name!r}")

@@ -1,3 +1,3 @@
-from sandbox_kernel.cli import main
+from sandbox_kernel.cli.main import main
 
 main()

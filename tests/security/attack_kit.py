@@ -27,7 +27,7 @@ from jupyter_client.blocking.client import BlockingKernelClient
 from jupyter_client.manager import KernelManager
 
 from conftest import START_TIMEOUT, Run, execute
-from sandbox_kernel.install import KERNEL_NAME
+from sandbox_kernel.jupyter.kernelspec import KERNEL_NAME
 
 # ---- secrets and leak checks -----------------------------------------------------------
 

@@ -37,7 +37,8 @@ from attack_kit import (
 )
 
 from conftest import execute, start_kernel, stop_kernel
-from sandbox_kernel import paths, provision
+from sandbox_kernel import paths
+from sandbox_kernel.sandbox import provision
 from test_lifecycle import sandbox_pids
 
 ENV_NAME = "SBK_ATTACK_SECRET"

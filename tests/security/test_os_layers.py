@@ -26,9 +26,9 @@ from attack_kit import dump, result, token
 from jupyter_client.manager import KernelManager
 
 from conftest import execute, start_kernel, stop_kernel
-from sandbox_kernel import provision
-from sandbox_kernel.install import KERNEL_NAME
-from sandbox_kernel.launch_plan import TEST_DENO_ALL
+from sandbox_kernel.jupyter.kernelspec import KERNEL_NAME
+from sandbox_kernel.sandbox import provision
+from sandbox_kernel.sandbox.launch_plan import TEST_DENO_ALL
 
 EPERM, ESRCH = 1, 3
 ATTACKS = ("read_host_file", "write_host_file", "symlink_in_mount", "connect_loopback", "start_process", "ptrace")

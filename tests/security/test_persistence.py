@@ -14,7 +14,8 @@ import pytest
 from attack_kit import assert_alive, assert_refused, dump, q, result, token
 
 from conftest import execute, start_kernel, stop_kernel
-from sandbox_kernel import paths, provision
+from sandbox_kernel import paths
+from sandbox_kernel.sandbox import provision
 
 
 @pytest.fixture(scope="module")

@@ -54,7 +54,7 @@ def test_restart_never_imports_modules_the_guest_planted_in_the_working_folder(t
 
 def test_kernel_argv_puts_no_working_folder_on_the_python_path(tmp_path):
     """The kernelspec's own argv, run in a folder: `sys.path` holds neither '' nor that folder."""
-    from sandbox_kernel.install import kernel_json
+    from sandbox_kernel.jupyter.kernelspec import kernel_json
 
     argv = kernel_json()["argv"]
     code = argv[argv.index("-c") + 1].split("; from sandbox_kernel")[0] + "; print(sys.path)"

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from sandbox_kernel.approvals import MARK, approval_for, full_view, imitates_kernel, parse_answer
-from sandbox_kernel.lookalikes import ascii_prototypes, key
+from sandbox_kernel.skills.approvals import MARK, approval_for, full_view, imitates_kernel, parse_answer
+from sandbox_kernel.skills.lookalikes import ascii_prototypes, key
 
 
 def test_short_calls_are_shown_whole():

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from sandbox_kernel import checkpoint_file
-from sandbox_kernel.checkpoint_cells import CheckpointCollector, CheckpointFolder, KernelMagic, MagicUsageError, parse
-from sandbox_kernel.checkpoint_file import CheckpointError
+from sandbox_kernel.checkpoints import file as checkpoint_file
+from sandbox_kernel.checkpoints.cells import CheckpointCollector, CheckpointFolder, KernelMagic, MagicUsageError, parse
+from sandbox_kernel.checkpoints.file import CheckpointError
 
 
 @pytest.fixture(autouse=True)

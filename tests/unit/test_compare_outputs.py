@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sandbox_kernel.compare import CellDifference, Comparison, _merged, normalised, report
+from sandbox_kernel.cli.compare import CellDifference, Comparison, _merged, normalised, report
 
 
 def test_addresses_colours_and_trailing_spaces_do_not_count() -> None:
@@ -42,7 +42,7 @@ def help_of(argv: list[str], capsys) -> str:
     """What `sandbox-kernel ARGV` prints, as one line (argparse wraps it to the terminal's width)."""
     import pytest
 
-    from sandbox_kernel.cli import main
+    from sandbox_kernel.cli.main import main
 
     with pytest.raises(SystemExit) as done:
         main(argv)
@@ -65,8 +65,8 @@ def test_help_says_in_plain_words_that_the_reference_run_has_no_sandbox(capsys) 
 def test_a_warning_goes_to_stderr_before_anything_runs(capsys, tmp_path, monkeypatch) -> None:
     import pytest
 
-    from sandbox_kernel import compare as compare_module
-    from sandbox_kernel.cli import main
+    from sandbox_kernel.cli import compare as compare_module
+    from sandbox_kernel.cli.main import main
 
     notebook = tmp_path / "nb.ipynb"
     notebook.write_text("{}")

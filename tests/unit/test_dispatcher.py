@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from sandbox_kernel.dispatcher import MAX_OPEN_REQUESTS, NAMED_REFUSALS, TOO_MANY, RequestDispatcher
-from sandbox_kernel.output import OutputRouter
-from sandbox_kernel.sanitize import OutputSanitizer
+from sandbox_kernel.jupyter.output import OutputRouter
+from sandbox_kernel.jupyter.sanitize import OutputSanitizer
+from sandbox_kernel.protocol.dispatcher import MAX_OPEN_REQUESTS, NAMED_REFUSALS, TOO_MANY, RequestDispatcher
 
 SECRET = "guest-secret-content"
 
@@ -267,10 +267,10 @@ def test_every_message_type_counts_against_the_budget(msg_type):
 
 
 def test_a_skill_call_outside_a_cell_is_refused_and_audited(tmp_path):
-    from sandbox_kernel.audit import AuditLog
-    from sandbox_kernel.gatekeeper import Gatekeeper
-    from sandbox_kernel.guest_services import GuestServiceDesk, PipReplays, RequestContext
-    from sandbox_kernel.skill_calls import SkillService
+    from sandbox_kernel.jupyter.guest_services import GuestServiceDesk, PipReplays, RequestContext
+    from sandbox_kernel.skills.audit import AuditLog
+    from sandbox_kernel.skills.calls import SkillService
+    from sandbox_kernel.skills.gatekeeper import Gatekeeper
 
     log_path = tmp_path / "audit.jsonl"
     skills = SkillService(Gatekeeper({}, {}), AuditLog(log_path), 1.0, 1000)

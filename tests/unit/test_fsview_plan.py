@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sandbox_kernel.oslayers.fsview import plan
+from sandbox_kernel.sandbox.oslayers.fsview import plan
 
 
 def test_paths_are_bound_at_their_real_location_and_links_recreated(tmp_path):

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from sandbox_kernel import guest_schema
-from sandbox_kernel.guest_schema import InvalidGuestMessage
+from sandbox_kernel.protocol import schema as guest_schema
+from sandbox_kernel.protocol.schema import InvalidGuestMessage
 
 SECRET = "guest-data-never-quoted"
 
@@ -135,7 +135,7 @@ def test_replies_are_checked_per_request(op, reply, ok):
 
 
 def test_every_request_type_has_a_service():
-    from sandbox_kernel.dispatcher import REQUEST_TYPES, GuestServices
+    from sandbox_kernel.protocol.dispatcher import REQUEST_TYPES, GuestServices
 
     assert set(REQUEST_TYPES) == {"input_request", "skill_call", "load_packages", "pip_installed"}
     for name in REQUEST_TYPES:

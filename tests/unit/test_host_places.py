@@ -7,8 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from sandbox_kernel.host_places import Place, kernel_places, local_folder, mount_problems, working_folder_problem
-from sandbox_kernel.mounts import parse
+from sandbox_kernel.sandbox.host_places import (
+    Place,
+    kernel_places,
+    local_folder,
+    mount_problems,
+    working_folder_problem,
+)
+from sandbox_kernel.sandbox.mounts import parse
 
 
 @pytest.fixture

@@ -8,8 +8,8 @@ import struct
 
 import pytest
 
-from sandbox_kernel import frames
-from sandbox_kernel.history import History
+from sandbox_kernel.jupyter.history import History
+from sandbox_kernel.protocol import frames
 
 
 def make_history() -> History:
@@ -63,7 +63,7 @@ def test_frames_round_trip_and_limits():
 def test_allow_list_keeps_private_ranges_denied_except_listed_addresses():
     import ipaddress
 
-    from sandbox_kernel import netpolicy
+    from sandbox_kernel.sandbox import netpolicy
 
     allowed, denied = netpolicy.deno_flags(["127.0.0.1:8000", "pypi.org:443"])
     assert allowed == ["127.0.0.1:8000", "pypi.org:443"]
@@ -79,7 +79,7 @@ def test_allow_list_keeps_private_ranges_denied_except_listed_addresses():
 
 
 def test_mounts_refuse_escaping_symlinks(tmp_path):
-    from sandbox_kernel import mounts
+    from sandbox_kernel.sandbox import mounts
 
     (tmp_path / "rw").mkdir()
     (tmp_path / "rw" / "inner.txt").write_text("x")
@@ -92,7 +92,7 @@ def test_mounts_refuse_escaping_symlinks(tmp_path):
 
 
 def test_mount_limits_take_sizes_suffixes_and_tool_files(tmp_path):
-    from sandbox_kernel import mounts
+    from sandbox_kernel.sandbox import mounts
 
     limits = {
         "/out": {"suffixes": [".CSV"], "max_file_bytes": 10, "max_total_bytes": 100, "allow_tool_files": ["build"]}

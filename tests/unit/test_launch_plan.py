@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 
 from sandbox_kernel import paths
-from sandbox_kernel.launch_plan import NETWORK_READ, SYSTEM_READ, TEST_DENO_ALL, LaunchPlan, elf_interpreter
-from sandbox_kernel.mounts import Mount
-from sandbox_kernel.oslayers.report import describe
-from sandbox_kernel.oslayers.spec import LaunchSpec
+from sandbox_kernel.sandbox.launch_plan import NETWORK_READ, SYSTEM_READ, TEST_DENO_ALL, LaunchPlan, elf_interpreter
+from sandbox_kernel.sandbox.mounts import Mount
+from sandbox_kernel.sandbox.oslayers.report import describe
+from sandbox_kernel.sandbox.oslayers.spec import LaunchSpec
 
 
 def plan(tmp_path: Path, allow_net: list[str] | None = None, **settings: Any) -> LaunchPlan:

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from sandbox_kernel.mcp_server import TOKEN_ENV, TOKEN_FORM, BearerGate, Credential, TokenError, credential, main
+from sandbox_kernel.client.mcp import TOKEN_ENV, TOKEN_FORM, BearerGate, Credential, TokenError, credential, main
 
 TOKEN = "k" * 40
 RULE = (

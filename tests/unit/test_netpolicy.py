@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from sandbox_kernel import netpolicy
+from sandbox_kernel.sandbox import netpolicy
 
 # What a hostile (or careless) DNS name may resolve to, each reaching a private or loopback host.
 PRIVATE_ANSWERS = [

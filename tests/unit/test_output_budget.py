@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from sandbox_kernel.output import ENVELOPE_BYTES, OutputRouter, size_of
+from sandbox_kernel.jupyter.output import ENVELOPE_BYTES, OutputRouter, size_of
 
 
 def test_a_flood_of_tiny_messages_is_cut_by_count_and_the_notice_follows() -> None:

@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from sandbox_kernel import mirror
-from sandbox_kernel.packages import (
+from sandbox_kernel.packages import mirror
+from sandbox_kernel.packages.index import (
     MAX_PROBLEM_LINES,
     PackageError,
     check_lock_entries,

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from sandbox_kernel.pool import SandboxPool
-from sandbox_kernel.supervision import StopCause
+from sandbox_kernel.sandbox.pool import SandboxPool
+from sandbox_kernel.sandbox.supervision import StopCause
 
 
 class FakeSandbox:

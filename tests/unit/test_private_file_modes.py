@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from sandbox_kernel import checkpoints
-from sandbox_kernel.audit import AuditLog
-from sandbox_kernel.checkpoints import Checkpoint
+from sandbox_kernel.checkpoints import client as checkpoints
+from sandbox_kernel.checkpoints.client import Checkpoint
 from sandbox_kernel.private_files import make_folders
+from sandbox_kernel.skills.audit import AuditLog
 
 
 def mode(path: Path) -> int:

@@ -6,7 +6,7 @@ import os
 import subprocess
 import sys
 
-from sandbox_kernel import private_folders
+from sandbox_kernel.sandbox import private_folders
 
 
 def dead_pid() -> int:

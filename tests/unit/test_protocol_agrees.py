@@ -10,8 +10,8 @@ import ast
 import re
 from pathlib import Path
 
-from sandbox_kernel import frames
-from sandbox_kernel.launch_plan import LaunchPlan
+from sandbox_kernel.protocol import frames
+from sandbox_kernel.sandbox.launch_plan import LaunchPlan
 
 REPO = Path(__file__).resolve().parents[2]
 KINDS = ["STDOUT", "STDERR", "GUEST_EVENT", "HOST_EVENT", "REQUEST", "REPLY", "BLOB", "DATA"]
@@ -56,7 +56,7 @@ def interface_keys(path: Path, name: str) -> set[str]:
 
 def sandbox_init_keys(tmp_path: Path) -> set[str]:
     """The keys of sandbox.py's `init = {...}`: `**plan.worker_permissions()` counts as the keys it returns."""
-    tree = ast.parse((REPO / "kernel" / "sandbox_kernel" / "sandbox.py").read_text())
+    tree = ast.parse((REPO / "kernel" / "sandbox_kernel" / "sandbox" / "process.py").read_text())
     (literal,) = [
         node.value
         for node in ast.walk(tree)

@@ -1,6 +1,6 @@
 """Request ops and event names are written in the kernel, the Deno host and the guest's glue: they agree.
 
-The schema of guest messages (kernel/sandbox_kernel/guest_messages.json) is the list of record; each
+The schema of guest messages (kernel/sandbox_kernel/protocol/guest_messages.json) is the list of record; each
 language's uses are read from its source so that a name added or renamed in one place fails here.
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from sandbox_kernel import guest_schema
+from sandbox_kernel.protocol import schema as guest_schema
 
 REPO = Path(__file__).resolve().parents[2]
 KERNEL = REPO / "kernel" / "sandbox_kernel"
@@ -22,14 +22,18 @@ def found(pattern: str, *files: Path) -> set[str]:
 
 
 def test_every_op_the_kernel_sends_to_the_guest_has_a_handler_and_a_reply_schema() -> None:
-    sent = found(r'(?:request|_background_request|_simple_request)\(\s*(?:sandbox, )?"(\w+)"', KERNEL / "kernel.py")
-    sent |= found(r'\bop(?:: str)? ?= ?"(\w+)"', KERNEL / "kernel.py")  # requests run as cells (_execute's op)
+    sent = found(
+        r'(?:request|_background_request|_simple_request)\(\s*(?:sandbox, )?"(\w+)"', KERNEL / "jupyter" / "kernel.py"
+    )
+    sent |= found(
+        r'\bop(?:: str)? ?= ?"(\w+)"', KERNEL / "jupyter" / "kernel.py"
+    )  # requests run as cells (_execute's op)
     handled = found(r'op == "(\w+)"', GUEST / "api.py") | found(r'"(\w+)": _\w+[,}]', GUEST / "api.py")
     assert sent == handled == guest_schema.names("replies")
 
 
 def test_the_supervisor_serves_exactly_the_ops_the_kernel_sends_it() -> None:
-    sent = found(r'\{"op": "(\w+)"', KERNEL / "sandbox.py")
+    sent = found(r'\{"op": "(\w+)"', KERNEL / "sandbox" / "process.py")
     handler = re.search(r"^function handleRequest\(.*?^\}", (HOST / "main.ts").read_text(), re.M | re.S)
     assert handler, "no handleRequest in main.ts"
     served = set(re.findall(r'case "(\w+)":', handler[0]))  # main.ts has other switches (progress messages)
@@ -44,6 +48,6 @@ def test_the_guest_sends_exactly_the_declared_events() -> None:
 
 def test_host_events_the_supervisor_sends_are_the_ones_the_kernel_reads() -> None:
     sent = found(r'sendHostEvent\(\{ event: "(\w+)"', HOST / "main.ts")
-    read = found(r'event"\) == "(\w+)"', KERNEL / "sandbox.py")
+    read = found(r'event"\) == "(\w+)"', KERNEL / "sandbox" / "process.py")
     assert read == {"fatal", "started", "memory"}
     assert sent == read | {"hello"}  # "hello" is the first frame, checked by its token

@@ -11,9 +11,9 @@ from pathlib import Path
 from typing import Any
 
 from sandbox_kernel import paths
-from sandbox_kernel.kernel import SandboxKernel
-from sandbox_kernel.launch_plan import LaunchPlan
-from sandbox_kernel.mounts import Mount
+from sandbox_kernel.jupyter.kernel import SandboxKernel
+from sandbox_kernel.sandbox.launch_plan import LaunchPlan
+from sandbox_kernel.sandbox.mounts import Mount
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 WIDTH = 112
@@ -92,7 +92,7 @@ def test_the_rendering_keeps_every_argument() -> None:
 
 
 def test_deno_is_denied_writing_every_protected_name_at_a_mounts_top() -> None:
-    from sandbox_kernel import guarded_paths
+    from sandbox_kernel.sandbox import guarded_paths
 
     (denied,) = [a for a in placeholder_plan().deno_argv() if a.startswith("--deny-write=")]
     names = {p.rsplit("/", 1)[1] for p in denied.split("=", 1)[1].split(",")}

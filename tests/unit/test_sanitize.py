@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from sandbox_kernel.sanitize import OutputSanitizer
+from sandbox_kernel.jupyter.sanitize import OutputSanitizer
 
 S = OutputSanitizer(image_hosts=["images.example.org"])
 

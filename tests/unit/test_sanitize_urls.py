@@ -7,13 +7,13 @@ import re
 import nh3
 import pytest
 
-from sandbox_kernel.sanitize import (
+from sandbox_kernel.jupyter.sanitize import (
     HTML_ATTRIBUTES,
     SVG_ATTRIBUTES,
     URL_ATTRIBUTES,
     OutputSanitizer,
 )
-from sandbox_kernel.url_reach import Reach, target
+from sandbox_kernel.jupyter.url_reach import Reach, target
 from url_payloads import URL_CASES, Case
 
 ALLOWED = "images.example.org"
@@ -302,7 +302,7 @@ def test_specs_that_stay_on_the_page_or_allow_net_pass_unchanged(mime: str, spec
 
 
 def test_a_spec_too_large_to_check_is_dropped(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("sandbox_kernel.sanitize.MAX_SPEC_NODES", 100)
+    monkeypatch.setattr("sandbox_kernel.jupyter.sanitize.MAX_SPEC_NODES", 100)
     clean = S.bundle({PLOTLY: {"data": [{"y": list(range(200))}]}})
     assert clean.dropped == [PLOTLY]
     assert clean.reasons[PLOTLY] == "it holds more than 100 values, too many to check for URLs to other hosts"

@@ -6,7 +6,7 @@ import struct
 
 import pytest
 
-from sandbox_kernel.oslayers import seccomp
+from sandbox_kernel.sandbox.oslayers import seccomp
 
 ALLOW, KILL = seccomp.RET_ALLOW, seccomp.RET_KILL_PROCESS
 EPERM, ENOSYS = seccomp.RET_ERRNO | seccomp.EPERM, seccomp.RET_ERRNO | seccomp.ENOSYS

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from traitlets.config import Config
 
-from sandbox_kernel.kernel import SandboxKernel
-from sandbox_kernel.settings_check import describe_unknown, problems, unknown_settings, value_problem
+from sandbox_kernel.jupyter.kernel import SandboxKernel
+from sandbox_kernel.jupyter.settings_check import describe_unknown, problems, unknown_settings, value_problem
 
 
 def test_unknown_names_get_the_closest_setting():

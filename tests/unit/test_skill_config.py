@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from sandbox_kernel import skill_loader
-from sandbox_kernel.gatekeeper import Gatekeeper
-from sandbox_kernel.skill_loader import SkillLoadError
+from sandbox_kernel.skills import loader as skill_loader
+from sandbox_kernel.skills.gatekeeper import Gatekeeper
 from sandbox_kernel.skills.kv_skill import KeyValueSkill, QuotaExceeded
+from sandbox_kernel.skills.loader import SkillLoadError
 
 
 def test_shipped_examples_load_by_name_or_path():

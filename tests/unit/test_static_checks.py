@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from sandbox_kernel import paths, provision
+from sandbox_kernel import paths
+from sandbox_kernel.sandbox import provision
 
 REPO = Path(__file__).resolve().parents[2]
 HOST = REPO / "host_ts"

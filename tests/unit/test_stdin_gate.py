@@ -8,7 +8,7 @@ import logging
 import zmq
 from jupyter_client.session import Session
 
-from sandbox_kernel.stdin_gate import StdinGate
+from sandbox_kernel.jupyter.stdin_gate import StdinGate
 
 
 class Frontend:

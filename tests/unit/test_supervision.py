@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from sandbox_kernel.supervision import Action, StopCause, Supervisor
+from sandbox_kernel.sandbox.supervision import Action, StopCause, Supervisor
 
 SEND, RESTART = Action.SEND_INTERRUPT, Action.RESTART
 

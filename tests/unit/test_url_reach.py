@@ -9,7 +9,7 @@ from pathlib import Path
 import nh3
 import pytest
 
-from sandbox_kernel.url_reach import PAGES, Reach, Target, allowed_host, browser_trimmed, target
+from sandbox_kernel.jupyter.url_reach import PAGES, Reach, Target, allowed_host, browser_trimmed, target
 from url_payloads import DENO_DIFFERS, ENTITY_CASES, URL_CASES, Case, judge_says, verdict_from_parses
 
 try:

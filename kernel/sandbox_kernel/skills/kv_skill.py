@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ..bridge_data import encode
+from sandbox_kernel.protocol.bridge_data import encode
 
 
 class QuotaExceeded(ValueError):

@@ -1,0 +1,507 @@
+"""A small API for programs (LLM agents) that run code in the sandbox, on top of jupyter_client.
+
+with Sandbox(cell_timeout=30) as sb:
+    r = sb.run("print(1)")
+    print(r.stdout, r.to_llm())
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import itertools
+import json
+import threading
+import time
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass
+from pathlib import Path
+from queue import Empty
+from typing import Any, TypeVar
+
+from jupyter_client.manager import AsyncKernelManager
+
+from sandbox_kernel.checkpoints.client import Checkpoint, CheckpointError
+from sandbox_kernel.client.results import ExecutionResult, ResultBuilder
+from sandbox_kernel.jupyter.kernelspec import KERNEL_NAME
+
+T = TypeVar("T")
+CHUNK = 1 << 20  # bytes per upload/download step
+
+
+class SandboxSettingsError(ValueError):
+    """The kernel was given settings it cannot use; the message lists each problem and where it was set."""
+
+    def __init__(self, message: str, problems: list[str]) -> None:
+        super().__init__(message)
+        self.problems = problems  # one line each
+
+
+class KernelDied(RuntimeError):
+    """The kernel process itself exited (killed, or out of host memory), or was restarted, while a request was
+    waiting on it. The sandbox's state is gone; `restart()` starts a fresh kernel."""
+
+    def __init__(self, message: str, exit_code: int | None = None) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code  # the process's, when it exited (negative: killed by that signal)
+
+
+@dataclass(frozen=True)
+class ApprovalRequest:
+    """A skill call the kernel asks about (policy 'ask'), from the metadata only the kernel sets."""
+
+    skill: str
+    method: str
+    arguments: str  # every argument, as Python shows them
+    prompt: str
+    sha256: str = ""  # of the arguments' JSON
+
+
+def approval_of(msg: dict[str, Any]) -> ApprovalRequest | None:
+    """The approval an input_request asks for, or None for any other prompt (e.g. the guest's input())."""
+    approval = msg.get("metadata", {}).get("sandbox_kernel", {}).get("approval")
+    if not isinstance(approval, dict):
+        return None
+    return ApprovalRequest(
+        str(approval.get("skill")),
+        str(approval.get("method")),
+        str(approval.get("arguments")),
+        msg["content"].get("prompt", ""),
+        str(approval.get("sha256", "")),
+    )
+
+
+# True / "once": allow this call; "always": allow for the session; False / None: refuse.
+Approver = Callable[[ApprovalRequest], Any]
+
+
+def _approval_answer(verdict: Any) -> str:
+    if verdict == "always":
+        return "a"
+    return "y" if verdict is True or verdict == "once" else "n"
+
+
+def reported_size(text: str, guest_path: str) -> int:
+    """The size the guest gave for `guest_path`, if it is a plain number of bytes; else OSError."""
+    if not (text.isascii() and text.isdigit() and len(text) <= 20):
+        raise OSError(f"the sandbox gave {text[:40]!r} as the size of {guest_path}, not a number of bytes")
+    return int(text)
+
+
+def chunk_bytes(text: str, asked: int, guest_path: str) -> bytes:
+    """The bytes of the guest's base64 answer to a read of `asked` bytes; OSError if it holds more than that
+    (checked on its length before anything is decoded) or is not base64."""
+    most = 4 * ((asked + 2) // 3)  # characters of `asked` bytes in base64
+    if len(text) > most:
+        raise OSError(
+            f"the sandbox answered a read of {asked} bytes of {guest_path} with {len(text)} characters of base64, "
+            f"more than the {most} that many bytes take; refused unread"
+        )
+    try:
+        data = base64.b64decode(text, validate=True)
+    except binascii.Error as exc:
+        raise OSError(f"the sandbox answered a read of {guest_path} with text that is not base64 ({exc})") from None
+    if len(data) > asked:
+        raise OSError(f"the sandbox answered a read of {asked} bytes of {guest_path} with {len(data)} bytes")
+    return data
+
+
+class AsyncSandbox:
+    """One sandboxed kernel, driven with asyncio."""
+
+    def __init__(
+        self,
+        *,
+        cell_timeout: float | None = None,
+        skills: list[str] | None = None,
+        skills_path: str | Path | None = None,
+        mounts: list[str] | None = None,
+        allow_net: list[str] | None = None,
+        memory_limit_mb: int | None = None,
+        os_sandbox: str | None = None,
+        working_folder: str | None = None,
+        approver: Approver | None = None,
+        input: Callable[[str], str | None] | None = None,
+        on_stdout: Callable[[str], None] | None = None,
+        on_stderr: Callable[[str], None] | None = None,
+        on_output: Callable[[dict[str, Any]], None] | None = None,
+        extra_arguments: list[str] | None = None,
+        kernel_name: str = KERNEL_NAME,
+        cwd: str | Path | None = None,
+        startup_timeout: float = 180,
+    ) -> None:
+        settings: dict[str, Any] = {
+            "cell_timeout": cell_timeout,
+            "skills": skills,
+            "skills_path": str(skills_path) if skills_path else None,
+            "mounts": mounts,
+            "allow_net": allow_net,
+            "memory_limit_mb": memory_limit_mb,
+            "os_sandbox": os_sandbox,
+            "working_folder": working_folder,
+        }
+        self._settings = dict(settings, extra_arguments=extra_arguments, kernel_name=kernel_name, cwd=cwd)
+        self._settings.update(approver=approver, input=input, startup_timeout=startup_timeout)
+        self._settings.update(on_stdout=on_stdout, on_stderr=on_stderr, on_output=on_output)
+        self._checkpoint_numbers = itertools.count(1)
+        self.arguments = [
+            f"--SandboxKernel.{k}={json.dumps(v) if isinstance(v, list) else v}"
+            for k, v in settings.items()
+            if v is not None
+        ]
+        self.arguments += extra_arguments or []
+        self.approver = approver
+        self.input = input  # answers the guest's input()/sys.stdin prompts (None: end of input); else EOF
+        self.callbacks = (on_stdout, on_stderr, on_output)
+        self.kernel_name = kernel_name
+        self.cwd = str(cwd) if cwd else None
+        self.startup_timeout = startup_timeout
+        self.km: AsyncKernelManager | None = None
+        self.kc: Any = None
+        self._generation = 0  # of the kernel process: restart() starts the next one
+        self._restarting: asyncio.Future[None] | None = None  # a restart under way: requests wait for it
+
+    async def start(self) -> AsyncSandbox:
+        """Start the kernel (once: a started sandbox, e.g. from fork(), may then be used with `async with`)."""
+        if self.km is not None:
+            return self
+        self.km = AsyncKernelManager(kernel_name=self.kernel_name)
+        await self.km.start_kernel(extra_arguments=self.arguments, **({"cwd": self.cwd} if self.cwd else {}))
+        self.kc = self.km.client()
+        self.kc.start_channels()
+        await self.kc.wait_for_ready(timeout=self.startup_timeout)
+        facts = await self.facts()
+        if facts.get("settings_error"):
+            await self.close()
+            raise SandboxSettingsError(facts["settings_error"], list(facts.get("settings_problems", [])))
+        return self
+
+    async def __aenter__(self) -> AsyncSandbox:
+        return await self.start()
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        if self.kc is not None:
+            self.kc.stop_channels()
+        if self.km is not None and await self.km.is_alive():
+            await self.km.shutdown_kernel(now=False)
+        elif self.km is not None and self.km.has_kernel:
+            await self.km.shutdown_kernel(now=True)  # it died (KernelDied): remove what it left (connection file)
+
+    async def run(
+        self,
+        code: str,
+        *,
+        timeout: float | None = None,
+        on_stdout: Callable[[str], None] | None = None,
+        on_stderr: Callable[[str], None] | None = None,
+        on_output: Callable[[dict[str, Any]], None] | None = None,
+    ) -> ExecutionResult:
+        """Run `code`; returns when the kernel is idle again. `timeout` bounds the wait (client side)."""
+        assert self.kc is not None, "call start() first (or use the sandbox as a context manager)"
+        default_out, default_err, default_output = self.callbacks
+        builder = ResultBuilder(on_stdout or default_out, on_stderr or default_err, on_output or default_output)
+        generation = await self._settled()
+        started = time.monotonic()
+        # stdin always allowed: prompts are answered by the approver / input=, else refused / end of input (EOFError)
+        msg_id = self.kc.execute(code, allow_stdin=True, stop_on_error=False)
+        deadline = None if timeout is None else started + timeout
+        while True:
+            wait = 0.05  # prompts to answer: look at stdin whenever iopub is quiet
+            if deadline is not None:
+                wait = max(0.01, min(wait, deadline - time.monotonic()))
+            try:
+                msg = await self.kc.get_iopub_msg(timeout=wait)
+            except Empty:
+                if deadline is not None and time.monotonic() > deadline:
+                    await self.interrupt()
+                    deadline = None
+                await self._answer_stdin()  # only once the output sent before the prompt was handled
+                await self._check_alive(generation)
+                continue
+            if msg["parent_header"].get("msg_id") != msg_id:
+                continue
+            if msg["msg_type"] == "status" and msg["content"]["execution_state"] == "idle":
+                break
+            builder.feed(msg)
+        reply = await self._shell_reply(msg_id, 60, generation)
+        return builder.finish(reply["content"], time.monotonic() - started, reply.get("metadata", {}))
+
+    async def _check_alive(self, generation: int) -> None:
+        """KernelDied if the kernel process a request went to has exited or was replaced (nothing will answer)."""
+        assert self.km is not None
+        self._check_generation(generation)
+        if not await self.km.is_alive():
+            code = await self.km.provisioner.poll() if self.km.provisioner else None
+            how = f" (exit code {code})" if code is not None else ""
+            raise KernelDied(
+                f"the kernel process exited{how}; the sandbox's state is gone (restart() starts a fresh one)", code
+            )
+
+    def _check_generation(self, generation: int) -> None:
+        """KernelDied if restart() was called since a request was sent (the old kernel's answers do not count)."""
+        if generation != self._generation:
+            raise KernelDied("the kernel was restarted while this call waited on it; the sandbox's state is gone")
+
+    async def _shell_reply(self, msg_id: str, timeout: float | None, generation: int) -> dict[str, Any]:
+        """The shell reply to `msg_id`; KernelDied if the kernel exits first, TimeoutError after `timeout` s."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            try:
+                reply = await self.kc.get_shell_msg(timeout=0.5)
+            except Empty:
+                await self._check_alive(generation)
+                if deadline is not None and time.monotonic() > deadline:
+                    raise TimeoutError(f"the kernel did not answer within {timeout:g}s") from None
+                continue
+            if reply["parent_header"].get("msg_id") == msg_id:
+                self._check_generation(generation)  # a restart began: the old kernel's last word is not the answer
+                return reply
+
+    async def _answer_stdin(self) -> None:
+        """Answer the kernel's pending input requests: skill approvals via the approver (refused without one),
+        the guest's own prompts via `input` (EOF without it: an agent has no keyboard)."""
+        while True:
+            try:
+                msg = await self.kc.get_stdin_msg(timeout=0)
+            except Empty:
+                return
+            approval = approval_of(msg)
+            if approval is not None:
+                verdict = self.approver(approval) if self.approver is not None else False
+                if asyncio.iscoroutine(verdict):
+                    verdict = await verdict
+                self._answer(msg, _approval_answer(verdict))
+            elif self.input is not None:
+                line = await asyncio.to_thread(self.input, msg["content"].get("prompt", ""))
+                self._answer(msg, "\x04" if line is None else line)
+            else:
+                self._answer(msg, "\x04")  # input() in the guest gets EOFError
+
+    def _answer(self, request: dict[str, Any], value: str) -> None:
+        """An input_reply naming the prompt it answers (the kernel ignores answers to other prompts)."""
+        reply = self.kc.session.msg("input_reply", {"value": value}, parent=request["header"])
+        self.kc.stdin_channel.send(reply)
+
+    async def facts(self) -> dict[str, Any]:
+        """What the kernel reports about its sandbox (kernel_info's sandbox_kernel): os_sandbox, mounts (guest
+        paths and rules), skills (methods and policies), skill_approver, checkpoint_folder, max_checkpoints,
+        settings_error."""
+        generation = await self._settled()
+        reply = await self._shell_reply(self.kc.kernel_info(), self.startup_timeout, generation)
+        return dict(reply["content"].get("sandbox_kernel", {}))
+
+    async def os_layers(self) -> dict[str, Any]:
+        """The OS layers confining the current sandbox process, as its launcher reported them."""
+        return dict((await self.facts()).get("os_sandbox", {}))
+
+    async def interrupt(self) -> None:
+        assert self.km is not None
+        await self.km.interrupt_kernel()
+
+    async def restart(self) -> None:
+        """A fresh sandbox: every variable is gone."""
+        assert self.km is not None and self.kc is not None
+        self._generation += 1  # calls waiting on the old process end with KernelDied
+        self._restarting = asyncio.ensure_future(self._restart())
+        await self._restarting
+
+    async def _restart(self) -> None:
+        assert self.km is not None
+        await self.km.restart_kernel(now=False)
+        await self.kc.wait_for_ready(timeout=self.startup_timeout)
+
+    async def _settled(self) -> int:
+        """Wait for a restart under way (e.g. from another thread) to finish; the kernel's generation."""
+        if self._restarting is not None and not self._restarting.done():
+            await asyncio.wait({self._restarting})
+        return self._generation
+
+    # ---- checkpoints ---------------------------------------------------------------------
+    async def checkpoint(self, name: str | None = None) -> Checkpoint:
+        """The session's state now (variables, the sandbox's files, installed packages), as a Checkpoint that
+        outlives this sandbox: restore() it here, or start other sandboxes from it (fork, from_checkpoint)."""
+        name = name or f"checkpoint-{next(self._checkpoint_numbers)}"
+        result = await self._kernel_magic(f"%checkpoint {name}")
+        facts = result.pop("checkpoint", None)
+        if not isinstance(facts, dict):
+            raise CheckpointError("the kernel did not say where it saved the checkpoint")
+        return await asyncio.to_thread(Checkpoint.taken_from, Path(facts["path"]))
+
+    async def restore(self, checkpoint: Checkpoint) -> None:
+        """Bring back `checkpoint`'s state in a fresh sandbox (what ran since is gone)."""
+        folder = (await self.facts()).get("checkpoint_folder")  # the kernel's (a restart makes a new one)
+        if not folder:
+            raise CheckpointError("this kernel did not say where it takes checkpoints (not a sandbox-kernel?)")
+        name = f"given-{next(self._checkpoint_numbers)}"
+        await asyncio.to_thread(checkpoint.give_to, Path(folder), name)
+        try:
+            await self._kernel_magic(f"%restore {name}")
+        finally:
+            (Path(folder) / f"{name}.sbkcp").unlink(missing_ok=True)
+
+    async def fork(self) -> AsyncSandbox:
+        """A second sandbox, with this one's settings, started from this one's state now."""
+        return await self.from_checkpoint(await self.checkpoint(), **self._settings)
+
+    @classmethod
+    async def from_checkpoint(cls, checkpoint: Checkpoint, **settings: Any) -> AsyncSandbox:
+        """A new sandbox (settings as for AsyncSandbox) started from `checkpoint`."""
+        sandbox = await cls(**settings).start()
+        try:
+            await sandbox.restore(checkpoint)
+        except BaseException:
+            await sandbox.close()
+            raise
+        return sandbox
+
+    async def _kernel_magic(self, line: str) -> dict[str, Any]:
+        """Run %checkpoint / %restore; returns the reply's sandbox_kernel facts; CheckpointError on failure."""
+        assert self.kc is not None, "call start() first (or use the sandbox as a context manager)"
+        generation = await self._settled()
+        msg_id = self.kc.execute(line, silent=True, store_history=False)
+        reply = await self._shell_reply(msg_id, None, generation)
+        content = reply["content"]
+        if content["status"] != "ok":
+            raise CheckpointError(f"{content.get('ename')}: {content.get('evalue')}")
+        return dict(reply.get("metadata", {}).get("sandbox_kernel", {}))
+
+    async def upload(self, host_path: str | Path, guest_path: str) -> int:
+        """Copy a host file into the sandbox's own file system; returns the byte count."""
+        data = await asyncio.to_thread(Path(host_path).read_bytes)
+        await self._quiet(
+            f"import os\nos.makedirs(os.path.dirname({guest_path!r}) or '.', exist_ok=True)\nopen({guest_path!r}, 'wb').close()"
+        )
+        for start in range(0, len(data), CHUNK):
+            chunk = base64.b64encode(data[start : start + CHUNK]).decode()
+            await self._quiet(
+                f"import base64\nwith open({guest_path!r}, 'ab') as _f:\n    _f.write(base64.b64decode({chunk!r}))"
+            )
+        return len(data)
+
+    async def download(self, guest_path: str, max_bytes: int | None = None) -> bytes:
+        """The bytes of a file in the sandbox's file system; OSError if it has more than `max_bytes`.
+
+        Nothing the guest says is trusted: its reported size only refuses a file early; the bytes come in reads
+        of a size chosen here, an answer longer than asked for is refused before it is decoded, and reading ends
+        at `max_bytes` + 1 bytes whatever size the guest claims."""
+        said = await self._quiet(f"import os\nos.path.getsize({guest_path!r})", expression=True)
+        size = reported_size(said, guest_path)
+        if max_bytes is not None and size > max_bytes:
+            raise OSError(f"{guest_path} has {size} bytes, more than the {max_bytes} allowed")
+        parts: list[bytes] = []
+        total = 0
+        while True:
+            asked = CHUNK if max_bytes is None else min(CHUNK, max_bytes + 1 - total)
+            code = f"import base64\nwith open({guest_path!r}, 'rb') as _f:\n    _f.seek({total})\n    _chunk = base64.b64encode(_f.read({asked})).decode()"
+            chunk = chunk_bytes(await self._quiet(code, result="_chunk"), asked, guest_path)
+            parts.append(chunk)
+            total += len(chunk)
+            if max_bytes is not None and total > max_bytes:
+                raise OSError(
+                    f"{guest_path} has more than the {max_bytes} bytes allowed (the sandbox said {size}); "
+                    f"the read stopped at {total} bytes"
+                )
+            if len(chunk) < asked:
+                return b"".join(parts)
+
+    async def _quiet(self, code: str, expression: bool = False, result: str | None = None) -> str:
+        """Run helper code without touching history or the execution count; returns a value's str."""
+        lines = code.split("\n")
+        if expression:
+            code, result = "\n".join(lines[:-1]), lines[-1]
+        generation = await self._settled()
+        msg_id = self.kc.execute(
+            code, silent=True, store_history=False, user_expressions={"v": result} if result else {}
+        )
+        reply = await self._shell_reply(msg_id, 120, generation)
+        content = reply["content"]
+        if content["status"] != "ok":
+            raise OSError(f"{content.get('ename')}: {content.get('evalue')}")
+        if not result:
+            return ""
+        value = content["user_expressions"]["v"]
+        if value.get("status") != "ok":
+            raise OSError(f"{value.get('ename')}: {value.get('evalue')}")
+        text = value["data"]["text/plain"]
+        return text[1:-1] if text[:1] in "'\"" else text
+
+
+class Sandbox:
+    """The synchronous twin of AsyncSandbox (it drives one in a background event loop)."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        self._async = AsyncSandbox(**kwargs)
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="sandbox-loop", daemon=True)
+        self._thread.start()
+
+    def _call(self, coro: Coroutine[Any, Any, T]) -> T:
+        return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
+
+    def start(self) -> Sandbox:
+        """Start the kernel (once: a started sandbox, e.g. from fork(), may then be used with `with`)."""
+        try:
+            self._call(self._async.start())
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def __enter__(self) -> Sandbox:
+        return self.start()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def close(self) -> None:
+        try:
+            self._call(self._async.close())
+        finally:
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(timeout=10)
+
+    def run(self, code: str, **kwargs: Any) -> ExecutionResult:
+        return self._call(self._async.run(code, **kwargs))
+
+    def facts(self) -> dict[str, Any]:
+        return self._call(self._async.facts())
+
+    def os_layers(self) -> dict[str, Any]:
+        return self._call(self._async.os_layers())
+
+    def interrupt(self) -> None:
+        self._call(self._async.interrupt())
+
+    def restart(self) -> None:
+        self._call(self._async.restart())
+
+    def upload(self, host_path: str | Path, guest_path: str) -> int:
+        return self._call(self._async.upload(host_path, guest_path))
+
+    def download(self, guest_path: str, max_bytes: int | None = None) -> bytes:
+        return self._call(self._async.download(guest_path, max_bytes))
+
+    def checkpoint(self, name: str | None = None) -> Checkpoint:
+        return self._call(self._async.checkpoint(name))
+
+    def restore(self, checkpoint: Checkpoint) -> None:
+        self._call(self._async.restore(checkpoint))
+
+    def fork(self) -> Sandbox:
+        """A second sandbox, with this one's settings, started from this one's state now."""
+        return Sandbox.from_checkpoint(self.checkpoint(), **self._async._settings)
+
+    @classmethod
+    def from_checkpoint(cls, checkpoint: Checkpoint, **settings: Any) -> Sandbox:
+        """A new sandbox (settings as for Sandbox) started from `checkpoint`."""
+        sandbox = cls(**settings).start()
+        try:
+            sandbox.restore(checkpoint)
+        except BaseException:
+            sandbox.close()
+            raise
+        return sandbox

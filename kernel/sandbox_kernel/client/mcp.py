@@ -1,0 +1,439 @@
+"""`sandbox-kernel mcp`: a Model Context Protocol server whose tools drive one persistent sandbox (AsyncSandbox)."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import hmac
+import json
+import logging
+import mimetypes
+import os
+import posixpath
+import re
+import secrets
+import socket
+import stat
+import sys
+import tempfile
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, MutableMapping
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Annotated, Any, Literal, TypeVar
+from urllib.parse import quote
+
+import anyio
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.types import (
+    BlobResourceContents,
+    CallToolResult,
+    ContentBlock,
+    EmbeddedResource,
+    ImageContent,
+    TextContent,
+)
+from pydantic import Field
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from sandbox_kernel import __version__
+from sandbox_kernel.checkpoints.cells import NAME as CHECKPOINT_NAME
+from sandbox_kernel.checkpoints.client import Checkpoint, CheckpointError
+from sandbox_kernel.client.agent import AsyncSandbox, SandboxSettingsError
+from sandbox_kernel.client.results import ExecutionResult
+
+MAX_FILE_BYTES = 4 << 20  # one upload_file or download_file
+IMAGE_TYPES = ("image/png", "image/jpeg")  # outputs passed on as images
+HOST = "127.0.0.1"  # the only address --http listens on
+TOKEN_ENV = "SANDBOX_KERNEL_MCP_TOKEN"  # a --http token given through the environment
+TOKEN_FORM = re.compile(r"[A-Za-z0-9._~+/-]{32,512}=*")  # RFC 6750's b64token, too long to guess
+TOKEN_RULE = (
+    "32 to 512 characters of letters, digits and -._~+/ (make one with "
+    "python -c 'import secrets; print(secrets.token_urlsafe(32))')"
+)
+INSTRUCTIONS = (
+    "A persistent Python sandbox (Pyodide, CPython on WebAssembly, with IPython): variables, imports and files "
+    "persist across run_python calls until restart. Host files are reachable only in the configured mounts; "
+    "host skills are called from the code as device.Skill.method(...) (list_skills shows them)."
+)
+T = TypeVar("T")
+
+
+class SandboxSession:
+    """The one sandbox every tool call uses: started on first need, used by one call at a time."""
+
+    def __init__(self, arguments: list[str]) -> None:
+        self.arguments = arguments  # --SandboxKernel.x=... settings, on top of the kernel's config files
+        self.lock = asyncio.Lock()
+        self.facts: dict[str, Any] = {}  # kernel_info's sandbox_kernel facts: mounts, skills, ...
+        self.checkpoints: dict[str, Checkpoint] = {}  # this server's, by name (files it owns until it exits)
+        self._sandbox: AsyncSandbox | None = None
+
+    async def _started(self) -> AsyncSandbox:
+        """The running sandbox, started now if need be; only with the lock held."""
+        if self._sandbox is None:
+            sandbox = AsyncSandbox(extra_arguments=self.arguments, approver=None)  # 'ask' calls: refused
+            try:
+                await sandbox.start()
+                self.facts = await sandbox.facts()
+            except SandboxSettingsError as exc:
+                raise ToolError(str(exc)) from None
+            except BaseException:
+                with anyio.CancelScope(shield=True):
+                    await sandbox.close()
+                raise
+            self._sandbox = sandbox
+        return self._sandbox
+
+    async def use(self, action: Callable[[AsyncSandbox], Awaitable[T]]) -> T:
+        """`action(sandbox)`, alone; a failure of the sandbox's own becomes a tool error naming it."""
+        async with self.lock:
+            sandbox = await self._started()
+            try:
+                return await action(sandbox)
+            except ToolError:
+                raise
+            except (OSError, RuntimeError, TimeoutError, CheckpointError) as exc:
+                raise ToolError(f"{type(exc).__name__}: {exc}") from None
+
+    async def warm(self) -> None:
+        """Start the sandbox ahead of the first call; a failure is reported by that call."""
+        try:
+            async with self.lock:
+                await self._started()
+        except Exception as exc:
+            logging.getLogger(__name__).warning("the sandbox did not start: %s", exc)
+
+    async def close(self) -> None:
+        async with self.lock:
+            if self._sandbox is not None:
+                await self._sandbox.close()
+                self._sandbox = None
+
+    def mount_of(self, path: str, writing: bool) -> str:
+        """`path` normalised, if it lies inside a mount (a writable one for `writing`); else a ToolError."""
+        mounts = self.facts.get("mounts", [])
+        allowed = ", ".join(f"{m['guest']} ({'read-write' if m['writable'] else 'read-only'})" for m in mounts)
+        allowed = allowed or "none (SandboxKernel.mounts and working_folder name no folder)"
+        guest = posixpath.normpath(path) if path.startswith("/") and not path.startswith("//") else ""
+        for mount in mounts:
+            if guest.startswith(mount["guest"].rstrip("/") + "/"):
+                if writing and not mount["writable"]:
+                    raise ToolError(f"{mount['guest']} is mounted read-only; writable mounts: {allowed}")
+                return guest
+        raise ToolError(f"{path!r} is not a file path inside a mount; files move only in the mounts: {allowed}")
+
+
+def execution_content(result: ExecutionResult) -> list[ContentBlock]:
+    """to_llm()'s text, then every PNG or JPEG the cell displayed or returned."""
+    content: list[ContentBlock] = [TextContent(type="text", text=result.to_llm())]
+    bundles = [out.get("data", {}) for out in result.outputs] + ([result.result] if result.result else [])
+    for bundle in bundles:
+        kind = next((k for k in IMAGE_TYPES if isinstance(bundle.get(k), str)), None)
+        if kind is not None:
+            content.append(ImageContent(type="image", data="".join(bundle[kind].split()), mime_type=kind))
+    return content
+
+
+def skills_text(skills: dict[str, Any], approver: bool) -> str:
+    """The skills, each method with its signature, policy and first doc line, for a model to read."""
+    if not skills:
+        return "No skills are loaded (SandboxKernel.skills, skills_path)."
+    ask = "ask (SandboxKernel.skill_approver decides)" if approver else "ask (refused: no skill_approver is set)"
+    lines = ["Call them in run_python as device.Skill.method(...)."]
+    for name, skill in skills.items():
+        lines.append(f"{name}: {skill['doc'].splitlines()[0]}" if skill["doc"] else name)
+        for method, info in skill["methods"].items():
+            policy = ask if info["policy"] == "ask" else info["policy"]
+            doc = info["doc"].splitlines()[0] if info["doc"] else ""
+            lines.append(f"  {method}{info['signature']} [{policy}]{' ' + doc if doc else ''}")
+    return "\n".join(lines)
+
+
+def file_content(path: str, data: bytes) -> ContentBlock:
+    """UTF-8 text as text, PNG/JPEG as an image, anything else as an embedded base64 resource."""
+    kind = mimetypes.guess_type(path)[0] or "application/octet-stream"
+    if kind in IMAGE_TYPES:
+        return ImageContent(type="image", data=base64.b64encode(data).decode(), mime_type=kind)
+    try:
+        return TextContent(type="text", text=data.decode("utf-8"))
+    except UnicodeDecodeError:
+        blob = BlobResourceContents(uri=f"file://{quote(path)}", blob=base64.b64encode(data).decode(), mime_type=kind)
+        return EmbeddedResource(type="resource", resource=blob)
+
+
+def _spill(data: bytes) -> str:
+    """A private temporary host file holding `data` (what AsyncSandbox.upload copies from)."""
+    fd, name = tempfile.mkstemp(prefix="sandbox-kernel-mcp-")
+    with os.fdopen(fd, "wb") as file:
+        file.write(data)
+    return name
+
+
+class SandboxTools:
+    """The MCP tools; each docstring is what the client's model reads."""
+
+    def __init__(self, session: SandboxSession) -> None:
+        self.session = session
+
+    async def run_python(self, code: Annotated[str, Field(description="Python (IPython) code to run")]) -> Any:
+        """Run Python code in the persistent sandbox; returns its output, result and images. Variables persist."""
+
+        async def run(sandbox: AsyncSandbox) -> ExecutionResult:
+            try:
+                return await sandbox.run(code)
+            except asyncio.CancelledError:  # the client gave up: stop the cell rather than let it run on
+                with anyio.CancelScope(shield=True):
+                    await sandbox.interrupt()
+                raise
+
+        result = await self.session.use(run)
+        # What the step cost, as the kernel measured it (wall_s, cpu_s, peak_memory_bytes, output_bytes, skill_calls).
+        cost = {"metrics": result.metrics, "timed_out": result.timed_out, "restarted": result.restarted}
+        return CallToolResult(content=execution_content(result), structured_content=cost, is_error=not result.ok)
+
+    async def restart(self) -> str:
+        """Restart the sandbox: every variable, import and file outside the mounts is gone."""
+        await self.session.use(lambda sandbox: sandbox.restart())
+        return "The sandbox was restarted: every variable is gone."
+
+    async def checkpoint(self, name: Annotated[str, Field(description="the checkpoint's name")]) -> str:
+        """Save the sandbox's state (variables, files outside the mounts, packages) under a name, to restore later."""
+        if not CHECKPOINT_NAME.fullmatch(name):
+            raise ToolError(f"{name[:80]!r} is not a checkpoint name: letters, digits, '_', '.' and '-', at most 64")
+
+        async def take(sandbox: AsyncSandbox) -> Checkpoint:
+            limit = int(self.session.facts.get("max_checkpoints", 20))
+            if name not in self.session.checkpoints and len(self.session.checkpoints) >= limit:
+                known = ", ".join(repr(n) for n in sorted(self.session.checkpoints))
+                raise ToolError(
+                    f"at most {limit} checkpoints are kept (SandboxKernel.max_checkpoints); reuse a name to replace "
+                    f"that checkpoint: {known}"
+                )
+            return await sandbox.checkpoint(name)
+
+        saved = await self.session.use(take)
+        self.session.checkpoints[name] = saved  # the one replaced is deleted once no call holds it any more
+        return saved.summary()
+
+    async def restore(self, name: Annotated[str, Field(description="a name given to checkpoint")]) -> str:
+        """Put the sandbox back in the state saved by checkpoint(name)."""
+        saved = self.session.checkpoints.get(name)
+        if saved is None:
+            known = ", ".join(repr(n) for n in sorted(self.session.checkpoints)) or "none yet"
+            raise ToolError(f"there is no checkpoint {name!r}; known checkpoints: {known}")
+        await self.session.use(lambda sandbox: sandbox.restore(saved))
+        return f"Restored checkpoint {name!r}: what ran since is gone."
+
+    async def upload_file(
+        self,
+        path: Annotated[str, Field(description="absolute guest path inside a writable mount")],
+        content: Annotated[str, Field(description="the file's content: text, or base64 with encoding='base64'")],
+        encoding: Annotated[Literal["utf-8", "base64"], Field(description="how content is given")] = "utf-8",
+    ) -> str:
+        """Write a file into a writable mount of the sandbox (at most 4 MiB)."""
+        try:
+            data = content.encode() if encoding == "utf-8" else base64.b64decode(content, validate=True)
+        except binascii.Error as exc:
+            raise ToolError(f"content is not valid base64: {exc}") from None
+        if len(data) > MAX_FILE_BYTES:
+            raise ToolError(f"the file has {len(data)} bytes, more than the {MAX_FILE_BYTES} allowed")
+
+        async def upload(sandbox: AsyncSandbox) -> str:
+            guest = self.session.mount_of(path, writing=True)
+            host = await asyncio.to_thread(_spill, data)
+            try:
+                size = await sandbox.upload(host, guest)
+            finally:
+                await asyncio.to_thread(os.unlink, host)
+            return f"Wrote {size} bytes to {guest}."
+
+        return await self.session.use(upload)
+
+    async def download_file(self, path: Annotated[str, Field(description="absolute guest path inside a mount")]) -> Any:
+        """Read a file from a mount of the sandbox (at most 4 MiB): text, an image, or a base64 resource."""
+
+        async def download(sandbox: AsyncSandbox) -> CallToolResult:
+            guest = self.session.mount_of(path, writing=False)
+            data = await sandbox.download(guest, MAX_FILE_BYTES)
+            return CallToolResult(content=[file_content(guest, data)])
+
+        return await self.session.use(download)
+
+    async def list_skills(self) -> Any:
+        """List the host skills the code may call as device.Skill.method(...), with each method's policy."""
+
+        async def facts(sandbox: AsyncSandbox) -> dict[str, Any]:
+            return await sandbox.facts()  # policies change as calls are approved 'always'
+
+        found = await self.session.use(facts)
+        skills = found.get("skills", {})
+        text = skills_text(skills, bool(found.get("skill_approver")))
+        return CallToolResult(content=[TextContent(type="text", text=text)], structured_content={"skills": skills})
+
+
+def build(arguments: list[str]) -> MCPServer[None]:
+    """The server, its tools bound to one SandboxSession started with `arguments`."""
+    session = SandboxSession(arguments)
+
+    @asynccontextmanager
+    async def lifespan(_: MCPServer[None]) -> AsyncIterator[None]:
+        warming = asyncio.ensure_future(session.warm())  # inside the transport: stdout is no longer the wire
+        try:
+            yield
+        finally:
+            with anyio.CancelScope(shield=True):
+                await warming
+                await session.close()
+
+    server: MCPServer[None] = MCPServer(
+        "sandbox-kernel", version=__version__, instructions=INSTRUCTIONS, lifespan=lifespan, log_level="WARNING"
+    )
+    tools = SandboxTools(session)
+    for tool in (
+        tools.run_python,
+        tools.restart,
+        tools.checkpoint,
+        tools.restore,
+        tools.upload_file,
+        tools.download_file,
+        tools.list_skills,
+    ):
+        server.add_tool(tool, structured_output=False)
+    return server
+
+
+class TokenError(ValueError):
+    """A --http token that cannot be used; the message says what was wrong and what is allowed."""
+
+
+@dataclass(frozen=True)
+class Credential:
+    """The bearer token every --http request must carry."""
+
+    token: str = field(repr=False)
+    source: str | None  # where it was given (--token-file PATH, the environment variable); None: made here
+
+    @property
+    def shown(self) -> str:
+        """The token as printed at start: a generated one in full (as Jupyter does), a given one by its source."""
+        return self.token if self.source is None else f"<the token in {self.source}>"
+
+
+def credential(token_file: str | None, environ: MutableMapping[str, str]) -> Credential:
+    """The token from --token-file, else from SANDBOX_KERNEL_MCP_TOKEN (taken out of `environ`: the kernel does
+    not inherit it), else a new random one; TokenError for an unusable token or one given both ways."""
+    given = environ.pop(TOKEN_ENV, None)
+    if token_file is not None and given is not None:
+        raise TokenError(f"the token is given twice: use --token-file or {TOKEN_ENV}, not both")
+    if token_file is not None:
+        source = f"--token-file {token_file}"
+        return Credential(checked_token(read_token_file(token_file), source), source)
+    if given is not None:
+        return Credential(checked_token(given, TOKEN_ENV), TOKEN_ENV)
+    return Credential(secrets.token_urlsafe(32), None)
+
+
+def read_token_file(path: str) -> str:
+    """The token in `path`: a regular file of this user's that no one else may read or write; else TokenError."""
+    where = f"--token-file {path}"
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOCTTY | os.O_NONBLOCK)  # a FIFO must not block
+    except OSError as exc:
+        raise TokenError(f"{where}: cannot be opened ({exc.strerror})") from None
+    try:
+        info = os.fstat(fd)  # of the file opened, not of what the path names by now
+        if not stat.S_ISREG(info.st_mode):
+            raise TokenError(f"{where}: not a regular file")
+        if info.st_uid != os.geteuid():
+            raise TokenError(f"{where}: owned by uid {info.st_uid}, not by this user (uid {os.geteuid()})")
+        if info.st_mode & 0o077:
+            raise TokenError(
+                f"{where}: mode {stat.S_IMODE(info.st_mode):04o} lets group or others read or change the token; "
+                f"only its owner may (chmod 600 {path})"
+            )
+        data = os.read(fd, 4096)
+    finally:
+        os.close(fd)
+    try:
+        return data.decode("ascii").strip()
+    except UnicodeDecodeError:
+        raise TokenError(f"{where}: the token must be {TOKEN_RULE}") from None
+
+
+def checked_token(token: str, where: str) -> str:
+    """`token` if it has TOKEN_FORM; else a TokenError naming `where` it came from (never the token)."""
+    if not TOKEN_FORM.fullmatch(token):
+        raise TokenError(f"{where}: the token must be {TOKEN_RULE}; this one has {len(token)} characters")
+    return token
+
+
+class BearerGate:
+    """ASGI middleware in front of the whole app: every HTTP request, whatever its path, needs the header
+    `Authorization: Bearer <token>` (compared in constant time); any other gets 401, `WWW-Authenticate: Bearer`
+    and an empty body, before the MCP app sees it."""
+
+    def __init__(self, app: ASGIApp, token: str) -> None:
+        self.app = app
+        self._token = token.encode()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan" or self.authorised(scope.get("headers", ())):
+            await self.app(scope, receive, send)
+        elif scope["type"] == "http":
+            headers = [(b"www-authenticate", b"Bearer"), (b"content-length", b"0")]
+            await send({"type": "http.response.start", "status": 401, "headers": headers})
+            await send({"type": "http.response.body", "body": b""})
+        elif scope["type"] == "websocket":
+            await send({"type": "websocket.close", "code": 1008})  # policy violation
+
+    def authorised(self, headers: Iterable[tuple[bytes, bytes]]) -> bool:
+        """Whether the request has exactly one Authorization header, and it is this bearer token."""
+        values = [value for name, value in headers if name.lower() == b"authorization"]
+        if len(values) != 1:
+            return False
+        scheme, _, token = values[0].partition(b" ")
+        return scheme.lower() == b"bearer" and hmac.compare_digest(token, self._token)
+
+
+async def serve_http(server: MCPServer[None], port: int, given: Credential) -> None:
+    """Streamable HTTP at http://127.0.0.1:port/mcp for requests bearing `given`'s token (port 0: any free port);
+    the URL and the header to send are printed once to stderr."""
+    import uvicorn
+
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    listener.bind((HOST, port))
+    listener.listen(socket.SOMAXCONN)  # before the URL is printed: a client may connect at once
+    app = server.streamable_http_app(host=HOST)  # also refuses other Host/Origin headers (DNS rebinding)
+    url = f"http://{HOST}:{listener.getsockname()[1]}/mcp"
+    header = f"Bearer {given.shown}"
+    config = json.dumps({"type": "http", "url": url, "headers": {"Authorization": header}})
+    print(
+        f"sandbox-kernel mcp: serving streamable HTTP at {url}\n"
+        f"sandbox-kernel mcp: every request needs the header  Authorization: {header}\n"
+        f"sandbox-kernel mcp: for a client's configuration: {config}",
+        file=sys.stderr,
+        flush=True,
+    )
+    gated = BearerGate(app, given.token)
+    await uvicorn.Server(uvicorn.Config(gated, log_level="warning", server_header=False)).serve(sockets=[listener])
+
+
+def main(arguments: list[str], port: int | None, token_file: str | None = None) -> int:
+    """Serve over stdio, or streamable HTTP on 127.0.0.1:`port` behind a bearer token, until the client or a
+    signal ends it; 2 if the token given cannot be used."""
+    try:
+        if port is None:
+            if token_file is not None:
+                raise TokenError("--token-file applies only with --http")
+            anyio.run(build(arguments).run_stdio_async)
+        else:
+            anyio.run(serve_http, build(arguments), port, credential(token_file, os.environ))
+    except TokenError as exc:
+        print(f"sandbox-kernel mcp: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        pass
+    return 0

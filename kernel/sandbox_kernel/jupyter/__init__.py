@@ -1,0 +1,1 @@
+"""jupyter: see docs/architecture.md."""

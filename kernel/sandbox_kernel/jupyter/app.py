@@ -1,0 +1,72 @@
+"""The kernel process: ipykernel's application, launching a SandboxKernel."""
+
+from __future__ import annotations
+
+import os
+import re
+from typing import Any
+
+from ipykernel.kernelapp import IPKernelApp
+from jupyter_core.paths import jupyter_config_path
+from traitlets import Type
+from traitlets.config.application import Application
+from traitlets.config.loader import JSONFileConfigLoader, PyFileConfigLoader
+from traitlets.utils.importstring import import_item
+
+from sandbox_kernel.jupyter import settings_check
+from sandbox_kernel.jupyter.kernel import SandboxKernel
+
+CONFIG_FILE = "sandbox_kernel_config"
+
+
+class SandboxKernelApp(IPKernelApp):
+    """Runs SandboxKernel; settings from the command line and sandbox_kernel_config.py/.json."""
+
+    name = "sandbox-kernel"
+    # traitlets declarations: mypy sees the trait object where IPKernelApp's annotations name its value
+    kernel_class = Type(SandboxKernel, klass="ipykernel.kernelbase.Kernel").tag(config=True)  # type: ignore[assignment]
+    classes = [*IPKernelApp.classes, SandboxKernel]  # noqa: RUF012 (traitlets' Application.classes)
+
+    def load_config_file(self, *args: Any, **kwargs: Any) -> None:
+        """Read sandbox_kernel_config.{py,json} from every Jupyter config directory."""
+        super().load_config_file(*args, **kwargs)
+        for path in reversed(jupyter_config_path()):  # later (user) files override system ones
+            Application.load_config_file(self, CONFIG_FILE, path=path)
+
+    def init_io(self) -> None:
+        """Keep the kernel process's own stdout/stderr: guest output never goes through them."""
+        if self.displayhook_class:
+            self.displayhook = import_item(str(self.displayhook_class))(self.session, self.iopub_socket)
+
+    def init_kernel(self) -> None:
+        """Make the kernel without the settings that are wrong; it then answers every cell with what they were."""
+        messages, bad = settings_check.problems(self.config, SandboxKernel, self._origin)
+        section = self.config.get(settings_check.SECTION, {})
+        for name in bad:
+            del section[name]
+        super().init_kernel()
+        found = self.kernel.settings_problems  # between settings (mounts, allow_net, skills): say where they were made
+        for i, problem in enumerate(found):
+            named = re.match(rf"{settings_check.SECTION}\.(\w+)", problem)
+            if named:
+                found[i] = f"{problem} (set in {self._origin(named.group(1))})"
+        found[:0] = messages
+
+    def _origin(self, name: str) -> str:
+        """Where setting `name` was made: the command line, or the last config file that sets it."""
+        if name in self.cli_config.get(settings_check.SECTION, {}):
+            return "the kernel's command line: its kernelspec's argv or --SandboxKernel options"
+        for path in reversed(self.loaded_config_files):
+            loader = JSONFileConfigLoader if path.endswith(".json") else PyFileConfigLoader
+            try:
+                config = loader(os.path.basename(path), os.path.dirname(path)).load_config()
+            except Exception:  # it loaded before; a file that changed since proves nothing
+                continue
+            if name in config.get(settings_check.SECTION, {}):
+                return path
+        return "the kernel's configuration"
+
+
+def launch(argv: list[str] | None = None) -> None:
+    """Start the kernel (the kernelspec's argv ends up here)."""
+    SandboxKernelApp.launch_instance(argv=argv)

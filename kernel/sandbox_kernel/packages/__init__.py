@@ -1,0 +1,1 @@
+"""packages: see docs/architecture.md."""

@@ -1,0 +1,1 @@
+"""protocol: see docs/architecture.md."""

@@ -1,0 +1,1 @@
+"""sandbox: see docs/architecture.md."""

@@ -1,0 +1,151 @@
+"""Host folders shown inside the sandbox: parsing and checking `SandboxKernel.mounts`."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+
+MAX_SCAN = 10_000  # entries the start-up symlink check looks at per mount
+LIMIT_KEYS = ("suffixes", "max_file_bytes", "max_total_bytes", "allow_tool_files")
+
+# Guest folders that belong to Pyodide itself; a mount may not hide them.
+RESERVED = ("/lib", "/dev", "/proc", "/home/pyodide", "/tmp", "/bin", "/usr")
+
+
+class MountError(ValueError):
+    """A mount specification that cannot be used; the message says what is allowed."""
+
+
+@dataclass(frozen=True)
+class Mount:
+    host: Path  # absolute, symlinks resolved
+    guest: str  # absolute path inside the sandbox
+    writable: bool
+    suffixes: tuple[str, ...] = ()  # allowed file suffixes when writing ('' = any)
+    max_file_bytes: int | None = None
+    max_total_bytes: int | None = None  # all regular files of the mount, together
+    allow_tool_files: tuple[str, ...] = ()  # guarded_paths rules (or names, or "*") the guest may write anyway
+
+
+def parse(spec: str, base: Path, limits: dict[str, dict] | None = None) -> Mount:
+    """`host:guest[:ro|rw]` (default ro); host is relative to `base` unless absolute."""
+    parts = spec.rsplit(":", 2) if spec.count(":") >= 2 else spec.split(":")
+    if len(parts) == 2:
+        host, guest, mode = parts[0], parts[1], "ro"
+    elif len(parts) == 3:
+        host, guest, mode = parts
+    else:
+        raise MountError(f"mount {spec!r}: use 'host_folder:/guest/path[:ro|rw]'")
+    if mode not in ("ro", "rw"):
+        raise MountError(f"mount {spec!r}: the mode must be 'ro' or 'rw', not {mode!r}")
+    host_path = Path(os.path.realpath(base / os.path.expanduser(host)))
+    if not host_path.is_dir():
+        raise MountError(f"mount {spec!r}: host folder {str(host_path)!r} does not exist or is not a folder")
+    guest_path = PurePosixPath(guest)
+    if not guest_path.is_absolute() or ".." in guest_path.parts or str(guest_path) == "/":
+        raise MountError(f"mount {spec!r}: the guest path must be absolute, below '/', without '..'")
+    for reserved in RESERVED:
+        if (
+            str(guest_path) == reserved
+            or guest_path.is_relative_to(reserved)
+            or PurePosixPath(reserved).is_relative_to(guest_path)
+        ):
+            raise MountError(
+                f"mount {spec!r}: {reserved} belongs to the sandbox itself; pick another guest path (e.g. /data)"
+            )
+    extra = (limits or {}).get(str(guest_path), {})
+    unknown = set(extra) - set(LIMIT_KEYS)
+    if unknown:
+        raise MountError(
+            f"mount_limits[{str(guest_path)!r}]: unknown keys {sorted(unknown)}; use {', '.join(LIMIT_KEYS)}"
+        )
+    suffixes = tuple(str(s).lower() for s in extra.get("suffixes", ()))
+    sizes = {key: extra.get(key) for key in ("max_file_bytes", "max_total_bytes")}
+    for key, value in sizes.items():
+        if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value <= 0):
+            raise MountError(f"mount_limits[{str(guest_path)!r}][{key!r}] must be a positive integer")
+    allow = extra.get("allow_tool_files", ())
+    if allow is True:
+        allow = ("*",)
+    if not isinstance(allow, (list, tuple)) or not all(isinstance(a, str) for a in allow):
+        raise MountError(
+            f"mount_limits[{str(guest_path)!r}]['allow_tool_files'] must be a list of rule or file names "
+            "(see the README's 'What rw means'), or true for all"
+        )
+    return Mount(
+        host_path, str(guest_path), mode == "rw", suffixes, sizes["max_file_bytes"], sizes["max_total_bytes"],
+        tuple(allow),
+    )  # fmt: skip
+
+
+def escaping_symlinks(mount: Mount) -> list[str]:
+    """Symlinks in a mount whose targets lie outside it.
+
+    Deno checks permissions on the path it is given, not on a symlink's target, so JS file
+    APIs in the guest could follow such a link out of the mount.
+    """
+    found = []
+    for count, path in enumerate(mount.host.rglob("*")):
+        if count >= MAX_SCAN:
+            break
+        if path.is_symlink():
+            target = Path(os.path.realpath(path))
+            if target != mount.host and not target.is_relative_to(mount.host):
+                found.append(f"{path} -> {target}")
+    return found
+
+
+def parse_all(specs: list[str], base: Path, limits: dict[str, dict] | None = None) -> list[Mount]:
+    mounts = [parse(spec, base, limits) for spec in specs]
+    for mount in mounts:
+        links = escaping_symlinks(mount)
+        if links:
+            raise MountError(
+                f"mount {mount.guest}: {str(mount.host)!r} holds symlinks that lead outside it ({'; '.join(links[:3])}). "
+                "The sandbox could follow them; remove them or mount a folder without them."
+            )
+    guests = [PurePosixPath(m.guest) for m in mounts]
+    for i, a in enumerate(guests):
+        for b in guests[i + 1 :]:
+            if a == b or a.is_relative_to(b) or b.is_relative_to(a):
+                raise MountError(f"mounts {str(a)!r} and {str(b)!r} overlap; guest paths must be separate")
+    for name in limits or {}:
+        if name not in {m.guest for m in mounts}:
+            raise MountError(f"mount_limits names {name!r}, which is not a mount's guest path")
+    return mounts
+
+
+def guest_config(mounts: list[Mount]) -> list[dict]:
+    """What the guest learns about its mounts (guest paths and rules, never host paths)."""
+    return [
+        {
+            "guest": m.guest,
+            "writable": m.writable,
+            "suffixes": list(m.suffixes),
+            "max_file_bytes": m.max_file_bytes,
+            "max_total_bytes": m.max_total_bytes,
+            "allow_tool_files": list(m.allow_tool_files),
+            "limited": bool(m.max_file_bytes or m.max_total_bytes),
+        }
+        for m in mounts
+    ]
+
+
+def supervisor_config(mounts: list[Mount]) -> list[dict]:
+    """What the supervisor gets for each mount: where it is, and the rules for writes into it (messages.ts)."""
+    from sandbox_kernel.sandbox import guarded_paths
+
+    return [
+        {
+            "host": str(m.host),
+            "guest": m.guest,
+            "writable": m.writable,
+            "suffixes": list(m.suffixes),
+            "maxFileBytes": m.max_file_bytes,
+            "maxTotalBytes": m.max_total_bytes,
+            "allowToolFiles": list(m.allow_tool_files),
+            "hidden": [p.name for p in guarded_paths.hidden(m)],
+        }
+        for m in mounts
+    ]

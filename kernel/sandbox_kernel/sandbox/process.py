@@ -1,0 +1,506 @@
+"""One Deno + Pyodide sandbox process, seen from the kernel.
+
+The kernel talks to the Deno supervisor over a private unix socket in a 0700
+temporary folder; the supervisor proves itself with a token given on its stdin.
+Deno's own stdout/stderr are logged, never read as protocol; when the process dies, their last lines
+are searched for out-of-memory messages to word the reason (guest code can print those too).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import codecs
+import collections
+import itertools
+import json
+import logging
+import os
+import secrets
+import shutil
+import signal
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar, Protocol
+
+from sandbox_kernel import paths
+from sandbox_kernel.jupyter.output import guest_text
+from sandbox_kernel.protocol import frames
+from sandbox_kernel.protocol import schema as guest_schema
+from sandbox_kernel.sandbox import private_folders, provision
+from sandbox_kernel.sandbox.launch_plan import LaunchPlan
+from sandbox_kernel.sandbox.mounts import Mount, supervisor_config
+from sandbox_kernel.sandbox.oslayers.report import read_report
+from sandbox_kernel.sandbox.oslayers.spec import LAYERS
+from sandbox_kernel.sandbox.supervision import StopCause
+
+OUT_OF_MEMORY_MARKS = ("out of memory", "heap limit", "Out of memory", "allocation failed")
+MAX_WASM_BYTES = 1 << 32  # wasm32's whole address space: a larger size reported is not believed
+EXIT_FRAMES_WAIT = 1.0  # seconds the last frames of an ended process may take to be read
+
+
+class GuestListener(Protocol):
+    """Receives what the sandbox sends for one request: stream text and raw (unparsed) guest events."""
+
+    def on_stream(self, name: str, text: str) -> None: ...
+
+    def on_event(self, payload: bytes) -> None: ...
+
+    def on_blob(self, payload: bytes) -> None: ...
+
+
+class SandboxDied(Exception):
+    """The sandbox process ended (or was killed) while a request was pending."""
+
+    def __init__(self, reason: str, cause: StopCause = StopCause.CRASH, started: bool = True) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.cause = cause
+        self.started = started  # False: the worker had not begun to serve the request (safe to retry)
+
+
+class SandboxStartError(RuntimeError):
+    """The sandbox could not be started; the message says why."""
+
+
+@dataclass
+class SandboxOptions:
+    """Settings of one sandbox process (filled from the kernel's traitlets and its provisioning)."""
+
+    pyodide_dir: Path  # the cached Pyodide, checked by the caller
+    guest_site: Path  # the guest's extracted wheels
+    start_timeout: float = 120.0
+    ring_bytes: int = 4 << 20
+    reply_bytes: int = 1 << 20
+    max_frame_bytes: int = 64 << 20
+    max_event_bytes: int = 32 << 20
+    v8_flags: list[str] = field(default_factory=list)
+    mounts: list[Mount] = field(default_factory=list)
+    allow_net: list[str] = field(default_factory=list)
+    memory_limit_mb: int = 1024
+    extra_wheels: list[Path] = field(default_factory=list)  # SandboxKernel.packages, resolved on the host
+    extra_read: list[Path] = field(default_factory=list)  # folders of those wheels and of Pyodide packages
+    pyodide_lock: str | None = None  # lock file contents of SandboxKernel.pyodide_index
+    pyodide_packages: Path | None = None  # where the host puts Pyodide package files for the guest
+    use_snapshot: bool = True
+    os_sandbox: str = "auto"  # auto | required | off
+    os_layers: list[str] = field(default_factory=lambda: list(LAYERS))
+
+
+@dataclass
+class _Pending:
+    op: str
+    future: asyncio.Future[dict[str, Any]]
+    listener: GuestListener
+    decoders: dict[int, codecs.IncrementalDecoder]
+    started: bool = False  # the worker said it began to serve this request
+
+
+def _describe_exit(code: int) -> str:
+    if code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = f"signal {-code}"
+        hint = " (likely out of memory)" if -code == signal.SIGKILL else ""
+        return f"the sandbox process was killed by {name}{hint}"
+    return f"the sandbox process exited with code {code}"
+
+
+class SandboxProcess:
+    """A running Deno host with Pyodide inside; requests go in, events come out."""
+
+    live: ClassVar[set[SandboxProcess]] = set()  # spawned and not yet dead: what shutdown must kill
+
+    def __init__(
+        self,
+        options: SandboxOptions,
+        log: logging.Logger,
+        say: Callable[[str], None],
+        on_layers: Callable[[dict[str, Any]], None] | None = None,
+    ) -> None:
+        self.options = options
+        self.log = log
+        self.say = say
+        self.on_layers = on_layers  # told what the launcher applied, as soon as it has (before Python starts)
+        self.info: dict[str, Any] = {}
+        self.pid: int | None = None
+        self.snapshot: Path | None = None  # the snapshot file offered to this sandbox, if any
+        self.death_reported = False  # set once a user was told that this sandbox died
+        self.pause_when_idle = True  # SIGSTOP between requests: no guest code runs between cells
+        self._paused = False
+        self._proc: asyncio.subprocess.Process | None = None
+        self._writer: asyncio.StreamWriter | None = None
+        self._pending: dict[int, _Pending] = {}
+        self._ids = itertools.count(1)
+        self._tmp: Path | None = None
+        self._output_tail: collections.deque[str] = collections.deque(maxlen=20)  # Deno's stdout and stderr
+        self._fatal: str | None = None
+        self._killed_because: str | None = None
+        self._kill_cause = StopCause.CRASH
+        self._frames_task: asyncio.Task[None] | None = None
+        self._dead: asyncio.Future[str] | None = None
+        self._ready: asyncio.Future[dict[str, Any]] | None = None
+        self._tasks: list[asyncio.Task[Any]] = []
+        self.os_layers: dict[str, Any] = {}  # what the launcher applied (oslayers.launch)
+        self.wasm_bytes = 0  # the size of its wasm memory when the last request ended (it only grows)
+
+    def cpu_seconds(self) -> float | None:
+        """CPU time the process has used (user + system, every thread), or None once it is gone."""
+        try:
+            fields = Path(f"/proc/{self.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError, TypeError):
+            return None
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    # ---- lifecycle --------------------------------------------------------------------
+    @property
+    def alive(self) -> bool:
+        return self._dead is not None and not self._dead.done()
+
+    async def start(self) -> dict[str, Any]:
+        """Spawn the process and wait until Python is ready; returns guest facts."""
+        loop = asyncio.get_running_loop()
+        snapshot_file = provision.snapshot_path()
+        snapshot_file.parent.mkdir(parents=True, exist_ok=True)
+        self.snapshot = snapshot_file if self.options.use_snapshot and snapshot_file.is_file() else None
+        self._tmp = private_folders.make()
+        plan = LaunchPlan(
+            host=paths.host_dir(),
+            pyodide=self.options.pyodide_dir,
+            wheels=provision.wheels_dir(),
+            snapshots=snapshot_file.parent,
+            extra_read=list(self.options.extra_read),
+            mounts=list(self.options.mounts),
+            allow_net=list(self.options.allow_net),
+            private=self._tmp,
+            shared_deno_dir=provision.deno_dir(),
+            memory_limit_mb=self.options.memory_limit_mb,
+            v8_flags=list(self.options.v8_flags),
+            os_sandbox=self.options.os_sandbox,
+            os_layers=list(self.options.os_layers),
+        )
+        plan.prepare_scratch()
+        token = secrets.token_hex(16)
+        connected: asyncio.Future[tuple[asyncio.StreamReader, asyncio.StreamWriter]] = loop.create_future()
+
+        def on_connect(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            if connected.done():
+                writer.close()
+            else:
+                connected.set_result((reader, writer))
+
+        server = await asyncio.start_unix_server(on_connect, path=str(plan.socket), limit=1 << 20)
+        os.chmod(plan.socket, 0o600)
+        spec = plan.launch_spec()
+        report_read, spec.report_fd = os.pipe()
+        self.log.info("starting sandbox: %s", " ".join(spec.argv))
+        try:
+            self._proc = await asyncio.create_subprocess_exec(
+                *plan.launcher_argv(spec),
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+                env=spec.env,
+                cwd=self._tmp,
+                start_new_session=True,  # keep the kernel's SIGINT (process group) away from Deno
+                pass_fds=(spec.report_fd,),
+            )
+        except BaseException:
+            os.close(report_read)
+            raise
+        finally:
+            os.close(spec.report_fd)
+        self.pid = self._proc.pid
+        SandboxProcess.live.add(self)
+        self._dead = loop.create_future()
+        self._ready = loop.create_future()
+        self._ready.add_done_callback(lambda f: f.cancelled() or f.exception())
+        self._tasks.append(loop.create_task(self._watch_exit()))
+        for stream in (self._proc.stdout, self._proc.stderr):
+            self._tasks.append(loop.create_task(self._log_lines(stream)))
+        init = {
+            "socket": str(plan.socket),
+            "token": token,
+            **plan.worker_permissions(),
+            "mounts": supervisor_config(self.options.mounts),
+            "guestSite": str(self.options.guest_site),
+            "snapshot": str(self.snapshot) if self.snapshot else None,
+            "wheels": [str(w) for w in self.options.extra_wheels],
+            "pyodideLock": self.options.pyodide_lock,
+            "pyodidePackages": str(self.options.pyodide_packages) if self.options.pyodide_packages else None,
+            "guestDir": str(paths.host_dir() / "guest"),
+            "ringBytes": self.options.ring_bytes,
+            "replyBytes": self.options.reply_bytes,
+            "maxFrameBytes": self.options.max_frame_bytes,
+            "maxEventBytes": self.options.max_event_bytes,
+        }
+        # Written before exec (or before a refusal): the launcher is done with it within milliseconds.
+        self.os_layers = await asyncio.to_thread(read_report, report_read)
+        if self.on_layers is not None:
+            self.on_layers(self.os_layers)
+        if "refused" in self.os_layers:
+            await self.kill("os_sandbox could not be met")
+            fix = (
+                "Set SandboxKernel.os_sandbox='auto' to run with the layers this system has, or leave the missing "
+                "one out of SandboxKernel.os_layers."
+                if self.options.os_sandbox == "required"
+                else "Leave that layer out of SandboxKernel.os_layers, or set SandboxKernel.os_sandbox='off'."
+            )
+            raise SandboxStartError(f"{self.os_layers['refused']}. {fix}")
+        assert self._proc.stdin is not None
+        try:
+            self._proc.stdin.write(json.dumps(init).encode())
+            await self._proc.stdin.drain()
+            self._proc.stdin.close()
+        except ConnectionError:
+            pass  # it died at once: the wait below says why
+        try:
+            reader, writer = await self._first(connected, "connect")
+        finally:
+            server.close()
+            plan.socket.unlink(missing_ok=True)
+        self._writer = writer
+        hello = await self._first(asyncio.ensure_future(frames.read_frame(reader, 4096)), "say hello")
+        if hello.kind != frames.HOST_EVENT or hello.json().get("token") != token:
+            await self.kill("it failed the handshake")
+            raise SandboxStartError("the sandbox process failed the handshake")
+        self._frames_task = loop.create_task(self._read_frames(reader))
+        self._tasks.append(self._frames_task)
+        self.info = await self._first(self._ready, "start Python")
+        self._pause_if_idle()
+        return self.info
+
+    async def _first(self, fut: asyncio.Future[Any], what: str) -> Any:
+        """Await `fut`, failing clearly if the process dies or the start takes too long."""
+        assert self._dead is not None
+        dead = asyncio.ensure_future(asyncio.shield(self._dead))
+        try:
+            done, _ = await asyncio.wait(
+                {fut, dead}, timeout=self.options.start_timeout, return_when=asyncio.FIRST_COMPLETED
+            )
+        except BaseException:  # cancelled (e.g. the kernel shuts down while a spare starts): `fut` goes too
+            fut.cancel()
+            raise
+        finally:
+            dead.cancel()
+        if fut in done:
+            return fut.result()
+        fut.cancel()
+        if self._dead.done():
+            detail = "\n".join(self._output_tail)
+            raise SandboxStartError(f"the sandbox did not {what}: {self._dead.result()}\n{detail}".rstrip())
+        await self.kill(f"it did not {what} in time")
+        raise SandboxStartError(
+            f"the sandbox did not {what} within {self.options.start_timeout:.0f} s (SandboxKernel.start_timeout)"
+        )
+
+    async def kill(self, why: str, cause: StopCause = StopCause.CRASH) -> None:
+        """Stop the process for good (SIGKILL); pending requests fail with `why`."""
+        if self._killed_because is None:
+            self._killed_because, self._kill_cause = why, cause
+        proc = self._proc
+        if proc is not None and proc.returncode is None:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            await proc.wait()
+        if self._dead is not None and not self._dead.done():
+            self._mark_dead(f"the sandbox was stopped because {why}", self._kill_cause)
+        for task in self._tasks:
+            task.cancel()
+        if self._tmp is not None:
+            shutil.rmtree(self._tmp, ignore_errors=True)
+
+    def kill_soon(self, why: str) -> None:
+        """SIGKILL now, from synchronous code: pending requests fail with `why` at once, before any later frame."""
+        if self._killed_because is None:
+            self._killed_because = why
+        self._signal(signal.SIGKILL)
+        if self._dead is not None:
+            self._mark_dead(f"the sandbox was stopped because {why}", self._kill_cause)
+
+    def kill_now(self) -> None:
+        """Synchronous last resort (shutdown, atexit): SIGKILL the process group, remove its folder."""
+        if self._killed_because is None:
+            self._killed_because = "the kernel shut down"
+        if self._proc is not None and self._proc.returncode is None:
+            try:
+                os.killpg(self._proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        if self._tmp is not None:
+            shutil.rmtree(self._tmp, ignore_errors=True)
+
+    def _mark_dead(self, reason: str, cause: StopCause = StopCause.CRASH) -> None:
+        assert self._dead is not None
+        SandboxProcess.live.discard(self)
+        if not self._dead.done():
+            self._dead.set_result(reason)
+        for pending in self._pending.values():
+            if not pending.future.done():
+                pending.future.set_exception(SandboxDied(reason, cause, pending.started))
+        self._pending.clear()
+        if self._ready is not None and not self._ready.done():
+            self._ready.set_exception(SandboxDied(reason, cause))
+
+    async def _watch_exit(self) -> None:
+        assert self._proc is not None
+        code = await self._proc.wait()
+        if self._frames_task is not None:  # the last frames (e.g. a fatal-error report) are read to EOF
+            await asyncio.wait({self._frames_task}, timeout=EXIT_FRAMES_WAIT)
+        if self._killed_because:
+            reason = f"the sandbox was stopped because {self._killed_because}"
+        elif self._fatal:
+            reason = self._fatal
+        elif any(mark in line for line in self._output_tail for mark in OUT_OF_MEMORY_MARKS):
+            reason = (
+                f"the sandbox ran out of memory (SandboxKernel.memory_limit_mb={self.options.memory_limit_mb}; "
+                "raise it to allow more)"
+            )
+        else:
+            reason = _describe_exit(code)
+        (self.log.info if self._killed_because else self.log.warning)("sandbox process %s ended: %s", self.pid, reason)
+        self._mark_dead(reason, self._kill_cause if self._killed_because else StopCause.CRASH)
+        if self._tmp is not None:  # however it ended, its private folder goes with it
+            shutil.rmtree(self._tmp, ignore_errors=True)
+
+    async def _log_lines(self, stream: asyncio.StreamReader | None) -> None:
+        """Drain Deno's stdout/stderr (guest code can write there): log it, never parse it.
+
+        Read in chunks, not lines, so that no line length can stop the draining (a full
+        pipe would block the sandbox).
+        """
+        if stream is None:
+            return
+        partial = b""
+        while chunk := await stream.read(1 << 16):
+            lines = (partial + chunk).split(b"\n")
+            partial = lines.pop()[-4096:]
+            for line in lines:
+                text = line[:4096].decode(errors="replace").rstrip()
+                self._output_tail.append(text)
+                self.log.debug("sandbox: %s", text)
+
+    # ---- frames -----------------------------------------------------------------------
+    async def _read_frames(self, reader: asyncio.StreamReader) -> None:
+        try:
+            while True:
+                frame = await frames.read_frame(reader, self.options.max_frame_bytes)
+                self._dispatch(frame)
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        except frames.FrameError as exc:
+            self.log.error("sandbox protocol violation: %s", exc)
+            await self.kill(f"it broke the protocol ({exc})")
+
+    def _dispatch(self, frame: frames.Frame) -> None:
+        if frame.kind == frames.HOST_EVENT:
+            event = frame.json()
+            if event.get("event") == "fatal":
+                self._fatal = f"the sandbox crashed: {guest_text(str(event.get('message')), 1000)}"
+            elif event.get("event") == "started" and event.get("id") in self._pending:
+                self._pending[event["id"]].started = True
+            elif event.get("event") == "memory":
+                size = event.get("bytes")
+                if isinstance(size, int) and 0 <= size <= MAX_WASM_BYTES:
+                    self.wasm_bytes = size
+            return
+        if frame.request_id == 0:
+            if frame.kind == frames.GUEST_EVENT and self._ready is not None and not self._ready.done():
+                try:
+                    ready = guest_schema.parse(frame.payload, "ready event")
+                except guest_schema.InvalidGuestMessage:
+                    return
+                if isinstance(ready, dict) and ready.get("type") == "ready":
+                    self._ready.set_result(ready)
+            return  # output made while no request was served: it belongs to no cell
+        pending = self._pending.get(frame.request_id)
+        if pending is None:
+            return  # output of a request that is over: never attributed to another one
+        # Output tagged with the request shows that the worker began it, even when the ring was
+        # pumped before the "started" notice arrived (a forged tag can only prevent a retry).
+        pending.started = True
+        if frame.kind == frames.REPLY:
+            del self._pending[frame.request_id]
+            try:
+                pending.future.set_result(guest_schema.reply(pending.op, frame.payload))
+            except guest_schema.InvalidGuestMessage as exc:
+                pending.future.set_exception(exc)
+            return
+        if frame.kind == frames.GUEST_EVENT:
+            pending.listener.on_event(frame.payload)
+            return
+        if frame.kind == frames.BLOB:
+            pending.listener.on_blob(frame.payload)
+            return
+        decoder = pending.decoders.get(frame.kind)
+        if decoder is None:
+            decoder = pending.decoders[frame.kind] = codecs.getincrementaldecoder("utf-8")("replace")
+        text = decoder.decode(frame.payload)
+        if text:
+            pending.listener.on_stream("stdout" if frame.kind == frames.STDOUT else "stderr", text)
+
+    def _send(self, request_id: int, request: dict[str, Any]) -> None:
+        self._write(frames.encode_request(request_id, request))
+
+    def _write(self, *encoded: bytes) -> None:
+        """Frames to the host, in order (the process is woken first)."""
+        if self._writer is None or not self.alive:
+            raise SandboxDied("the sandbox is not running")
+        self._resume()
+        for frame in encoded:
+            self._writer.write(frame)
+
+    # ---- pausing between requests ------------------------------------------------------------
+    def _signal(self, signum: int) -> None:
+        if self._proc is not None and self._proc.returncode is None:
+            try:
+                os.killpg(self._proc.pid, signum)
+            except ProcessLookupError:
+                pass
+
+    def _resume(self) -> None:
+        if self._paused:
+            self._paused = False
+            self._signal(signal.SIGCONT)
+
+    def _pause_if_idle(self) -> None:
+        """Stop the process while no request is pending: leftover timers and tasks use no CPU between cells."""
+        if self.pause_when_idle and not self._paused and not self._pending and self.alive:
+            self._paused = True
+            self._signal(signal.SIGSTOP)
+
+    # ---- requests ---------------------------------------------------------------------
+    async def request(self, op: str, payload: dict[str, Any], listener: GuestListener) -> dict[str, Any]:
+        """Send one request; what it sends goes to `listener`; returns the reply content (checked)."""
+        if not self.alive:
+            raise SandboxDied(self._dead.result() if self._dead and self._dead.done() else "the sandbox is not running")
+        request_id = next(self._ids)
+        future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        self._pending[request_id] = _Pending(op, future, listener, {})
+        try:
+            self._send(request_id, {"op": op, **payload})
+            return await future
+        finally:
+            self._pending.pop(request_id, None)
+            self._pause_if_idle()
+
+    def send_data(self, parts: list[bytes]) -> None:
+        """Bytes for the next request (it gets them as a list): e.g. a checkpoint to restore."""
+        self._write(*(frames.encode_frame(frames.DATA, 0, part) for part in parts))
+
+    def interrupt(self) -> None:
+        """Raise KeyboardInterrupt in the guest (and cut short its blocking waits)."""
+        if self.alive:
+            self._send(min(self._pending, default=0), {"op": "interrupt"})  # the one served (they run in order)
+
+    def answer(self, number: int, content: dict[str, Any]) -> None:
+        """Answer a blocking guest request (e.g. input()) numbered `number`."""
+        if self.alive and self._pending:
+            self._send(0, {"op": "reply", "n": number, "content": content})
+
+    @property
+    def death_reason(self) -> str | None:
+        return self._dead.result() if self._dead is not None and self._dead.done() else None

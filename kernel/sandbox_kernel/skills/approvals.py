@@ -1,0 +1,106 @@
+"""What a person is asked before a skill call on 'ask' runs, so that an approval means exactly what they saw."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
+
+from sandbox_kernel.skills.lookalikes import key
+
+MARK = "[sandbox-kernel]"  # begins every prompt of the kernel's own; guest prompts may not carry it
+SHOWN_CHARS = 1000  # arguments longer than this are shown in part, with a digest and a way to see all
+ANSWERS = "[y]es once / [a]lways this session / [N]o"
+
+
+@dataclass(frozen=True)
+class Approval:
+    """One question to a person about one call."""
+
+    skill: str
+    method: str
+    arguments: str  # every argument, as Python shows them
+    digest: str  # sha256 of the arguments' JSON
+    prompt: str
+
+    @property
+    def metadata(self) -> dict[str, Any]:
+        """Set on the input_request message by the kernel only: agents read this, never the prompt text."""
+        return {
+            "sandbox_kernel": {
+                "approval": {
+                    "skill": self.skill,
+                    "method": self.method,
+                    "arguments": self.arguments,
+                    "sha256": self.digest,
+                }
+            }
+        }
+
+
+def shown_arguments(args: list[Any], kwargs: dict[str, Any]) -> str:
+    """The call's arguments as Python shows them (repr escapes newlines and invisible characters); a keyword that
+    is not an identifier (the guest chooses them: newlines, '=', ', ') is shown as Python would pass it, `**{...}`."""
+    named = [f"{k}={v!r}" for k, v in kwargs.items() if k.isidentifier()]
+    odd = {k: v for k, v in kwargs.items() if not k.isidentifier()}
+    return ", ".join([*(repr(a) for a in args), *named, *([f"**{odd!r}"] if odd else [])])
+
+
+def approval_for(skill: str, method: str, args: list[Any], kwargs: dict[str, Any]) -> Approval:
+    arguments = shown_arguments(args, kwargs)
+    digest = hashlib.sha256(json.dumps([args, kwargs], default=repr, sort_keys=True).encode()).hexdigest()
+    if len(arguments) <= SHOWN_CHARS:
+        shown, extra = arguments, ""
+    else:
+        shown = arguments[:SHOWN_CHARS] + " …"
+        extra = f" [{len(arguments)} characters, sha256 {digest[:16]}: answer [v] to see them all]"
+    prompt = f"{MARK} Allow {skill}.{method}({shown})?{extra} {ANSWERS}: "
+    return Approval(skill, method, arguments, digest, prompt)
+
+
+def full_view(approval: Approval) -> str:
+    """The whole call, for a person who answered [v]."""
+    return (
+        f"{MARK} {approval.skill}.{approval.method} would be called with (sha256 {approval.digest}):\n"
+        f"{approval.arguments}\n"
+    )
+
+
+def parse_answer(answer: str) -> str:
+    """'once', 'always', 'view' or 'no' from a person's answer."""
+    word = answer.strip().lower()
+    if word in ("y", "yes"):
+        return "once"
+    if word in ("a", "always"):
+        return "always"
+    if word in ("v", "view"):
+        return "view"
+    return "no"
+
+
+@cache
+def _imitation() -> re.Pattern[str]:
+    """What a prompt that reads like one of ours contains: the mark's words, "Allow Skill.method(" or the answer
+    menu. Matched against lookalikes.key(prompt), so written with the keys of the words. Made on first use: the
+    confusables table takes ~0.1 s to load, and most kernels never see an input() prompt."""
+    return re.compile(
+        "|".join(
+            (
+                rf"{key('sandbox')}\W*{key('kernel')}",
+                rf"{key('allow')}\s+\w+\s*\.\s*\w+\s*\(",
+                rf"\W{key('y')}\W\s*{key('es')}\s*{key('once')}",
+                rf"\W{key('a')}\W\s*{key('lways')}",
+            )
+        )
+    )
+
+
+def imitates_kernel(prompt: str) -> bool:
+    """Whether a guest's input() prompt could pass for one of the kernel's approval prompts: judged on what it
+    looks like (Unicode confusables, compatibility forms, case, invisible characters: lookalikes.key), read either
+    way (a right-to-left override shows '\u202e]lenrek-xobdnas[' as '[sandbox-kernel]')."""
+    seen = key(prompt)
+    return any(_imitation().search(text) for text in (seen, seen[::-1]))
