@@ -1,8 +1,10 @@
 /**
  * The messages of the host: the kernel's init JSON (on Deno's stdin), the JSON of request and host-event frames,
  * and what the supervisor (main.ts) and the Pyodide worker (worker.ts) post to each other. The frames themselves
- * are in protocol.ts (kinds) and framing.ts.
+ * are in protocol.ts (kinds) and framing.ts; the names the kernel shares are protocol.json's, and the checks at the
+ * end of this file fail deno check when these types name others.
  */
+import type { HostEventName, InitKey, Same, SupervisorOp } from "./protocol.ts";
 
 /** A host folder shown in the sandbox, with the rules the supervisor applies to writes into it (file_service.ts). */
 export interface FileMount {
@@ -16,10 +18,7 @@ export interface FileMount {
   hidden: string[]; // names at its top that Deno may not read (`.ssh`, `.env`, ...): left out of listings too
 }
 
-/**
- * The kernel's init message: built as `init = {...}` in kernel/sandbox_kernel/sandbox/process.py.
- * tests/unit/test_protocol_agrees.py reads the keys below (one `key: type;` a line) and compares them.
- */
+/** The kernel's init message: rendered by LaunchPlan.init_message (kernel/sandbox_kernel/sandbox/launch_plan.py). */
 export interface SupervisorInit {
   socket: string;
   token: string;
@@ -75,13 +74,22 @@ export type Progress =
 /** A message's fields as they may arrive from guest code: any of them missing or of any type. */
 export type Untrusted<T> = { [K in keyof T]?: unknown };
 
-/** A HOST_EVENT frame's JSON: only the supervisor writes these (sandbox.py's _dispatch reads them). */
+/** A HOST_EVENT frame's JSON: only the supervisor writes these (sandbox/process.py's _dispatch reads them). */
 export type HostEvent =
   | { event: "hello"; token: string } // the first frame: the token of the init message proves who connected
   | { event: "started"; id: number } // the worker began to serve request `id`
   | { event: "memory"; id: number; bytes: number } // wasm memory's size when request `id` ended
   | { event: "fatal"; message: string }; // the sandbox ends, and why
 
-/** A request frame's JSON from the kernel (sandbox.py): "interrupt" and "reply" are served by the supervisor,
- * any other op goes to the worker whole. */
+/** A request frame's JSON from the kernel (sandbox/process.py): a SupervisorOp is served by the supervisor, any
+ * other op goes to the worker whole (the guest answers one it does not know with an error). */
 export type KernelRequest = { op: string; n?: number; content?: unknown; [field: string]: unknown };
+
+/** The supervisor's own requests, by op: exactly protocol.json's supervisorOps (a missing or extra one fails). */
+export type SupervisorHandlers = Record<SupervisorOp, (id: number, request: KernelRequest) => void>;
+
+/** These types name exactly protocol.json's names: deno check fails here when one of them names another. */
+export const NAMES_AGREE = {
+  initKeys: true satisfies Same<keyof SupervisorInit, InitKey>,
+  hostEvents: true satisfies Same<HostEvent["event"], HostEventName>,
+};

@@ -8,6 +8,7 @@
  * guest's Python glue puts into the exception it raises).
  */
 import { type FileClient, MAX_CHUNK } from "./file_channel.ts";
+import type { FileOp } from "./protocol.ts";
 import { safeMode } from "./write_policy.ts";
 
 const O_ACCMODE = 3;
@@ -63,8 +64,9 @@ export interface EmFS {
 export function writableFS(FS: EmFS, client: FileClient, refused: (message: string) => void): Ops {
   const NODEFS = FS.filesystems.NODEFS;
 
+  /** One call to the supervisor's file service (`op`: one of protocol.json's fileOps). */
   function call(
-    json: Record<string, unknown>,
+    json: { op: FileOp; [field: string]: unknown },
     payload?: Uint8Array,
   ): { answer: Record<string, unknown>; data: Uint8Array } {
     const { json: answer, payload: data } = client.call(json, payload);

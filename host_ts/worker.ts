@@ -9,7 +9,7 @@
  */
 import { loadPyodide } from "pyodide";
 import { RingWriter } from "./ring.ts";
-import { BLOB, GUEST_EVENT, STDERR, STDOUT } from "./protocol.ts";
+import { BLOB, GUEST_EVENT, type GuestEventType, STDERR, STDOUT, type WorkerEventType } from "./protocol.ts";
 import { mountGuestFolders, PREIMPORT } from "./snapshot_layout.ts";
 import { restoringSparsely } from "./sparse_restore.ts";
 import { FileClient } from "./file_channel.ts";
@@ -76,6 +76,8 @@ const atomicsWait = Atomics.wait;
 const atomicsLoad = Atomics.load;
 const atomicsStore = Atomics.store;
 const atomicsNotify = Atomics.notify;
+const READY: WorkerEventType = "ready"; // the worker's one event: Python is up
+const IOPUB: GuestEventType = "iopub"; // an interrupt's error, when it landed in the glue (written here, for the glue)
 
 // Messages that arrive before the interpreter is ready wait here. The listener is
 // installed before the first await, as Deno requires for worker messages.
@@ -91,7 +93,58 @@ function fatal(message: string): void {
   post({ type: "fatal", message });
 }
 
+/** The glue's links to the supervisor, made from the init message before Pyodide loads (before any guest code). */
+interface Links {
+  init: WorkerInit;
+  ring: RingWriter;
+  interrupt: Int32Array;
+  replyCtrl: Int32Array;
+  replyData: Uint8Array;
+  report: (message: Progress) => void; // the glue's progress port (guest code has no reference to it)
+}
+
+/** Which request output belongs to. */
+interface Attribution {
+  currentId: number; // the request being served; 0 while idle (then output has no cell to go to and is dropped)
+  // The request that scheduled the JS timer callback now running (0: none). Its output goes to that request, which
+  // the kernel drops once the request is over: a leftover timer never prints into a later cell.
+  timerOrigin: number;
+}
+
+/** The glue's calls into the guest's Python (sandbox_guest.api), looked up once it is attached. */
+interface Guest {
+  handle: (json: string, id: number, data: Uint8Array[]) => unknown;
+  interruptAsync: () => unknown;
+}
+
+/** Why the supervisor refused the last change to a read-write mount: noted by the driver, taken by the guest. */
+interface Refusals {
+  note(message: string): void;
+  take(): string | undefined; // once; undefined: none since
+}
+
+type Pyodide = Awaited<ReturnType<typeof loadPyodide>>;
+
+/** Start the sandbox's Python and serve the kernel's requests: each stage below in turn, in this order. */
 async function start(init: WorkerInit): Promise<void> {
+  const links = linkToSupervisor(init);
+  guardWorker();
+  const requests: Attribution = { currentId: 0, timerOrigin: 0 };
+  attributeTimers(requests);
+  const { pyodide, restored } = await loadInterpreter(init);
+  setUpOutput(pyodide, links, requests);
+  await mountGuestCode(pyodide, init);
+  const refusals = mountHostFolders(pyodide, init);
+  registerHostModule(pyodide, links, requests, refusals);
+  const guest = attachGuest(pyodide, restored, links.ring);
+  serveRequests(pyodide, guest, links, requests);
+}
+
+/**
+ * The shared memory's views and the progress port's postMessage, captured before any guest code runs; and the
+ * worker's last report when it unloads (the supervisor waits for it, then sees `life` marked).
+ */
+function linkToSupervisor(init: WorkerInit): Links {
   const ring = new RingWriter(init.ring);
   const interrupt = new Int32Array(init.interrupt);
   const replyCtrl = new Int32Array(init.reply, 0, 3);
@@ -104,6 +157,11 @@ async function start(init: WorkerInit): Promise<void> {
     atomicsStore(life, 0, 1);
     atomicsNotify(life, 0);
   });
+  return { init, ring, interrupt, replyCtrl, replyData, report };
+}
+
+/** Keep the worker alive and Deno's own folders untouched, whatever guest code does later. */
+function guardWorker(): void {
   // An interrupt that lands in Python code run from a JS callback (asyncio's loop runs on JS timers and
   // promises) surfaces there as a PythonError: it was meant for the cell, not for the worker, which an
   // uncaught error would end. The kernel sends the interrupt again if the cell runs on.
@@ -114,30 +172,30 @@ async function start(init: WorkerInit): Promise<void> {
   Object.defineProperty(globalThis, "caches", { value: undefined, writable: false, configurable: false });
   // A guest that closes its own worker would leave requests unanswered forever.
   Object.defineProperty(self, "close", { value: () => {}, writable: false, configurable: false });
+}
 
-  // The request being served; 0 while idle (then output has no cell to go to and is dropped).
-  let currentId = 0;
-  // The request that scheduled the JS timer callback now running (0: none). Its output goes to that
-  // request, which the kernel drops once the request is over: a leftover timer never prints into a
-  // later cell.
-  let timerOrigin = 0;
+/** JS timers remember the request that set them, so that their callbacks' output goes to it. */
+function attributeTimers(requests: Attribution): void {
   type Callback = (...args: unknown[]) => void;
   const withOrigin = (callback: Callback, origin: number): Callback =>
     typeof callback !== "function" ? callback : (...args: unknown[]) => {
-      const outer = timerOrigin;
-      timerOrigin = origin;
+      const outer = requests.timerOrigin;
+      requests.timerOrigin = origin;
       try {
         callback(...args);
       } finally {
-        timerOrigin = outer;
+        requests.timerOrigin = outer;
       }
     };
   const timers = globalThis as unknown as Record<string, unknown>;
   timers.setTimeout = (callback: Callback, ms?: number, ...args: unknown[]) =>
-    realSetTimeout(withOrigin(callback, timerOrigin || currentId), ms, ...args);
+    realSetTimeout(withOrigin(callback, requests.timerOrigin || requests.currentId), ms, ...args);
   timers.setInterval = (callback: Callback, ms?: number, ...args: unknown[]) =>
-    realSetInterval(withOrigin(callback, timerOrigin || currentId), ms, ...args);
+    realSetInterval(withOrigin(callback, requests.timerOrigin || requests.currentId), ms, ...args);
+}
 
+/** Load Pyodide: from the memory snapshot when there is one (and it restores), else from scratch. */
+async function loadInterpreter(init: WorkerInit): Promise<{ pyodide: Pyodide; restored: boolean }> {
   // Pyodide's own packages load from a folder the host fills (the guest has no network for them).
   const packages = init.pyodidePackages
     ? {
@@ -147,53 +205,70 @@ async function start(init: WorkerInit): Promise<void> {
     }
     : {};
   const options = { env: { HOME: "/home/pyodide" }, ...packages };
-  let pyodide: Awaited<ReturnType<typeof loadPyodide>>;
-  let restored = false;
-  if (init.snapshot) {
-    try {
-      // Read while Pyodide loads its code (it awaits the bytes only before it instantiates).
-      const reading = Deno.readFile(init.snapshot);
-      reading.catch(() => {}); // a failed read is seen where Pyodide awaits it (and falls back below)
-      const size = (await Deno.stat(init.snapshot)).size;
-      pyodide = await withMemoryAtLeast(
-        size,
-        // _loadSnapshot: Pyodide's (underscored) option for restoring a memory snapshot; not in its types.
-        () => restoringSparsely(() => loadPyodide({ ...options, _loadSnapshot: reading } as unknown as typeof options)),
-      );
-      restored = true;
-      // The snapshot was copied into wasm memory; Pyodide's config keeps a reference to it for good.
-      // Detaching its buffer frees those bytes (as large as the snapshot) now, without waiting for a GC.
-      (await reading).buffer.transfer(0);
-    } catch (err) {
-      // A stale or broken snapshot: start from scratch; the kernel rebuilds it.
-      console.error(`sandbox: snapshot not used: ${String(err).slice(0, 300)}`);
-      pyodide = await withMemoryAtLeast(0, () => loadPyodide(options));
-    }
-  } else {
-    pyodide = await withMemoryAtLeast(0, () => loadPyodide(options));
+  if (!init.snapshot) return { pyodide: await withMemoryAtLeast(0, () => loadPyodide(options)), restored: false };
+  try {
+    // Read while Pyodide loads its code (it awaits the bytes only before it instantiates).
+    const reading = Deno.readFile(init.snapshot);
+    reading.catch(() => {}); // a failed read is seen where Pyodide awaits it (and falls back below)
+    const size = (await Deno.stat(init.snapshot)).size;
+    const pyodide = await withMemoryAtLeast(
+      size,
+      // _loadSnapshot: Pyodide's (underscored) option for restoring a memory snapshot; not in its types.
+      () => restoringSparsely(() => loadPyodide({ ...options, _loadSnapshot: reading } as unknown as typeof options)),
+    );
+    // The snapshot was copied into wasm memory; Pyodide's config keeps a reference to it for good.
+    // Detaching its buffer frees those bytes (as large as the snapshot) now, without waiting for a GC.
+    (await reading).buffer.transfer(0);
+    return { pyodide, restored: true };
+  } catch (err) {
+    // A stale or broken snapshot: start from scratch; the kernel rebuilds it.
+    console.error(`sandbox: snapshot not used: ${String(err).slice(0, 300)}`);
+    return { pyodide: await withMemoryAtLeast(0, () => loadPyodide(options)), restored: false };
   }
-  pyodide.setInterruptBuffer(interrupt);
-  /** The size of wasm memory, read from the memory object itself (never from what guest code can replace). */
-  const wasmBytes = (): number => (wasmMemory ? bufferBytes(memoryBuffer(wasmMemory)) : 0);
-  pyodide.setStdout({ write: (buf: Uint8Array) => (ring.writeBytes(STDOUT, currentId, buf), buf.length) });
-  pyodide.setStderr({ write: (buf: Uint8Array) => (ring.writeBytes(STDERR, currentId, buf), buf.length) });
+}
 
-  // IPython and friends, extracted once on the host, mounted read-only (no unpacking per start).
+/** The size of wasm memory, read from the memory object itself (never from what guest code can replace). */
+const wasmBytes = (): number => (wasmMemory ? bufferBytes(memoryBuffer(wasmMemory)) : 0);
+
+/** Interrupts through the shared interrupt buffer; Python's stdout and stderr into the ring, for the request. */
+function setUpOutput(pyodide: Pyodide, links: Links, requests: Attribution): void {
+  const ring = links.ring;
+  pyodide.setInterruptBuffer(links.interrupt);
+  pyodide.setStdout({ write: (buf: Uint8Array) => (ring.writeBytes(STDOUT, requests.currentId, buf), buf.length) });
+  pyodide.setStderr({ write: (buf: Uint8Array) => (ring.writeBytes(STDERR, requests.currentId, buf), buf.length) });
+}
+
+/** IPython and friends, extracted once on the host, mounted read-only (no unpacking per start); then the wheels. */
+async function mountGuestCode(pyodide: Pyodide, init: WorkerInit): Promise<void> {
   mountGuestFolders(pyodide, init.guestSite, init.guestDir);
-  // Glue code runs in a private namespace: __main__ is the user's namespace.
-  const privately = () => ({ globals: pyodide.toPy({}) });
-  const sitePackages = pyodide.runPython("import site; site.getsitepackages()[0]", privately()) as string;
+  const sitePackages = pyodide.runPython("import site; site.getsitepackages()[0]", privately(pyodide)) as string;
   for (const wheel of init.wheels) {
     pyodide.unpackArchive(await Deno.readFile(wheel), "wheel", { extractDir: sitePackages });
   }
-  // Host folders: Deno's permissions decide what may be read or written. A refused
-  // access must reach Python as EACCES (PermissionError), not as a fatal JS error.
+}
+
+/** Glue code runs in a private namespace: __main__ is the user's namespace. */
+const privately = (pyodide: Pyodide) => ({ globals: pyodide.toPy({}) });
+
+/**
+ * Host folders: Deno's permissions decide what may be read or written. A refused access must reach Python as
+ * EACCES (PermissionError), not as a fatal JS error. Read-write mounts are read here and changed by the supervisor
+ * (it refuses what host programs would later run): the refusals' reasons are kept for the guest's errors.
+ */
+function mountHostFolders(pyodide: Pyodide, init: WorkerInit): Refusals {
   (Deno.errors.NotCapable.prototype as unknown as { code: string }).code = "EACCES";
   (Deno.errors.PermissionDenied.prototype as unknown as { code: string }).code = "EACCES";
-  // Read-write mounts: read here, changed by the supervisor (it refuses what host programs would later run).
   let refusal: string | null = null; // why the supervisor refused the last change (for the guest's error)
+  const refusals: Refusals = {
+    note: (message) => (refusal = message),
+    take() {
+      const message = refusal ?? undefined;
+      refusal = null;
+      return message;
+    },
+  };
   const files = new FileClient(init.files);
-  const writable = writableFS(pyodide.FS as unknown as EmFS, files, (message) => (refusal = message));
+  const writable = writableFS(pyodide.FS as unknown as EmFS, files, refusals.note);
   // What Deno may not read at a mount's top (`.ssh`, `.env`, ...) is left out of listings, not only unreadable.
   const hidden = new Set(init.mounts.flatMap((m) => m.hidden.map((name) => `${m.host}/${name}`)));
   const nodefs = (pyodide.FS as unknown as EmFS).filesystems.NODEFS;
@@ -209,11 +284,16 @@ async function start(init: WorkerInit): Promise<void> {
     else pyodide.mountNodeFS(mount.guest, mount.host);
   }
   applyUmask(pyodide.FS);
+  return refusals;
+}
+
+/** The JS functions the guest's glue calls (`_sandbox_host`): output, events, blobs, blocking waits, refusals. */
+function registerHostModule(pyodide: Pyodide, links: Links, requests: Attribution, refusals: Refusals): void {
+  const { init, ring, interrupt, replyCtrl, replyData } = links;
   // Output goes to the request it was made for (the guest tracks that per asyncio task), but
   // never to a later request than the one being served: the kernel drops finished ones.
-  const tag = (
-    rid: unknown,
-  ) => (typeof rid === "number" && rid > 0 && rid <= currentId ? rid : timerOrigin || currentId);
+  const tag = (rid: unknown) =>
+    typeof rid === "number" && rid > 0 && rid <= requests.currentId ? rid : requests.timerOrigin || requests.currentId;
   const host = {
     write(kind: number, text: string, rid?: number): void {
       ring.writeText(kind === STDERR ? STDERR : STDOUT, tag(rid), text);
@@ -257,9 +337,7 @@ async function start(init: WorkerInit): Promise<void> {
     },
     /** Why the supervisor refused the last change to a read-write mount (once; undefined: none since). */
     take_refusal(): string | undefined {
-      const message = refusal ?? undefined;
-      refusal = null;
-      return message;
+      return refusals.take();
     },
     /** Sleep without spinning; true when an interrupt cut it short. */
     sleep(ms: number): boolean {
@@ -276,19 +354,28 @@ async function start(init: WorkerInit): Promise<void> {
     },
   };
   pyodide.registerJsModule("_sandbox_host", host);
-  if (!restored) pyodide.runPython(PREIMPORT, privately());
-  const guest = pyodide.pyimport("sandbox_guest.api");
-  const handle = guest.handle;
-  const interruptAsync = guest.interrupt_async;
-  const info = JSON.parse(guest.attach(restored) as string);
-  ring.writeText(GUEST_EVENT, 0, JSON.stringify({ type: "ready", snapshot: restored, ...info }));
+}
 
+/** Import the guest's glue (unless the snapshot holds it), attach it to this worker, and tell the kernel it is up. */
+function attachGuest(pyodide: Pyodide, restored: boolean, ring: RingWriter): Guest {
+  if (!restored) pyodide.runPython(PREIMPORT, privately(pyodide));
+  const guest = pyodide.pyimport("sandbox_guest.api");
+  const glue: Guest = { handle: guest.handle, interruptAsync: guest.interrupt_async };
+  const info = JSON.parse(guest.attach(restored) as string);
+  ring.writeText(GUEST_EVENT, 0, JSON.stringify({ type: READY, snapshot: restored, ...info }));
+  return glue;
+}
+
+/** Serve the kernel's requests one after another (guest code runs from here on), and interrupt them. */
+function serveRequests(pyodide: Pyodide, guest: Guest, links: Links, requests: Attribution): void {
+  const { ring, interrupt, report } = links;
+  const { handle, interruptAsync } = guest; // called as plain functions, as Pyodide hands them over
   let chain: Promise<void> = Promise.resolve();
   let busy = false;
   const serve = async (id: number, json: string, data: Uint8Array[]) => {
     atomicsStore(interrupt, 0, 0); // before "started": the supervisor raises a request's interrupt only after it
     report({ type: "started", id }); // from here on, what happens to the sandbox happened under this request
-    currentId = id;
+    requests.currentId = id;
     busy = true;
     let reply: string;
     try {
@@ -306,7 +393,7 @@ async function start(init: WorkerInit): Promise<void> {
         // The interrupt landed in the glue between the cell and its reply: the cell was interrupted.
         const error =
           '"ename": "KeyboardInterrupt", "evalue": "Interrupted by user", "traceback": ["KeyboardInterrupt"]';
-        ring.writeText(GUEST_EVENT, id, `{"type": "iopub", "msg_type": "error", "content": {${error}}}`);
+        ring.writeText(GUEST_EVENT, id, `{"type": "${IOPUB}", "msg_type": "error", "content": {${error}}}`);
         reply = `{"status": "error", ${error}, "user_expressions": {}, "payload": []}`;
       } else {
         const evalue = stringify(text.slice(0, 2000)); // a string: no toJSON hook applies
@@ -315,13 +402,13 @@ async function start(init: WorkerInit): Promise<void> {
       }
     }
     busy = false;
-    currentId = 0;
+    requests.currentId = 0;
     // The request is over when the run has resolved here, never when guest code says so.
     report({ type: "replied", id, reply: typeof reply === "string" ? reply : "", wasmBytes: wasmBytes() });
   };
   deliver = (m: ToWorker) => {
     if (m.type === "request") chain = chain.then(() => serve(m.id, m.json, m.data));
-    else if (m.type === "interrupt" && busy && m.id === currentId) {
+    else if (m.type === "interrupt" && busy && m.id === requests.currentId) {
       // Python is not running (this handler could not run otherwise): the cell awaits.
       atomicsStore(interrupt, 0, 0);
       try {

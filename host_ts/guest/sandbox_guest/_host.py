@@ -8,6 +8,7 @@ import itertools
 import json
 from typing import Any
 
+from ._protocol import Event, Kind
 from .cleantb import CleanTraceback
 
 _js: Any = None  # the worker's `_sandbox_host` JS module, bound by attach() after every (re)start
@@ -21,8 +22,8 @@ def attach() -> None:
     _js = _sandbox_host
 
 
-STDOUT = 1
-STDERR = 2
+STDOUT = Kind.STDOUT
+STDERR = Kind.STDERR
 
 _numbers = itertools.count(1)
 
@@ -86,7 +87,7 @@ def send_blob(data: memoryview) -> None:
 
 def iopub(msg_type: str, content: dict[str, Any]) -> None:
     """Publish an IOPub message (display_data, execute_result, error, ...)."""
-    emit({"type": "iopub", "msg_type": msg_type, "content": content})
+    emit({"type": Event.IOPUB, "msg_type": msg_type, "content": content})
 
 
 def request(event: dict[str, Any]) -> Any:

@@ -14,6 +14,7 @@ import time
 from typing import Any
 
 from . import _host, pkgs
+from ._protocol import Event, Op
 from .cleantb import CleanTraceback
 from .shell import SandboxShell, StdinNotImplementedError, make_shell
 from .streams import BridgeStream, InputStream
@@ -39,7 +40,7 @@ def _input(prompt: object = "", password: bool = False) -> str:
             f"{what}() was called, but this frontend does not support input requests (allow_stdin is False)."
         )
     _host.flush_streams()  # what was printed before the prompt is shown before it
-    reply = _host.request({"type": "input_request", "prompt": str(prompt), "password": bool(password)})
+    reply = _host.request({"type": Event.INPUT_REQUEST, "prompt": str(prompt), "password": bool(password)})
     if not isinstance(reply, dict) or "value" not in reply:
         error = reply.get("error") if isinstance(reply, dict) else None
         kind = error.get("type") if isinstance(error, dict) else ""
@@ -313,11 +314,11 @@ def _restore(req: dict[str, Any], data: Any) -> dict[str, Any]:
 
 
 _HANDLERS = {
-    "complete": _complete,
-    "inspect": _inspect,
-    "is_complete": _is_complete,
-    "configure": _configure,
-    "checkpoint": _checkpoint,
+    Op.COMPLETE: _complete,
+    Op.INSPECT: _inspect,
+    Op.IS_COMPLETE: _is_complete,
+    Op.CONFIGURE: _configure,
+    Op.CHECKPOINT: _checkpoint,
 }
 
 
@@ -339,7 +340,7 @@ async def _serve(request_json: str, request_id: int, data: Any = None) -> str:
     req = json.loads(request_json)
     _host.REQUEST.set(request_id)  # the cell's tasks (and their output) belong to this request
     op = req.get("op")
-    if op == "execute":
+    if op == Op.EXECUTE:
         _task = asyncio.ensure_future(_execute(req))
         try:
             content = await _task
@@ -349,9 +350,9 @@ async def _serve(request_json: str, request_id: int, data: Any = None) -> str:
             content = {"status": "error", **_INTERRUPTED, "user_expressions": {}, "payload": []}
         finally:
             _task = None
-    elif op == "pip_install":
+    elif op == Op.PIP_INSTALL:
         content = await _pip_replay(req)
-    elif op == "restore":
+    elif op == Op.RESTORE:
         content = _restore(req, data)
     elif op in _HANDLERS:
         content = _HANDLERS[op](req)

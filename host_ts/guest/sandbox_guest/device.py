@@ -7,6 +7,7 @@ import json
 from typing import Any
 
 from . import _host
+from ._protocol import Event
 from .cleantb import CleanTraceback
 
 BYTES_KEY = "__bytes__"
@@ -126,7 +127,7 @@ class Device:
                 f"the arguments are {size} bytes, over the bridge limit of {self._max_bytes} bytes "
                 "(SandboxKernel.skill_max_bytes)"
             )
-        reply = _host.request({"type": "skill_call", "skill": skill, "method": method, **payload})
+        reply = _host.request({"type": Event.SKILL_CALL, "skill": skill, "method": method, **payload})
         if isinstance(reply, dict) and "value" in reply:
             return _decode(reply["value"])
         error = reply.get("error", {}) if isinstance(reply, dict) else {}

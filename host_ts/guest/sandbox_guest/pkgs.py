@@ -11,6 +11,7 @@ from typing import Any
 from IPython.core.magic import Magics, line_magic, magics_class
 
 from . import _host
+from ._protocol import Event
 from .cleantb import CleanTraceback
 
 MATPLOTLIB_MAGIC = "run_line_magic('matplotlib'"  # how IPython transforms a %matplotlib line
@@ -67,7 +68,7 @@ def _pip_help_for(error: BaseException, index_urls: list[str] | None) -> str:
 
 async def load_packages(request: dict[str, Any]) -> None:
     """Have the host fetch Pyodide packages (by import or by name), then load them."""
-    reply = _host.request({"type": "load_packages", **request})
+    reply = _host.request({"type": Event.LOAD_PACKAGES, **request})
     if not isinstance(reply, dict) or "error" in reply:
         error = reply.get("error") if isinstance(reply, dict) else None
         raise PackageLoadError(error.get("message") if isinstance(error, dict) else "the host did not answer")
@@ -157,6 +158,6 @@ class PipMagics(Magics):
             raise PackageLoadError("%pip cannot run here; use `import micropip; await micropip.install(...)`")
         run_sync(pip_install(specs, index_urls or None, pre))
         print(f"Installed {', '.join(specs)} in the sandbox (micropip)")
-        reply = _host.request({"type": "pip_installed", "specs": specs, "index_urls": index_urls or None})
+        reply = _host.request({"type": Event.PIP_INSTALLED, "specs": specs, "index_urls": index_urls or None})
         if isinstance(reply, dict) and "error" in reply:
             print(f"[{reply['error'].get('message')}]", file=sys.stderr)

@@ -1,7 +1,7 @@
 """Framing of the private kernel <-> Deno host channel.
 
 A frame is ``[length u32][kind u8][request id u32][payload]`` (big-endian), where
-length counts kind, id and payload. Kinds match host_ts/protocol.ts.
+length counts kind, id and payload. The kinds are host_ts/protocol.json's (the host reads the same file).
 """
 
 from __future__ import annotations
@@ -10,18 +10,20 @@ import asyncio
 import json
 import struct
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
-STDOUT = 1
-STDERR = 2
-GUEST_EVENT = 3
-HOST_EVENT = 4
-REQUEST = 5
-REPLY = 6  # the end of a request, sent by the supervisor only
-BLOB = 7  # opaque bytes the guest sends for the request it serves (a checkpoint's parts)
-DATA = 8  # opaque bytes the kernel sends with its next request (a checkpoint to restore)
+from sandbox_kernel.protocol.names import FRAME_KINDS
 
-_HEAD = struct.Struct(">IBI")
+STDOUT: Final = FRAME_KINDS["STDOUT"]
+STDERR: Final = FRAME_KINDS["STDERR"]
+GUEST_EVENT: Final = FRAME_KINDS["GUEST_EVENT"]
+HOST_EVENT: Final = FRAME_KINDS["HOST_EVENT"]
+REQUEST: Final = FRAME_KINDS["REQUEST"]
+REPLY: Final = FRAME_KINDS["REPLY"]  # the end of a request, sent by the supervisor only
+BLOB: Final = FRAME_KINDS["BLOB"]  # opaque bytes the guest sends for the request it serves (a checkpoint's parts)
+DATA: Final = FRAME_KINDS["DATA"]  # opaque bytes the kernel sends with its next request (a checkpoint to restore)
+
+_HEAD = struct.Struct(">IBI")  # protocol.json's frameHeaderBytes
 
 
 class FrameError(Exception):

@@ -1,8 +1,8 @@
 """One launch plan: every path, permission and limit of a sandbox process, decided once per sandbox.
 
-Deno's command line, the worker's permissions and the OS layers' allow-lists are all made from one
-`LaunchPlan` value, so the two walls always agree on what the sandbox may touch. README's "exact command
-line" is checked against `deno_argv` by tests/unit/test_readme_command_line.py.
+Deno's command line, the supervisor's init message (the worker's permissions among it) and the OS layers'
+allow-lists are all made from one `LaunchPlan` value, so the two walls always agree on what the sandbox may
+touch. README's "exact command line" is checked against `deno_argv` by tests/unit/test_readme_command_line.py.
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from sandbox_kernel import paths
-from sandbox_kernel.sandbox import guarded_paths, netpolicy
-from sandbox_kernel.sandbox.mounts import Mount
+from sandbox_kernel.sandbox import guarded_paths, netpolicy, provision
+from sandbox_kernel.sandbox.mounts import Mount, supervisor_config
 from sandbox_kernel.sandbox.oslayers.spec import LaunchSpec
 
 # Files the Deno binary itself needs (its libraries, time zones, CPU count), never secrets.
@@ -63,6 +63,16 @@ class LaunchPlan:
     v8_flags: list[str] = field(default_factory=list)
     os_sandbox: str = "auto"  # auto | required | off
     os_layers: list[str] = field(default_factory=list)
+    # What the supervisor starts Python with (the rest of its init message).
+    guest_site: Path = field(default_factory=provision.guest_site_dir)  # the guest's extracted wheels
+    snapshot: Path | None = None  # the memory snapshot offered to this sandbox (in `snapshots`), if any
+    extra_wheels: list[Path] = field(default_factory=list)  # SandboxKernel.packages, resolved on the host
+    pyodide_lock: str | None = None  # lock file contents of SandboxKernel.pyodide_index
+    pyodide_packages: Path | None = None  # where the host puts Pyodide package files for the guest
+    ring_bytes: int = 4 << 20
+    reply_bytes: int = 1 << 20
+    max_frame_bytes: int = 64 << 20
+    max_event_bytes: int = 32 << 20
     deno_checks_off: bool = field(default_factory=_deno_checks_off)
     net_allowed: list[str] = field(init=False)  # allow_net as Deno takes it
     net_denied: list[str] = field(init=False)  # private ranges not named by allow_net
@@ -135,6 +145,25 @@ class LaunchPlan:
         return {
             "workerNet": self.net_allowed,
             "workerInherits": self.deno_checks_off,
+        }
+
+    def init_message(self, token: str) -> dict[str, Any]:
+        """The supervisor's init message (main.ts reads it on its stdin): its keys are protocol.json's initKeys."""
+        return {
+            "socket": str(self.socket),
+            "token": token,
+            **self.worker_permissions(),
+            "mounts": supervisor_config(self.mounts),
+            "guestSite": str(self.guest_site),
+            "snapshot": str(self.snapshot) if self.snapshot else None,
+            "wheels": [str(w) for w in self.extra_wheels],
+            "pyodideLock": self.pyodide_lock,
+            "pyodidePackages": str(self.pyodide_packages) if self.pyodide_packages else None,
+            "guestDir": str(self.host / "guest"),
+            "ringBytes": self.ring_bytes,
+            "replyBytes": self.reply_bytes,
+            "maxFrameBytes": self.max_frame_bytes,
+            "maxEventBytes": self.max_event_bytes,
         }
 
     def env(self) -> dict[str, str]:

@@ -25,11 +25,11 @@ from typing import Any, ClassVar, Protocol
 
 from sandbox_kernel import paths
 from sandbox_kernel.jupyter.output import guest_text
-from sandbox_kernel.protocol import frames
+from sandbox_kernel.protocol import frames, names
 from sandbox_kernel.protocol import schema as guest_schema
 from sandbox_kernel.sandbox import private_folders, provision
 from sandbox_kernel.sandbox.launch_plan import LaunchPlan
-from sandbox_kernel.sandbox.mounts import Mount, supervisor_config
+from sandbox_kernel.sandbox.mounts import Mount
 from sandbox_kernel.sandbox.oslayers.report import read_report
 from sandbox_kernel.sandbox.oslayers.spec import LAYERS
 from sandbox_kernel.sandbox.supervision import StopCause
@@ -37,6 +37,13 @@ from sandbox_kernel.sandbox.supervision import StopCause
 OUT_OF_MEMORY_MARKS = ("out of memory", "heap limit", "Out of memory", "allocation failed")
 MAX_WASM_BYTES = 1 << 32  # wasm32's whole address space: a larger size reported is not believed
 EXIT_FRAMES_WAIT = 1.0  # seconds the last frames of an ended process may take to be read
+# The protocol's names this module reads and sends (host_ts/protocol.json; one it does not declare fails here).
+INTERRUPT_OP = names.declared("supervisorOps", "interrupt")
+REPLY_OP = names.declared("supervisorOps", "reply")
+FATAL = names.declared("hostEvents", "fatal")
+STARTED = names.declared("hostEvents", "started")
+MEMORY = names.declared("hostEvents", "memory")
+READY = names.declared("workerEvents", "ready")
 
 
 class GuestListener(Protocol):
@@ -179,6 +186,15 @@ class SandboxProcess:
             v8_flags=list(self.options.v8_flags),
             os_sandbox=self.options.os_sandbox,
             os_layers=list(self.options.os_layers),
+            guest_site=self.options.guest_site,
+            snapshot=self.snapshot,
+            extra_wheels=list(self.options.extra_wheels),
+            pyodide_lock=self.options.pyodide_lock,
+            pyodide_packages=self.options.pyodide_packages,
+            ring_bytes=self.options.ring_bytes,
+            reply_bytes=self.options.reply_bytes,
+            max_frame_bytes=self.options.max_frame_bytes,
+            max_event_bytes=self.options.max_event_bytes,
         )
         plan.prepare_scratch()
         token = secrets.token_hex(16)
@@ -219,22 +235,7 @@ class SandboxProcess:
         self._tasks.append(loop.create_task(self._watch_exit()))
         for stream in (self._proc.stdout, self._proc.stderr):
             self._tasks.append(loop.create_task(self._log_lines(stream)))
-        init = {
-            "socket": str(plan.socket),
-            "token": token,
-            **plan.worker_permissions(),
-            "mounts": supervisor_config(self.options.mounts),
-            "guestSite": str(self.options.guest_site),
-            "snapshot": str(self.snapshot) if self.snapshot else None,
-            "wheels": [str(w) for w in self.options.extra_wheels],
-            "pyodideLock": self.options.pyodide_lock,
-            "pyodidePackages": str(self.options.pyodide_packages) if self.options.pyodide_packages else None,
-            "guestDir": str(paths.host_dir() / "guest"),
-            "ringBytes": self.options.ring_bytes,
-            "replyBytes": self.options.reply_bytes,
-            "maxFrameBytes": self.options.max_frame_bytes,
-            "maxEventBytes": self.options.max_event_bytes,
-        }
+        init = plan.init_message(token)
         # Written before exec (or before a refusal): the launcher is done with it within milliseconds.
         self.os_layers = await asyncio.to_thread(read_report, report_read)
         if self.on_layers is not None:
@@ -398,11 +399,11 @@ class SandboxProcess:
     def _dispatch(self, frame: frames.Frame) -> None:
         if frame.kind == frames.HOST_EVENT:
             event = frame.json()
-            if event.get("event") == "fatal":
+            if event.get("event") == FATAL:
                 self._fatal = f"the sandbox crashed: {guest_text(str(event.get('message')), 1000)}"
-            elif event.get("event") == "started" and event.get("id") in self._pending:
+            elif event.get("event") == STARTED and event.get("id") in self._pending:
                 self._pending[event["id"]].started = True
-            elif event.get("event") == "memory":
+            elif event.get("event") == MEMORY:
                 size = event.get("bytes")
                 if isinstance(size, int) and 0 <= size <= MAX_WASM_BYTES:
                     self.wasm_bytes = size
@@ -413,7 +414,7 @@ class SandboxProcess:
                     ready = guest_schema.parse(frame.payload, "ready event")
                 except guest_schema.InvalidGuestMessage:
                     return
-                if isinstance(ready, dict) and ready.get("type") == "ready":
+                if isinstance(ready, dict) and ready.get("type") == READY:
                     self._ready.set_result(ready)
             return  # output made while no request was served: it belongs to no cell
         pending = self._pending.get(frame.request_id)
@@ -475,6 +476,7 @@ class SandboxProcess:
     # ---- requests ---------------------------------------------------------------------
     async def request(self, op: str, payload: dict[str, Any], listener: GuestListener) -> dict[str, Any]:
         """Send one request; what it sends goes to `listener`; returns the reply content (checked)."""
+        names.declared("guestOps", op)  # a request the guest does not serve is a bug here: it fails before it is sent
         if not self.alive:
             raise SandboxDied(self._dead.result() if self._dead and self._dead.done() else "the sandbox is not running")
         request_id = next(self._ids)
@@ -494,12 +496,12 @@ class SandboxProcess:
     def interrupt(self) -> None:
         """Raise KeyboardInterrupt in the guest (and cut short its blocking waits)."""
         if self.alive:
-            self._send(min(self._pending, default=0), {"op": "interrupt"})  # the one served (they run in order)
+            self._send(min(self._pending, default=0), {"op": INTERRUPT_OP})  # the one served (they run in order)
 
     def answer(self, number: int, content: dict[str, Any]) -> None:
         """Answer a blocking guest request (e.g. input()) numbered `number`."""
         if self.alive and self._pending:
-            self._send(0, {"op": "reply", "n": number, "content": content})
+            self._send(0, {"op": REPLY_OP, "n": number, "content": content})
 
     @property
     def death_reason(self) -> str | None:
