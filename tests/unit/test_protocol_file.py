@@ -61,9 +61,23 @@ def test_the_guests_names_are_generated_from_the_file():
     )
 
 
-SERVED_PROBE = """
-import asyncio, json, sys
-from sandbox_guest import api
+GUEST_PROBE = r"""
+import asyncio, json, sys, types
+
+# The worker's JS module, and what exists only in Pyodide, faked: the glue runs under plain CPython.
+emitted = []
+host = types.ModuleType("_sandbox_host")
+host.emit = lambda text, request: emitted.append(json.loads(text)["type"]) or True
+host.write = lambda kind, text, request: None
+host.wait_reply = lambda n: '{"value": []}'
+ffi = types.ModuleType("pyodide.ffi")
+ffi.can_run_sync, ffi.run_sync = lambda: True, asyncio.run
+micropip = types.ModuleType("micropip")
+async def install(specs, **options): pass
+micropip.install = install
+sys.modules.update({"_sandbox_host": host, "pyodide": types.ModuleType("pyodide"), "pyodide.ffi": ffi,
+                    "micropip": micropip})
+from sandbox_guest import _host, api, device, pkgs
 
 def served(op):
     try:
@@ -72,19 +86,48 @@ def served(op):
         return True
     return reply.get("evalue") != f"unknown request {op!r}"
 
-print(json.dumps([op for op in json.loads(sys.argv[1]) if served(op)]))
+_host.attach()
+_host.iopub("display_data", {"data": {}, "metadata": {}})
+api._allow_stdin = True
+for call in (
+    lambda: api._input("name? "),
+    lambda: device.Device({"S": {"methods": {"m": {"signature": "()", "doc": ""}}}}, 1 << 20).S.m(),
+    lambda: asyncio.run(pkgs.load_packages({"imports": ["numpy"]})),
+    lambda: pkgs.SETTINGS.update(allow_net=["pypi.org:443", "files.pythonhosted.org:443"]),
+    lambda: pkgs.PipMagics(None).pip("install six"),
+):
+    try:
+        call()
+    except Exception as exc:  # the fake host's answers need not please the glue: what it sent counts
+        print(repr(exc), file=sys.stderr)
+print(json.dumps({"served": [op for op in json.loads(sys.argv[1]) if served(op)], "emitted": emitted}))
 """
 
 
-def test_the_guest_serves_exactly_the_files_guest_ops():
-    """Each op goes through the guest's own dispatch (api.handle) under plain CPython, in a process of its own."""
+@pytest.fixture(scope="module")
+def guest() -> dict[str, list[str]]:
+    """What the guest's glue does under plain CPython with a fake host (in a process of its own): the ops its
+    dispatch (api.handle) serves among a few asked, and the types of the events its requests and output send."""
     asked = sorted(names.GUEST_OPS | names.SUPERVISOR_OPS | {"nonsense", "__class__", "Execute"})
     env = {**os.environ, "PYTHONPATH": str(GUEST_CODE)}
     done = subprocess.run(
-        [sys.executable, "-c", SERVED_PROBE, json.dumps(asked)], capture_output=True, text=True, env=env, timeout=120
+        [sys.executable, "-c", GUEST_PROBE, json.dumps(asked)], capture_output=True, text=True, env=env, timeout=120
     )
     assert done.returncode == 0, done.stderr
-    assert set(json.loads(done.stdout)) == names.GUEST_OPS
+    result: dict[str, list[str]] = json.loads(done.stdout.splitlines()[-1])  # after what the glue printed
+    return result
+
+
+def test_the_guest_serves_exactly_the_files_guest_ops(guest):
+    assert set(guest["served"]) == names.GUEST_OPS
+
+
+def test_the_guest_sends_exactly_the_files_guest_events(guest):
+    """input(), a skill call, a package load, %pip install and output: each sends its event, by the file's name."""
+    assert sorted(guest["emitted"]) == sorted(
+        ["iopub", "input_request", "skill_call", "load_packages", "load_packages", "pip_installed"]
+    )  # %pip install asks for the package from Pyodide's lock file first
+    assert set(guest["emitted"]) == names.GUEST_EVENTS
 
 
 # ---- the schema of what the sandbox sends, and the kernel's handlers ---------------------------------------------
