@@ -22,12 +22,10 @@ def found(pattern: str, *files: Path) -> set[str]:
 
 
 def test_every_op_the_kernel_sends_to_the_guest_has_a_handler_and_a_reply_schema() -> None:
-    sent = found(
-        r'(?:request|_background_request|_simple_request)\(\s*(?:sandbox, )?"(\w+)"', KERNEL / "jupyter" / "kernel.py"
-    )
-    sent |= found(
-        r'\bop(?:: str)? ?= ?"(\w+)"', KERNEL / "jupyter" / "kernel.py"
-    )  # requests run as cells (_execute's op)
+    jupyter = sorted((KERNEL / "jupyter").glob("*.py"))
+    sent = found(r'(?:request|background_request|simple_request)\(\s*(?:sandbox, )?"(\w+)"', *jupyter)
+    sent |= found(r'\bop(?:: str)? ?= ?"(\w+)"', *jupyter)  # requests run as cells (CellRequest's op)
+    sent |= found(r'_request\("(\w+)"', *jupyter)  # the magics' own requests
     handled = found(r'op == "(\w+)"', GUEST / "api.py") | found(r'"(\w+)": _\w+[,}]', GUEST / "api.py")
     assert sent == handled == guest_schema.names("replies")
 
