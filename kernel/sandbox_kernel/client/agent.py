@@ -259,7 +259,8 @@ class AsyncSandbox:
                 continue
             if reply["parent_header"].get("msg_id") == msg_id:
                 self._check_generation(generation)  # a restart began: the old kernel's last word is not the answer
-                return reply
+                answer: dict[str, Any] = reply
+                return answer
 
     async def _answer_stdin(self) -> None:
         """Answer the kernel's pending input requests: skill approvals via the approver (refused without one),
@@ -426,7 +427,7 @@ class AsyncSandbox:
         value = content["user_expressions"]["v"]
         if value.get("status") != "ok":
             raise OSError(f"{value.get('ename')}: {value.get('evalue')}")
-        text = value["data"]["text/plain"]
+        text = str(value["data"]["text/plain"])
         return text[1:-1] if text[:1] in "'\"" else text
 
 

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ipykernel.kernelbase import Kernel
+from traitlets import Any as TraitAny
 
 from sandbox_kernel import __version__
 from sandbox_kernel.checkpoints.cells import CheckpointFolder
@@ -53,8 +54,11 @@ class SandboxKernel(SandboxSettings, Kernel):
         {"text": "IPython", "url": "https://ipython.readthedocs.io/en/stable/"},
     ]
 
+    # In-process tests put a fake sandbox behind the pool here (tests/inprocess); never a setting.
+    sandbox_launch = TraitAny(None, allow_none=True, help="A callable that starts a sandbox (tests only).")
+
     def __init__(self, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
+        super().__init__(**kwargs)  # type: ignore[no-untyped-call]  # ipykernel's base class is untyped
         config_files = list(getattr(self.parent, "loaded_config_files", None) or [])  # the app's, when it made us
         self._settings = settings.resolve(self, Path.cwd(), config_files)
         # What is wrong with the settings (the app adds what it found before the kernel was made): while there is
@@ -71,9 +75,8 @@ class SandboxKernel(SandboxSettings, Kernel):
         self._launcher = SandboxLauncher(self._launch_settings(max_event_bytes), self._configure, self.log, self._say)
         auto = self.spare_sandbox == "auto"
         from_start = self.spare_sandbox is True or (auto and bool(self.cell_timeout))
-        self._pool = SandboxPool(
-            self._launcher.launch, self._replay_pip, from_start, self.log, spare_after_restart=auto
-        )
+        launch = self.sandbox_launch or self._launcher.launch
+        self._pool = SandboxPool(launch, self._replay_pip, from_start, self.log, spare_after_restart=auto)
         self._channels = KernelChannels(
             self, sanitizer, self._settings.skills, self._pip_replays, lambda: self._launcher.pyodide_index,
             self.max_output_bytes, request_bytes,
@@ -201,11 +204,11 @@ class SandboxKernel(SandboxSettings, Kernel):
                 self.log.warning("kernel_info answered before the sandbox was up (%.0f s)", KERNEL_INFO_WAIT)
             if started not in done:
                 started.cancel()
-        await super().kernel_info_request(stream, ident, parent)
+        await super().kernel_info_request(stream, ident, parent)  # type: ignore[no-untyped-call]  # ipykernel's base class is untyped
 
     # ---- lifecycle ---------------------------------------------------------------------
     def start(self) -> None:
-        super().start()
+        super().start()  # type: ignore[no-untyped-call]  # ipykernel's base class is untyped
         loop = asyncio.get_event_loop()
         loop.add_signal_handler(signal.SIGINT, self._runner.on_sigint)
         assert self.session is not None
@@ -231,7 +234,7 @@ class SandboxKernel(SandboxSettings, Kernel):
     # ---- requests ----------------------------------------------------------------------
     def finish_metadata(self, parent: Any, metadata: dict[str, Any], reply_content: dict[str, Any]) -> dict[str, Any]:
         """The reply's metadata: ipykernel's, plus what the kernel itself says about the cell."""
-        metadata = super().finish_metadata(parent, metadata, reply_content)
+        metadata = super().finish_metadata(parent, metadata, reply_content)  # type: ignore[no-untyped-call]  # ipykernel's base class is untyped
         if self._reply_metadata:
             metadata["sandbox_kernel"] = self._reply_metadata
         return metadata

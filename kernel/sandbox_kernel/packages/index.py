@@ -297,7 +297,7 @@ def _checked_lock(text: str, where: str, bundled: dict[str, Any]) -> dict[str, A
     """The parsed lock file, refused (PackageError) unless every entry has a package name, a PEP 440 version,
     a plain file name and a sha256 (`check_lock_entries`)."""
     try:
-        lock = json.loads(text)
+        lock: dict[str, Any] = json.loads(text)
     except json.JSONDecodeError as exc:
         raise PackageError(f"{where} is not valid JSON ({exc})") from None
     entries = lock.get("packages") if isinstance(lock, dict) else None
@@ -357,7 +357,7 @@ class PyodideIndex:
         else:
             try:
                 with urllib.request.urlopen(self.source + LOCK_NAME, timeout=LOCK_TIMEOUT) as resp:
-                    return resp.read().decode()
+                    return str(resp.read().decode())
             except urllib.error.HTTPError as exc:
                 if exc.code != 404:
                     self.notes.append(f"could not read {self.source}{LOCK_NAME} (HTTP {exc.code})")
@@ -416,9 +416,10 @@ class PyodideIndex:
     def _download(self, pkg: dict[str, Any]) -> bytes:
         try:
             if self.local is not None:
-                return (self.local / pkg["file_name"]).read_bytes()
+                return (self.local / str(pkg["file_name"])).read_bytes()
             with urllib.request.urlopen(self.source + pkg["file_name"], timeout=FETCH_TIMEOUT) as resp:
-                return resp.read()
+                data: bytes = resp.read()
+                return data
         except OSError as exc:
             reason = printable(f"{type(exc).__name__}: {exc}")
             raise IndexFetchError(
