@@ -101,7 +101,7 @@ def ok_reply() -> dict[str, Any]:
 class CellRunner:
     """Runs cells and the kernel's other requests in the pool's current sandbox."""
 
-    def __init__(
+    def __init__(  # its collaborators and the three settings it applies: a constructor, not a call site
         self,
         pool: SandboxPool,
         channels: KernelChannels,

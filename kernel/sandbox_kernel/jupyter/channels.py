@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 class KernelChannels:
     """The routes of the kernel's current request (what ipykernel's Kernel knows: session, sockets, parent)."""
 
-    def __init__(
+    def __init__(  # what one request's routes are made of: a constructor, not a call site
         self,
         kernel: Kernel,
         sanitizer: OutputSanitizer,

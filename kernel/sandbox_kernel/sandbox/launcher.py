@@ -13,6 +13,7 @@ from typing import Any
 
 from sandbox_kernel import paths
 from sandbox_kernel.packages import index as packages
+from sandbox_kernel.packages.checks import PackageError
 from sandbox_kernel.sandbox import provision
 from sandbox_kernel.sandbox.oslayers.report import describe as describe_layers
 from sandbox_kernel.sandbox.process import SandboxOptions, SandboxProcess, SandboxStartError
@@ -72,7 +73,7 @@ class SandboxLauncher:
             raise SandboxStartError(error)
         try:
             options = await self._provisioned()
-        except (packages.PackageError, provision.ProvisionError) as exc:
+        except (PackageError, provision.ProvisionError) as exc:
             raise SandboxStartError(str(exc)) from None
         except Exception as exc:  # a bug or a damaged file we do not check: the user still gets a reply
             self.log.exception("preparing the sandbox failed")
