@@ -88,7 +88,7 @@ def test_a_broken_link_or_anchor_is_found(tmp_path: Path) -> None:
 def test_configuration_page_is_generated_from_the_traits() -> None:
     current = config_doc.PAGE.read_text()
     assert config_doc.render(current) == current, (
-        f"docs/configuration.md differs from SandboxKernel's traits: run `{config_doc.COMMAND}`"
+        f"docs/configuration.md differs from the settings' traits (jupyter/settings.py): run `{config_doc.COMMAND}`"
     )
 
 
@@ -121,9 +121,14 @@ def test_the_check_names_the_command_that_regenerates_the_page(tmp_path: Path, c
     assert "| `cell_timeout` |" in stale.read_text()
 
 
-def test_a_page_without_its_markers_is_refused() -> None:
+def test_a_page_without_its_markers_is_refused(tmp_path: Path, capsys) -> None:
     with pytest.raises(ValueError, match="lost its markers"):
         config_doc.render("# Configuration\n\nno table here\n")
+    page = tmp_path / "configuration.md"
+    page.write_text("# Configuration\n\nno table here\n")
+    assert config_doc.main(["--page", str(page)]) == 2
+    assert config_doc.BEGIN in capsys.readouterr().err
+    assert page.read_text() == "# Configuration\n\nno table here\n"
 
 
 class Example(HasTraits):

@@ -1,14 +1,15 @@
-"""The table of settings in docs/configuration.md, made from `SandboxKernel`'s traits so that it cannot drift.
+"""The table of settings in docs/configuration.md, made from the settings' traits so that it cannot drift.
 
-Each configurable trait of the kernel becomes a row: its name, its type, its default and its `help`. The page's
-prose is written by hand; only the part between BEGIN and END is made here.
+Each configurable trait of `SandboxSettings` (jupyter/settings.py; `SandboxKernel` inherits them, config section
+`SandboxKernel`) becomes a row: its name, its type, its default and its `help`. The page's prose is written by
+hand; only the part between BEGIN and END is made here.
 
     python -m sandbox_kernel.jupyter.config_doc          # rewrite docs/configuration.md's table
     python -m sandbox_kernel.jupyter.config_doc --check  # exit 1 if it differs from the traits
 
 tests/unit/test_docs.py runs the check. This lives in the package, next to the traits it reads, so that it is
 importable by the tests, type-checked with the kernel and moves with the settings; importing it costs nothing
-(the kernel is imported when a table is made).
+(the settings are imported when a table is made).
 """
 
 from __future__ import annotations
@@ -24,7 +25,10 @@ from traitlets import Bool, Dict, Enum, Float, Int, List, TraitType, Unicode
 REPO = Path(__file__).resolve().parents[3]
 PAGE = REPO / "docs" / "configuration.md"
 COMMAND = "python -m sandbox_kernel.jupyter.config_doc"
-BEGIN = f"<!-- The table below is generated from SandboxKernel's traits by `{COMMAND}`: edit their help there. -->"
+BEGIN = (
+    "<!-- The table below is generated from the traits of SandboxSettings (kernel/sandbox_kernel/jupyter/settings.py)"
+    f" by `{COMMAND}`: edit their help there. -->"
+)
 END = "<!-- End of the generated table. -->"
 MIB = 1 << 20
 
@@ -40,16 +44,14 @@ class Setting:
 
 
 def kernel_settings() -> list[Setting]:
-    """Every configurable trait that sandbox-kernel defines (ipykernel's own are left out), by name."""
-    from sandbox_kernel.jupyter.kernel import SandboxKernel
+    """Every setting of the kernel (the configurable traits of SandboxSettings), by name."""
+    from sandbox_kernel.jupyter.settings import SandboxSettings
 
-    # Without __init__: no sandbox, no folders; only the traits' defaults, computed ones included.
-    bare = SandboxKernel.__new__(SandboxKernel)
-    traits = SandboxKernel.class_traits(config=True)
+    defaults = SandboxSettings()  # no config: every trait at its default, computed ones included
+    traits = SandboxSettings.class_traits(config=True)
     return [
-        Setting(name, type_text(trait), default_text(name, trait, getattr(bare, name)), trait.help)
+        Setting(name, type_text(trait), default_text(name, trait, getattr(defaults, name)), trait.help)
         for name, trait in sorted(traits.items())
-        if (trait.this_class or object).__module__.startswith("sandbox_kernel.")
     ]
 
 
@@ -121,7 +123,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--page", type=Path, default=PAGE, help=f"the page (default: {PAGE})")
     args = parser.parse_args(argv)
     current = args.page.read_text(encoding="utf-8")
-    made = render(current)
+    try:
+        made = render(current)
+    except ValueError as exc:
+        print(f"{args.page}: {exc}", file=sys.stderr)
+        return 2
     if made == current:
         return 0
     if args.check:
