@@ -12,9 +12,9 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
-from fake_sandbox import FakeSandbox
 from jupyter_client.session import Session
 
+from inprocess.fake_sandbox import FakeSandbox
 from sandbox_kernel.jupyter.kernel import SandboxKernel
 
 

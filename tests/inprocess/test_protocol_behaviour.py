@@ -3,7 +3,7 @@ settings errors and the reply's metadata, each in milliseconds (the same promise
 
 from __future__ import annotations
 
-from harness import InProcessKernel, run
+from inprocess.harness import InProcessKernel, run
 
 
 def test_a_cell_streams_its_output_and_result_and_counts():
