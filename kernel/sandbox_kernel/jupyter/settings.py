@@ -48,7 +48,9 @@ class SandboxSettings(LoggingConfigurable):
         "Relative host folders are relative to the kernel's working directory.",
     ).tag(config=True)
     mount_limits = Dict(
-        help="Per guest mount path: {'suffixes': ['.csv', ...], 'max_file_bytes': N} for files written there."
+        help="Per guest mount path: {'suffixes': ['.csv', ...], 'max_file_bytes': N, 'max_total_bytes': N, "
+        "'allow_tool_files': ['build', ...] or true}, checked by the supervisor on every write there "
+        "(docs/security.md, 'What rw means')."
     ).tag(config=True)
     allow_net = List(
         Unicode(),
@@ -60,8 +62,8 @@ class SandboxSettings(LoggingConfigurable):
     )
     max_output_bytes = Int(
         10 << 20,
-        help="Output one cell may send to the frontend (every message, and its reply's payload); the rest is "
-        "dropped with a notice.",
+        help="Output one cell may send to the frontend (every message, counted with 256 bytes for its envelope, and "
+        "its reply's payload); the rest is dropped with a notice.",
     ).tag(config=True)
     trust_output = Bool(
         False,
@@ -84,9 +86,10 @@ class SandboxSettings(LoggingConfigurable):
     spare_sandbox = Enum(
         ["auto", True, False],
         default_value="auto",
-        help="Keep a second, pre-warmed sandbox so that a restart after a crash or timeout is instant (~0.1 s "
-        "instead of ~0.4 s), at the cost of a second Deno process (~150 MiB PSS). 'auto': from the start when "
-        "cell_timeout is set, otherwise from the first restart or checkpoint (of any client) on.",
+        help="Keep a second, pre-warmed sandbox so that a restart takes ~0.1 s instead of ~0.4 s, at the cost of a "
+        "second Deno process (~150 MiB PSS). 'auto': from the start when cell_timeout is set (timeouts restart), "
+        "otherwise from the first restart or checkpoint on (%checkpoint, the agent API's checkpoint()/fork(), the "
+        "MCP tool; a restore is a restart); True/False: always/never.",
     ).tag(config=True)
     max_checkpoint_bytes = Int(
         512 << 20, help="Largest session state %checkpoint may save (and %restore read back), in bytes."
@@ -95,7 +98,8 @@ class SandboxSettings(LoggingConfigurable):
         20, help="Named checkpoints one kernel keeps (%checkpoint NAME; reusing a name replaces that one)."
     ).tag(config=True)
     use_snapshot = Bool(
-        True, help="Start sandboxes from a memory snapshot of initialised Python (built once, cached per version)."
+        True,
+        help="Start sandboxes from a memory snapshot of Python with IPython loaded (built once, cached per version).",
     ).tag(config=True)
     auto_load_packages = Bool(
         True, help="Load Pyodide packages that a cell imports before it runs (as Pyodide's loadPackagesFromImports)."
@@ -106,7 +110,10 @@ class SandboxSettings(LoggingConfigurable):
         "'SignerSkill'), 'package.module.Class' or 'package.module' (its ...Skill classes). None by default.",
     ).tag(config=True)
     skills_path = Unicode(
-        None, allow_none=True, help="A folder of skill files: every *.py in it, classes named ...Skill."
+        None,
+        allow_none=True,
+        help="A folder of skill files: every *.py in it, classes named ...Skill. Relative to the kernel's working "
+        "folder; refused where guest code can write (inside an rw mount, or with working_folder='rw').",
     ).tag(config=True)
     load_skill_entry_points = Bool(
         False, help="Also load skills that installed packages publish (entry-point group sandbox_kernel.skills)."
@@ -120,13 +127,16 @@ class SandboxSettings(LoggingConfigurable):
     ).tag(config=True)
     skill_timeout = Float(30.0, help="Seconds one skill call may take on the host.").tag(config=True)
     skill_max_bytes = Int(1 << 20, help="Largest skill arguments or result, in bytes of JSON.").tag(config=True)
-    audit_log = Unicode(help="JSON-lines file that records every skill call ('' to disable).").tag(config=True)
+    audit_log = Unicode(
+        help="JSON-lines file that records every skill call and every cell's metrics ('' to disable)."
+    ).tag(config=True)
     working_folder = Enum(
         ("off", "ro", "rw"),
         "off",
         help="Mount the kernel's working folder (in JupyterLab: the notebook's folder) at /work, read-only ('ro') or "
         "read-write ('rw'), and make it the guest's working folder, so that open('data.csv') finds the file next "
-        "to the notebook. 'off': the guest sees no host file unless `mounts` names it.",
+        "to the notebook. 'off': the guest sees no host file unless `mounts` names it. Never your home folder or / "
+        "(put the notebook in a project folder); secret folders in it (.ssh, .env, ...) stay hidden.",
     ).tag(config=True)
     os_sandbox = Enum(
         MODES,

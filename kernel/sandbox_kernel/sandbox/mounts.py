@@ -72,7 +72,7 @@ def parse(spec: str, base: Path, limits: dict[str, dict[str, Any]] | None = None
     if not isinstance(allow, (list, tuple)) or not all(isinstance(a, str) for a in allow):
         raise MountError(
             f"mount_limits[{str(guest_path)!r}]['allow_tool_files'] must be a list of rule or file names "
-            "(see the README's 'What rw means'), or true for all"
+            "(see docs/security.md, 'What rw means'), or true for all"
         )
     return Mount(
         host_path, str(guest_path), mode == "rw", suffixes, sizes["max_file_bytes"], sizes["max_total_bytes"],
