@@ -13,8 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from sandbox_kernel.client.agent import ApprovalRequest, AsyncSandbox, KernelDied, Sandbox
+from sandbox_kernel.client.agent import AsyncSandbox, KernelDied
+from sandbox_kernel.client.approvals import ApprovalRequest
 from sandbox_kernel.client.results import ErrorInfo, ExecutionResult
+from sandbox_kernel.client.sync_sandbox import Sandbox
 
 FIXTURES = Path(__file__).parent / "skill_fixtures"
 

@@ -33,7 +33,8 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.types import BlobResourceContents, CallToolResult, EmbeddedResource, ImageContent, TextContent
 
 from sandbox_kernel.client.agent import AsyncSandbox
-from sandbox_kernel.client.mcp import MAX_FILE_BYTES, TOKEN_ENV
+from sandbox_kernel.client.mcp import MAX_FILE_BYTES
+from sandbox_kernel.client.mcp_http import TOKEN_ENV
 
 FIXTURES = Path(__file__).parent / "skill_fixtures"
 WAIT = 120  # seconds for one tool call (the first one waits for the sandbox to start)

@@ -19,7 +19,7 @@ import pytest
 
 from conftest import execute, start_kernel, stop_kernel, value
 from sandbox_kernel import paths
-from sandbox_kernel.packages.index import lock_entry_problems
+from sandbox_kernel.packages.checks import lock_entry_problems
 from sandbox_kernel.sandbox import provision
 from test_packages import Index
 

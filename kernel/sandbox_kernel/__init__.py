@@ -11,10 +11,14 @@ __all__ = ["AsyncSandbox", "Checkpoint", "ExecutionResult", "KernelDied", "Sandb
 def __getattr__(name: str) -> Any:
     """`from sandbox_kernel import Sandbox, AsyncSandbox, Checkpoint`, imported on first use (the kernel never needs
     them)."""
-    if name in ("Sandbox", "AsyncSandbox", "KernelDied"):
+    if name in ("AsyncSandbox", "KernelDied"):
         from sandbox_kernel.client import agent
 
         return getattr(agent, name)
+    if name == "Sandbox":
+        from sandbox_kernel.client.sync_sandbox import Sandbox
+
+        return Sandbox
     if name == "Checkpoint":
         from sandbox_kernel.checkpoints.client import Checkpoint
 

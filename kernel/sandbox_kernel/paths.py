@@ -47,7 +47,7 @@ def deno_executable() -> str:
         return override
     from deno import find_deno_bin
 
-    return find_deno_bin()
+    return str(find_deno_bin())
 
 
 def pyodide_version() -> str:

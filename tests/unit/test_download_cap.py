@@ -9,7 +9,8 @@ import re
 
 import pytest
 
-from sandbox_kernel.client.agent import CHUNK, AsyncSandbox, chunk_bytes, reported_size
+from sandbox_kernel.client.agent import AsyncSandbox
+from sandbox_kernel.client.transfer import CHUNK, chunk_bytes, reported_size
 
 CAP = 3 * CHUNK + 5  # not a whole number of reads
 

@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from sandbox_kernel.client.mcp import TOKEN_ENV, TOKEN_FORM, BearerGate, Credential, TokenError, credential, main
+from sandbox_kernel.client.mcp import main
+from sandbox_kernel.client.mcp_http import TOKEN_ENV, TOKEN_FORM, BearerGate, Credential, TokenError, credential
 
 TOKEN = "k" * 40
 RULE = (

@@ -14,19 +14,19 @@ from typing import Any
 import pytest
 
 from sandbox_kernel.packages import mirror
-from sandbox_kernel.packages.index import (
+from sandbox_kernel.packages.checks import (
     MAX_PROBLEM_LINES,
     PackageError,
     check_lock_entries,
     file_name_problem,
     is_project_name,
     lock_entry_problems,
-    pip_download_argv,
     pip_requirement,
     printable,
     sha256_problem,
     version_problem,
 )
+from sandbox_kernel.packages.index import pip_download_argv
 
 GOOD = {"name": "six", "version": "1.16.0", "file_name": "six-1.16.0-py2.py3-none-any.whl", "sha256": "a" * 64}
 

@@ -1,7 +1,7 @@
-"""README's "exact command line" of Deno is the one `LaunchPlan.deno_argv` makes, placeholders aside.
+"""The "exact command line" of Deno in docs/security.md is the one `LaunchPlan.deno_argv` makes, placeholders aside.
 
-The plan is built with placeholder paths and the default settings, rendered the way README shows it, and
-compared with README's block; on a difference the test prints the block README should have.
+The plan is built with placeholder paths and the default settings, rendered the way the page shows it, and
+compared with the page's block; on a difference the test prints the block the page should have.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from sandbox_kernel.jupyter.kernel import SandboxKernel
 from sandbox_kernel.sandbox.launch_plan import LaunchPlan
 from sandbox_kernel.sandbox.mounts import Mount
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+PAGE = Path(__file__).resolve().parents[2] / "docs" / "security.md"
 WIDTH = 112
 
 
@@ -44,7 +44,7 @@ DENIED_NAMES = "<rw mount folders...>/<each protected name of host_ts/guarded_pa
 
 
 def shorten(arg: str) -> str:
-    """--deny-write names every protected file at the top of each rw mount: README shows where they come from."""
+    """--deny-write names every protected file at the top of each rw mount: the page shows where they come from."""
     name, _, value = arg.partition("=")
     if name == "--deny-write" and all(v.startswith("<rw mount folders...>/") for v in value.split(",")):
         return f"{name}={DENIED_NAMES}"
@@ -73,16 +73,16 @@ def render(argv: list[str]) -> str:
     return "\n".join(lines)
 
 
-def readme_block() -> str:
-    text = README.read_text()
+def page_block() -> str:
+    text = PAGE.read_text()
     match = re.search(r"This is the exact command line.*?```text\n(.*?)\n```", text, re.S)
-    assert match, "README.md lost its 'This is the exact command line' block"
+    assert match, "docs/security.md lost its 'This is the exact command line' block"
     return match.group(1)
 
 
-def test_readme_shows_the_command_line_the_code_makes() -> None:
+def test_the_security_page_shows_the_command_line_the_code_makes() -> None:
     expected = render(placeholder_plan().deno_argv())
-    assert readme_block() == expected, f"README.md's block should read:\n{expected}"
+    assert page_block() == expected, f"docs/security.md's block should read:\n{expected}"
 
 
 def test_the_rendering_keeps_every_argument() -> None:

@@ -80,7 +80,7 @@ def _merged(outputs: list[dict[str, Any]]) -> list[str]:
 
 def execute(notebook: Path, kernel_name: str, extra_arguments: list[str] | None = None) -> NotebookNode:
     """The notebook after running it under `kernel_name` in a fresh copy of its folder (errors kept as outputs)."""
-    nb = nbformat.read(notebook, as_version=4)
+    nb: NotebookNode = nbformat.read(notebook, as_version=4)
     with tempfile.TemporaryDirectory(prefix="sandbox-kernel-compare-") as scratch:
         folder = Path(scratch) / "notebook"
         shutil.copytree(notebook.parent, folder, symlinks=True, ignore=shutil.ignore_patterns(".ipynb_checkpoints"))

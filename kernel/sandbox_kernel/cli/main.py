@@ -50,7 +50,8 @@ def _fetch(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace) -> int:
     """Run a script or `-c` code in a fresh sandbox, as `python` would: its arguments in sys.argv, this
     command's stdin for input()/sys.stdin, output streamed, exit code 0, 1 on an error, or sys.exit's."""
-    from sandbox_kernel.client.agent import KernelDied, Sandbox, SandboxSettingsError
+    from sandbox_kernel.client.agent import KernelDied, SandboxSettingsError
+    from sandbox_kernel.client.sync_sandbox import Sandbox
 
     if args.code is not None:  # as with python -c, what follows are the code's arguments
         code, argv = args.code, ["-c", *([args.script] if args.script else []), *args.arguments]
@@ -138,7 +139,8 @@ def _compare(args: argparse.Namespace) -> int:
 
 def _mirror(args: argparse.Namespace) -> int:
     """Build a local Pyodide index folder; say where each package came from and what could not be had."""
-    from sandbox_kernel.packages.index import PackageError, default_pyodide_index
+    from sandbox_kernel.packages.checks import PackageError
+    from sandbox_kernel.packages.index import default_pyodide_index
     from sandbox_kernel.packages.mirror import build
 
     folder = Path(args.folder).resolve()
@@ -171,27 +173,11 @@ def _doctor(args: argparse.Namespace) -> int:
     return doctor()
 
 
-def main(argv: list[str] | None = None) -> None:
-    argv = sys.argv[1:] if argv is None else argv
-    if not argv or argv[0] not in {
-        "install",
-        "fetch",
-        "run",
-        "compare",
-        "mirror",
-        "doctor",
-        "mcp",
-        "--version",
-        "-h",
-        "--help",
-    }:
-        # Kernel launch: `sandbox-kernel -f {connection_file} [--SandboxKernel.x=...]`.
-        if argv and argv[0] == "kernel":
-            argv = argv[1:]
-        from sandbox_kernel.jupyter.app import launch
+COMMANDS = frozenset({"install", "fetch", "run", "compare", "mirror", "doctor", "mcp", "--version", "-h", "--help"})
 
-        launch(argv)
-        return
+
+def _parser() -> argparse.ArgumentParser:
+    """The command line of every command but the kernel launch (a flat list of argparse calls: long, not deep)."""
     parser = argparse.ArgumentParser(
         prog="sandbox-kernel", description="A Jupyter kernel running Python in a Deno + Pyodide sandbox."
     )
@@ -254,6 +240,20 @@ def main(argv: list[str] | None = None) -> None:
     mcp.set_defaults(func=_mcp, settings=[])
     doctor = sub.add_parser("doctor", help="check Deno, the cache, the kernelspec and the OS layers in force")
     doctor.set_defaults(func=_doctor)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> None:
+    argv = sys.argv[1:] if argv is None else argv
+    if not argv or argv[0] not in COMMANDS:
+        # Kernel launch: `sandbox-kernel -f {connection_file} [--SandboxKernel.x=...]`.
+        if argv and argv[0] == "kernel":
+            argv = argv[1:]
+        from sandbox_kernel.jupyter.app import launch
+
+        launch(argv)
+        return
+    parser = _parser()
     settings = [arg for arg in argv[1:] if arg.startswith("--SandboxKernel.")] if argv[0] == "mcp" else []
     args = parser.parse_args([arg for arg in argv if arg not in settings])
     if settings:

@@ -9,13 +9,10 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import binascii
 import itertools
 import json
-import threading
 import time
-from collections.abc import Callable, Coroutine
-from dataclasses import dataclass
+from collections.abc import Callable
 from pathlib import Path
 from queue import Empty
 from typing import Any, TypeVar
@@ -23,11 +20,12 @@ from typing import Any, TypeVar
 from jupyter_client.manager import AsyncKernelManager
 
 from sandbox_kernel.checkpoints.client import Checkpoint, CheckpointError
+from sandbox_kernel.client.approvals import Approver, approval_answer, approval_of
 from sandbox_kernel.client.results import ExecutionResult, ResultBuilder
+from sandbox_kernel.client.transfer import CHUNK, chunk_bytes, reported_size
 from sandbox_kernel.jupyter.kernelspec import KERNEL_NAME
 
 T = TypeVar("T")
-CHUNK = 1 << 20  # bytes per upload/download step
 
 
 class SandboxSettingsError(ValueError):
@@ -47,70 +45,10 @@ class KernelDied(RuntimeError):
         self.exit_code = exit_code  # the process's, when it exited (negative: killed by that signal)
 
 
-@dataclass(frozen=True)
-class ApprovalRequest:
-    """A skill call the kernel asks about (policy 'ask'), from the metadata only the kernel sets."""
-
-    skill: str
-    method: str
-    arguments: str  # every argument, as Python shows them
-    prompt: str
-    sha256: str = ""  # of the arguments' JSON
-
-
-def approval_of(msg: dict[str, Any]) -> ApprovalRequest | None:
-    """The approval an input_request asks for, or None for any other prompt (e.g. the guest's input())."""
-    approval = msg.get("metadata", {}).get("sandbox_kernel", {}).get("approval")
-    if not isinstance(approval, dict):
-        return None
-    return ApprovalRequest(
-        str(approval.get("skill")),
-        str(approval.get("method")),
-        str(approval.get("arguments")),
-        msg["content"].get("prompt", ""),
-        str(approval.get("sha256", "")),
-    )
-
-
-# True / "once": allow this call; "always": allow for the session; False / None: refuse.
-Approver = Callable[[ApprovalRequest], Any]
-
-
-def _approval_answer(verdict: Any) -> str:
-    if verdict == "always":
-        return "a"
-    return "y" if verdict is True or verdict == "once" else "n"
-
-
-def reported_size(text: str, guest_path: str) -> int:
-    """The size the guest gave for `guest_path`, if it is a plain number of bytes; else OSError."""
-    if not (text.isascii() and text.isdigit() and len(text) <= 20):
-        raise OSError(f"the sandbox gave {text[:40]!r} as the size of {guest_path}, not a number of bytes")
-    return int(text)
-
-
-def chunk_bytes(text: str, asked: int, guest_path: str) -> bytes:
-    """The bytes of the guest's base64 answer to a read of `asked` bytes; OSError if it holds more than that
-    (checked on its length before anything is decoded) or is not base64."""
-    most = 4 * ((asked + 2) // 3)  # characters of `asked` bytes in base64
-    if len(text) > most:
-        raise OSError(
-            f"the sandbox answered a read of {asked} bytes of {guest_path} with {len(text)} characters of base64, "
-            f"more than the {most} that many bytes take; refused unread"
-        )
-    try:
-        data = base64.b64decode(text, validate=True)
-    except binascii.Error as exc:
-        raise OSError(f"the sandbox answered a read of {guest_path} with text that is not base64 ({exc})") from None
-    if len(data) > asked:
-        raise OSError(f"the sandbox answered a read of {asked} bytes of {guest_path} with {len(data)} bytes")
-    return data
-
-
 class AsyncSandbox:
     """One sandboxed kernel, driven with asyncio."""
 
-    def __init__(
+    def __init__(  # every setting the agent API takes as a keyword (see docs/agents.md)
         self,
         *,
         cell_timeout: float | None = None,
@@ -259,7 +197,8 @@ class AsyncSandbox:
                 continue
             if reply["parent_header"].get("msg_id") == msg_id:
                 self._check_generation(generation)  # a restart began: the old kernel's last word is not the answer
-                return reply
+                answer: dict[str, Any] = reply
+                return answer
 
     async def _answer_stdin(self) -> None:
         """Answer the kernel's pending input requests: skill approvals via the approver (refused without one),
@@ -274,7 +213,7 @@ class AsyncSandbox:
                 verdict = self.approver(approval) if self.approver is not None else False
                 if asyncio.iscoroutine(verdict):
                     verdict = await verdict
-                self._answer(msg, _approval_answer(verdict))
+                self._answer(msg, approval_answer(verdict))
             elif self.input is not None:
                 line = await asyncio.to_thread(self.input, msg["content"].get("prompt", ""))
                 self._answer(msg, "\x04" if line is None else line)
@@ -426,82 +365,5 @@ class AsyncSandbox:
         value = content["user_expressions"]["v"]
         if value.get("status") != "ok":
             raise OSError(f"{value.get('ename')}: {value.get('evalue')}")
-        text = value["data"]["text/plain"]
+        text = str(value["data"]["text/plain"])
         return text[1:-1] if text[:1] in "'\"" else text
-
-
-class Sandbox:
-    """The synchronous twin of AsyncSandbox (it drives one in a background event loop)."""
-
-    def __init__(self, **kwargs: Any) -> None:
-        self._async = AsyncSandbox(**kwargs)
-        self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._loop.run_forever, name="sandbox-loop", daemon=True)
-        self._thread.start()
-
-    def _call(self, coro: Coroutine[Any, Any, T]) -> T:
-        return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
-
-    def start(self) -> Sandbox:
-        """Start the kernel (once: a started sandbox, e.g. from fork(), may then be used with `with`)."""
-        try:
-            self._call(self._async.start())
-        except BaseException:
-            self.close()
-            raise
-        return self
-
-    def __enter__(self) -> Sandbox:
-        return self.start()
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
-
-    def close(self) -> None:
-        try:
-            self._call(self._async.close())
-        finally:
-            self._loop.call_soon_threadsafe(self._loop.stop)
-            self._thread.join(timeout=10)
-
-    def run(self, code: str, **kwargs: Any) -> ExecutionResult:
-        return self._call(self._async.run(code, **kwargs))
-
-    def facts(self) -> dict[str, Any]:
-        return self._call(self._async.facts())
-
-    def os_layers(self) -> dict[str, Any]:
-        return self._call(self._async.os_layers())
-
-    def interrupt(self) -> None:
-        self._call(self._async.interrupt())
-
-    def restart(self) -> None:
-        self._call(self._async.restart())
-
-    def upload(self, host_path: str | Path, guest_path: str) -> int:
-        return self._call(self._async.upload(host_path, guest_path))
-
-    def download(self, guest_path: str, max_bytes: int | None = None) -> bytes:
-        return self._call(self._async.download(guest_path, max_bytes))
-
-    def checkpoint(self, name: str | None = None) -> Checkpoint:
-        return self._call(self._async.checkpoint(name))
-
-    def restore(self, checkpoint: Checkpoint) -> None:
-        self._call(self._async.restore(checkpoint))
-
-    def fork(self) -> Sandbox:
-        """A second sandbox, with this one's settings, started from this one's state now."""
-        return Sandbox.from_checkpoint(self.checkpoint(), **self._async._settings)
-
-    @classmethod
-    def from_checkpoint(cls, checkpoint: Checkpoint, **settings: Any) -> Sandbox:
-        """A new sandbox (settings as for Sandbox) started from `checkpoint`."""
-        sandbox = cls(**settings).start()
-        try:
-            sandbox.restore(checkpoint)
-        except BaseException:
-            sandbox.close()
-            raise
-        return sandbox

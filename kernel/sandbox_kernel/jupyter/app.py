@@ -29,7 +29,7 @@ class SandboxKernelApp(IPKernelApp):
 
     def load_config_file(self, *args: Any, **kwargs: Any) -> None:
         """Read sandbox_kernel_config.{py,json} from every Jupyter config directory."""
-        super().load_config_file(*args, **kwargs)
+        super().load_config_file(*args, **kwargs)  # type: ignore[no-untyped-call]  # ipykernel's base class is untyped
         for path in reversed(jupyter_config_path()):  # later (user) files override system ones
             Application.load_config_file(self, CONFIG_FILE, path=path)
 
@@ -44,7 +44,7 @@ class SandboxKernelApp(IPKernelApp):
         section = self.config.get(settings_check.SECTION, {})
         for name in bad:
             del section[name]
-        super().init_kernel()
+        super().init_kernel()  # type: ignore[no-untyped-call]  # ipykernel's base class is untyped
         found = self.kernel.settings_problems  # between settings (mounts, allow_net, skills): say where they were made
         for i, problem in enumerate(found):
             named = re.match(rf"{settings_check.SECTION}\.(\w+)", problem)

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sandbox_kernel.packages import index as packages
+from sandbox_kernel.packages.checks import PackageError
 from sandbox_kernel.protocol.dispatcher import error_answer
 from sandbox_kernel.skills.approvals import Approval, imitates_kernel
 from sandbox_kernel.skills.calls import SkillService
@@ -103,7 +104,7 @@ class GuestServiceDesk:
         names = sorted(wanted)
         try:
             await asyncio.to_thread(index.fetch, names)
-        except packages.PackageError as exc:
+        except PackageError as exc:
             return error_answer("PackageError", str(exc))
         return {"value": names}
 

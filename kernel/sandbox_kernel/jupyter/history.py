@@ -27,7 +27,7 @@ class History:
         self.entries.append(entry)
         return entry
 
-    def query(
+    def query(  # the fields of a Jupyter history_request, as ipykernel passes them
         self,
         hist_access_type: str,
         output: bool = False,

@@ -18,8 +18,8 @@ DISPLAY_NAME = "Python 3 (Pyodide sandbox)"
 
 def kernel_json(python: str = sys.executable) -> dict[str, object]:
     """The kernel.json for this Python, from the kernelspec/ template."""
-    spec = json.loads((paths.kernelspec_dir() / "kernel.json").read_text())
-    spec["argv"] = [python if arg == "{python}" else arg for arg in spec["argv"]]
+    spec: dict[str, object] = json.loads((paths.kernelspec_dir() / "kernel.json").read_text())
+    spec["argv"] = [python if arg == "{python}" else arg for arg in spec["argv"]]  # type: ignore[attr-defined]
     return spec
 
 

@@ -21,8 +21,18 @@ def unknown_settings(config: Config, kernel_class: type[Configurable]) -> list[s
     return sorted(key for key in config.get(SECTION, {}) if key not in known)
 
 
+def own_settings(kernel_class: type[Configurable]) -> set[str]:
+    """The settings the kernel declares itself (not those of ipykernel's Kernel it inherits)."""
+    return {
+        name
+        for cls in kernel_class.__mro__
+        if cls.__module__.startswith("sandbox_kernel.") and issubclass(cls, Configurable)
+        for name in cls.class_own_traits(config=True)
+    }
+
+
 def describe_unknown(name: str, kernel_class: type[Configurable]) -> str:
-    own = sorted(kernel_class.class_own_traits(config=True))
+    own = sorted(own_settings(kernel_class))
     close = difflib.get_close_matches(name, own, n=1)
     hint = f"did you mean {SECTION}.{close[0]}? " if close else ""
     return f"{SECTION}.{name} is not a setting of this kernel: {hint}its settings are {', '.join(own)}"

@@ -22,16 +22,10 @@ from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 from sandbox_kernel import paths
+from sandbox_kernel.packages import checks
 from sandbox_kernel.packages import index as packages
-from sandbox_kernel.packages.index import (
-    LOCK_NAME,
-    IndexFetchError,
-    PackageError,
-    PyodideIndex,
-    is_project_name,
-    printable,
-    shown,
-)
+from sandbox_kernel.packages.checks import PackageError, is_project_name, printable, shown
+from sandbox_kernel.packages.index import LOCK_NAME, IndexFetchError, PyodideIndex
 from sandbox_kernel.sandbox import provision
 
 
@@ -68,7 +62,7 @@ def lock_entry(wheel: Path) -> dict[str, Any]:
         "depends": sorted({canonicalize_name(r.name) for r in requires if not (r.marker and "extra" in str(r.marker))}),
         "unvendored_tests": False,
     }
-    problems = packages.lock_entry_problems(entry["name"], entry)
+    problems = checks.lock_entry_problems(entry["name"], entry)
     if problems:
         raise PackageError(f"the wheel {shown(wheel.name)} is refused: {'; '.join(problems)}")
     return entry
@@ -94,7 +88,7 @@ def _existing_lock(folder: Path) -> dict[str, dict[str, Any]]:
         return {}
     if not isinstance(entries, dict):
         return {}
-    packages.check_lock_entries(entries, f"the {LOCK_NAME} already in {folder}")
+    checks.check_lock_entries(entries, f"the {LOCK_NAME} already in {folder}")
     return {
         name: pkg
         for name, pkg in entries.items()
@@ -129,7 +123,7 @@ def _from_pypi(attempts: list[list[str]], folder: Path, abi_version: str) -> dic
             if code != 0:
                 said = said or _pip_said(out)
                 continue
-            wheels = [w for w in sorted(Path(staging).glob("*.whl")) if packages.is_guest_wheel(w.name)]
+            wheels = [w for w in sorted(Path(staging).glob("*.whl")) if checks.is_guest_wheel(w.name)]
             entries = {entry["name"]: entry for entry in map(lock_entry, wheels)}  # all checked before any is kept
             for wheel in wheels:
                 wheel.replace(folder / wheel.name)
@@ -139,9 +133,7 @@ def _from_pypi(attempts: list[list[str]], folder: Path, abi_version: str) -> dic
 
 def _checked_names(names: list[str]) -> list[str]:
     """The requested names, PEP 503 normalised; any that is not a package name is a PackageError."""
-    bad = [
-        f"  {shown(name)} is not a package name ({packages.NAME_RULE})" for name in names if not is_project_name(name)
-    ]
+    bad = [f"  {shown(name)} is not a package name ({checks.NAME_RULE})" for name in names if not is_project_name(name)]
     if bad:
         raise PackageError("each NAME must be a package name, without a version or options:\n" + "\n".join(bad))
     return [canonicalize_name(name) for name in names]

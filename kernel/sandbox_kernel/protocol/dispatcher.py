@@ -49,7 +49,7 @@ class GuestServices(Protocol):
 class RequestDispatcher:
     """The one owner of a kernel request's guest traffic (streams, events, requests)."""
 
-    def __init__(
+    def __init__(  # the request's routes, services and limits: a constructor, not a call site
         self,
         router: OutputRouter,
         sanitizer: OutputSanitizer,

@@ -31,7 +31,8 @@ class NotJson(InvalidGuestMessage):
 
 @cache
 def _schema() -> dict[str, Any]:
-    return json.loads(SCHEMA_FILE.read_text())
+    loaded: dict[str, Any] = json.loads(SCHEMA_FILE.read_text())
+    return loaded
 
 
 @cache
@@ -85,7 +86,8 @@ def check(section: str, name: Any, value: Any) -> dict[str, Any]:
         # Where and which rule failed: the path holds schema names and indices, never the guest's data.
         path = ".".join(str(p) for p in exc.path[1:])
         raise InvalidGuestMessage(f"{name}{'.' + path if path else ''}: fails '{exc.rule}'") from None
-    return value
+    checked: dict[str, Any] = value  # the schema makes every message an object
+    return checked
 
 
 def event(payload: bytes) -> dict[str, Any]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
+from typing import Any
 
 MAX_SCAN = 10_000  # entries the start-up symlink check looks at per mount
 LIMIT_KEYS = ("suffixes", "max_file_bytes", "max_total_bytes", "allow_tool_files")
@@ -28,7 +29,7 @@ class Mount:
     allow_tool_files: tuple[str, ...] = ()  # guarded_paths rules (or names, or "*") the guest may write anyway
 
 
-def parse(spec: str, base: Path, limits: dict[str, dict] | None = None) -> Mount:
+def parse(spec: str, base: Path, limits: dict[str, dict[str, Any]] | None = None) -> Mount:
     """`host:guest[:ro|rw]` (default ro); host is relative to `base` unless absolute."""
     parts = spec.rsplit(":", 2) if spec.count(":") >= 2 else spec.split(":")
     if len(parts) == 2:
@@ -71,7 +72,7 @@ def parse(spec: str, base: Path, limits: dict[str, dict] | None = None) -> Mount
     if not isinstance(allow, (list, tuple)) or not all(isinstance(a, str) for a in allow):
         raise MountError(
             f"mount_limits[{str(guest_path)!r}]['allow_tool_files'] must be a list of rule or file names "
-            "(see the README's 'What rw means'), or true for all"
+            "(see docs/security.md, 'What rw means'), or true for all"
         )
     return Mount(
         host_path, str(guest_path), mode == "rw", suffixes, sizes["max_file_bytes"], sizes["max_total_bytes"],
@@ -96,7 +97,7 @@ def escaping_symlinks(mount: Mount) -> list[str]:
     return found
 
 
-def parse_all(specs: list[str], base: Path, limits: dict[str, dict] | None = None) -> list[Mount]:
+def parse_all(specs: list[str], base: Path, limits: dict[str, dict[str, Any]] | None = None) -> list[Mount]:
     mounts = [parse(spec, base, limits) for spec in specs]
     for mount in mounts:
         links = escaping_symlinks(mount)
@@ -116,7 +117,7 @@ def parse_all(specs: list[str], base: Path, limits: dict[str, dict] | None = Non
     return mounts
 
 
-def guest_config(mounts: list[Mount]) -> list[dict]:
+def guest_config(mounts: list[Mount]) -> list[dict[str, Any]]:
     """What the guest learns about its mounts (guest paths and rules, never host paths)."""
     return [
         {
@@ -132,7 +133,7 @@ def guest_config(mounts: list[Mount]) -> list[dict]:
     ]
 
 
-def supervisor_config(mounts: list[Mount]) -> list[dict]:
+def supervisor_config(mounts: list[Mount]) -> list[dict[str, Any]]:
     """What the supervisor gets for each mount: where it is, and the rules for writes into it (messages.ts)."""
     from sandbox_kernel.sandbox import guarded_paths
 

@@ -44,7 +44,8 @@ class Skill:
     source: str
 
     def bound(self, method: str) -> Callable[..., Any]:
-        return getattr(self.instance, method)
+        found: Callable[..., Any] = getattr(self.instance, method)
+        return found
 
 
 def public_methods(obj: Any) -> dict[str, MethodInfo]:

@@ -1,0 +1,292 @@
+"""The kernel's settings: traitlets of `SandboxKernel` (config section `SandboxKernel`), and what they resolve to.
+
+`SandboxSettings` declares every setting (its help is the reference: docs/configuration.md is made from it).
+`resolve()` turns them, once per kernel, into what the kernel runs with (parsed mounts, the skills, the output
+sanitizer's hosts) together with every problem found, in words that name the setting and the fix: while there
+is any, no sandbox starts and every cell answers with SandboxSettingsError.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from jupyter_core.paths import jupyter_data_dir
+from traitlets import Bool, Dict, Enum, Float, Int, List, TraitError, Unicode, default, validate
+from traitlets.config import LoggingConfigurable
+from traitlets.utils.importstring import import_item
+
+from sandbox_kernel.packages import index as packages
+from sandbox_kernel.sandbox import host_places, mounts, netpolicy
+from sandbox_kernel.sandbox.oslayers.spec import LAYERS, MODES
+from sandbox_kernel.skills import loader as skill_loader
+from sandbox_kernel.skills.audit import AuditLog
+from sandbox_kernel.skills.calls import SkillService
+from sandbox_kernel.skills.gatekeeper import Gatekeeper, check_policy
+
+WORKING_FOLDER = "/work"  # where working_folder puts the kernel's folder in the guest
+
+
+class SandboxSettings(LoggingConfigurable):
+    """Every setting of the kernel, as traitlets (given as `--SandboxKernel.name=value` or in config files)."""
+
+    cell_timeout = Float(
+        None,
+        allow_none=True,
+        help="Seconds a cell may run. On expiry the cell is interrupted; if it does not stop "
+        "within interrupt_grace, the sandbox is restarted. None (default): no limit.",
+    ).tag(config=True)
+    interrupt_grace = Float(3.0, help="Seconds an interrupted cell gets to stop before the sandbox is restarted.").tag(
+        config=True
+    )
+    start_timeout = Float(120.0, help="Seconds the sandbox may take to start.").tag(config=True)
+    max_frame_bytes = Int(64 << 20, help="Largest message accepted from the sandbox, in bytes.").tag(config=True)
+    mounts = List(
+        Unicode(),
+        help="Host folders shown in the sandbox: 'host_folder:/guest/path[:ro|rw]' (default ro). "
+        "Relative host folders are relative to the kernel's working directory.",
+    ).tag(config=True)
+    mount_limits = Dict(
+        help="Per guest mount path: {'suffixes': ['.csv', ...], 'max_file_bytes': N, 'max_total_bytes': N, "
+        "'allow_tool_files': ['build', ...] or true}, checked by the supervisor on every write there "
+        "(docs/security.md, 'What rw means')."
+    ).tag(config=True)
+    allow_net = List(
+        Unicode(),
+        help="Hosts the sandbox may connect to: 'host', 'host:port', 'IP' or 'IP:port'. None by default; "
+        "loopback, private and link-local addresses stay blocked unless listed as IPs.",
+    ).tag(config=True)
+    memory_limit_mb = Int(1024, help="Memory for the sandbox: WebAssembly memory and the JS heap, each, in MiB.").tag(
+        config=True
+    )
+    max_output_bytes = Int(
+        10 << 20,
+        help="Output one cell may send to the frontend (every message, counted with 256 bytes for its envelope, and "
+        "its reply's payload); the rest is dropped with a notice.",
+    ).tag(config=True)
+    trust_output = Bool(
+        False,
+        help="Send the guest's output unchanged, JavaScript and scripts in HTML included. Only for code you trust: "
+        "JupyterLab runs such output with the rights of your Jupyter session.",
+    ).tag(config=True)
+    packages = List(
+        Unicode(),
+        help="Packages installed in the sandbox at every start, e.g. ['six', 'attrs==23.2']: resolved on the host "
+        "(pip, or SandboxKernel.wheelhouse); pure-Python or Pyodide wheels only.",
+    ).tag(config=True)
+    wheelhouse = Unicode(
+        None, allow_none=True, help="A local folder of wheels to resolve `packages` from (offline)."
+    ).tag(config=True)
+    pyodide_index = Unicode(
+        help="Where Pyodide's compiled packages (numpy, ...) come from: an http(s) URL, a file:// URL or a local "
+        "folder, each with its pyodide-lock.json (without one, Pyodide's own lock names the files). "
+        "Default: the CDN of the pinned Pyodide version."
+    ).tag(config=True)
+    spare_sandbox = Enum(
+        ["auto", True, False],
+        default_value="auto",
+        help="Keep a second, pre-warmed sandbox so that a restart takes ~0.1 s instead of ~0.4 s, at the cost of a "
+        "second Deno process (~150 MiB PSS). 'auto': from the start when cell_timeout is set (timeouts restart), "
+        "otherwise from the first restart or checkpoint on (%checkpoint, the agent API's checkpoint()/fork(), the "
+        "MCP tool; a restore is a restart); True/False: always/never.",
+    ).tag(config=True)
+    max_checkpoint_bytes = Int(
+        512 << 20, help="Largest session state %checkpoint may save (and %restore read back), in bytes."
+    ).tag(config=True)
+    max_checkpoints = Int(
+        20, help="Named checkpoints one kernel keeps (%checkpoint NAME; reusing a name replaces that one)."
+    ).tag(config=True)
+    use_snapshot = Bool(
+        True,
+        help="Start sandboxes from a memory snapshot of Python with IPython loaded (built once, cached per version).",
+    ).tag(config=True)
+    auto_load_packages = Bool(
+        True, help="Load Pyodide packages that a cell imports before it runs (as Pyodide's loadPackagesFromImports)."
+    ).tag(config=True)
+    skills = List(
+        Unicode(),
+        help="Skills the guest may call, by name or import path: a shipped example ('TimeSkill', 'KeyValueSkill', "
+        "'SignerSkill'), 'package.module.Class' or 'package.module' (its ...Skill classes). None by default.",
+    ).tag(config=True)
+    skills_path = Unicode(
+        None,
+        allow_none=True,
+        help="A folder of skill files: every *.py in it, classes named ...Skill. Relative to the kernel's working "
+        "folder; refused where guest code can write (inside an rw mount, or with working_folder='rw').",
+    ).tag(config=True)
+    load_skill_entry_points = Bool(
+        False, help="Also load skills that installed packages publish (entry-point group sandbox_kernel.skills)."
+    ).tag(config=True)
+    skill_policy = Dict(
+        value_trait=Unicode(),
+        help="Per 'Skill' or 'Skill.method': 'allow' (default), 'deny' or 'ask' (ask the person via stdin).",
+    ).tag(config=True)
+    skill_approver = Unicode(
+        "", help="Import path of a callable(skill, method, args, kwargs) -> True/'once'/'always'/False for 'ask'."
+    ).tag(config=True)
+    skill_timeout = Float(30.0, help="Seconds one skill call may take on the host.").tag(config=True)
+    skill_max_bytes = Int(1 << 20, help="Largest skill arguments or result, in bytes of JSON.").tag(config=True)
+    audit_log = Unicode(
+        help="JSON-lines file that records every skill call and every cell's metrics ('' to disable)."
+    ).tag(config=True)
+    working_folder = Enum(
+        ("off", "ro", "rw"),
+        "off",
+        help="Mount the kernel's working folder (in JupyterLab: the notebook's folder) at /work, read-only ('ro') or "
+        "read-write ('rw'), and make it the guest's working folder, so that open('data.csv') finds the file next "
+        "to the notebook. 'off': the guest sees no host file unless `mounts` names it. Never your home folder or / "
+        "(put the notebook in a project folder); secret folders in it (.ssh, .env, ...) stay hidden.",
+    ).tag(config=True)
+    os_sandbox = Enum(
+        MODES,
+        "auto",
+        help="OS confinement of the sandbox process behind Deno's permissions (Linux): 'auto' uses every layer "
+        "available and logs which; 'required' refuses to start when one of os_layers is missing; 'off' uses none.",
+    ).tag(config=True)
+    os_layers = List(
+        Enum(LAYERS),
+        list(LAYERS),
+        help="The OS layers os_sandbox applies: 'namespaces' (user, IPC, UTS and, without allow_net, network), "
+        "'landlock' (files, TCP ports, signals), 'seccomp' (dangerous system calls, new processes).",
+    ).tag(config=True)
+
+    @default("pyodide_index")
+    def _default_pyodide_index(self) -> str:
+        return packages.default_pyodide_index()
+
+    @default("audit_log")
+    def _default_audit_log(self) -> str:
+        return str(Path(jupyter_data_dir()) / "sandbox-kernel" / "audit.jsonl")
+
+    @validate("cell_timeout", "interrupt_grace", "start_timeout", "skill_timeout")
+    def _positive_seconds(self, proposal: Any) -> Any:
+        value = proposal["value"]
+        if value is not None and value <= 0:
+            name = proposal["trait"].name
+            raise TraitError(f"SandboxKernel.{name} must be a positive number of seconds, got {value!r}")
+        return value
+
+
+@dataclass
+class Resolved:
+    """What the settings resolve to, and every problem with them (empty: the kernel may start sandboxes)."""
+
+    mounts: list[mounts.Mount]
+    skills: SkillService
+    image_hosts: list[str]  # allow_net's hosts: output may load images from them
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def error(self) -> str:
+        """The whole message a user sees while the settings are wrong ('' when they are fine)."""
+        if not self.problems:
+            return ""
+        listed = "\n".join(f"- {problem}" for problem in self.problems)
+        return (
+            "the kernel's settings are wrong, so no code runs until they are fixed and the kernel is restarted:\n"
+            f"{listed}"
+        )
+
+
+def resolve(settings: SandboxSettings, cwd: Path, config_files: list[str]) -> Resolved:
+    """Check and resolve the settings once; nothing from a folder the guest may write is loaded."""
+    problems: list[str] = []
+    found: list[mounts.Mount] = []
+    try:
+        found = mounts.parse_all(mount_specs(settings, cwd), cwd, dict(settings.mount_limits))
+    except mounts.MountError as exc:
+        problems.append(f"SandboxKernel.mounts, mount_limits or working_folder: {exc}")
+    # Before any skill is imported: nothing the kernel loads may lie where guest code can write.
+    problems += host_place_problems(settings, found, cwd, config_files)
+    try:
+        skills = load_skills(settings) if not problems else no_skills(settings)
+    except TraitError as exc:
+        problems.append(str(exc))
+        skills = no_skills(settings)
+    allowed: list[str] = []
+    try:
+        allowed, _ = netpolicy.deno_flags(list(settings.allow_net))
+        problems += [f"SandboxKernel.allow_net: {p}" for p in netpolicy.private_resolutions(allowed)]
+    except netpolicy.NetPolicyError as exc:
+        problems.append(f"SandboxKernel.allow_net: {exc}")
+    image_hosts = [netpolicy.split_entry(entry)[0] for entry in allowed]
+    return Resolved(found, skills, image_hosts, problems)
+
+
+def mount_specs(settings: SandboxSettings, cwd: Path) -> list[str]:
+    """`mounts`, and the kernel's working folder at WORKING_FOLDER when `working_folder` asks for it."""
+    specs = list(settings.mounts)
+    if settings.working_folder != "off":
+        specs.append(f"{cwd}:{WORKING_FOLDER}:{settings.working_folder}")
+    return specs
+
+
+def load_skills(settings: SandboxSettings) -> SkillService:
+    """The configured skills behind their gatekeeper; a TraitError names what is wrong."""
+    try:
+        found = skill_loader.load_configured(list(settings.skills))
+        if settings.skills_path:
+            found += skill_loader.load_directory(Path(settings.skills_path))
+        if settings.load_skill_entry_points:
+            found += skill_loader.load_entry_points()
+        by_name = skill_loader.by_name(found)
+    except skill_loader.SkillLoadError as exc:
+        raise TraitError(str(exc)) from None
+    problems = check_policy(settings.skill_policy, by_name)
+    if problems:
+        raise TraitError("SandboxKernel.skill_policy: " + "; ".join(problems))
+    try:
+        approver = import_item(settings.skill_approver) if settings.skill_approver else None
+    except (ImportError, ValueError) as exc:
+        raise TraitError(
+            f"SandboxKernel.skill_approver {settings.skill_approver!r} cannot be imported: {exc}"
+        ) from None
+    return SkillService(
+        Gatekeeper(by_name, dict(settings.skill_policy)),
+        AuditLog(Path(settings.audit_log) if settings.audit_log else None),
+        settings.skill_timeout,
+        settings.skill_max_bytes,
+        approver,
+    )
+
+
+def no_skills(settings: SandboxSettings) -> SkillService:
+    """No skill at all (while the settings are wrong)."""
+    return SkillService(Gatekeeper({}, {}), AuditLog(None), settings.skill_timeout, settings.skill_max_bytes, None)
+
+
+def host_place_problems(
+    settings: SandboxSettings, found: list[mounts.Mount], cwd: Path, config_files: list[str]
+) -> list[str]:
+    """Mounts that would show guest code the kernel's secrets or let it change what the host runs."""
+    problems = []
+    if settings.working_folder != "off":
+        problem = host_places.working_folder_problem(cwd)
+        if problem:
+            problems.append(f"SandboxKernel.working_folder: {problem}")
+    extra = [host_places.Place(Path(p).resolve(), "a configuration file the kernel loaded") for p in config_files]
+    for name, value in (("skills_path", settings.skills_path), ("wheelhouse", settings.wheelhouse)):
+        if value:
+            extra.append(host_places.Place(Path(value).resolve(), f"SandboxKernel.{name}"))
+    local_index = host_places.local_folder(settings.pyodide_index)
+    if local_index is not None:
+        extra.append(host_places.Place(local_index, "SandboxKernel.pyodide_index"))
+    if settings.audit_log:
+        extra.append(host_places.Place(Path(settings.audit_log).resolve(), "the audit log", secret=True))
+    places = host_places.kernel_places(extra)
+    problems += [f"SandboxKernel.mounts or working_folder: {p}" for p in host_places.mount_problems(found, places)]
+    return problems
+
+
+def guest_config(settings: SandboxSettings, resolved: Resolved) -> dict[str, Any]:
+    """What the guest needs to know to explain its limits (no host paths, no secrets)."""
+    return {
+        "skills": skill_loader.catalog(resolved.skills.gatekeeper.skills),
+        "max_bytes": settings.skill_max_bytes,
+        "mounts": mounts.guest_config(resolved.mounts),
+        "allow_net": list(settings.allow_net),
+        "memory_limit_mb": settings.memory_limit_mb,
+        "auto_load_packages": settings.auto_load_packages,
+        "cwd": WORKING_FOLDER if settings.working_folder != "off" else None,
+    }

@@ -1,0 +1,151 @@
+"""Launching sandboxes: provision what one needs on the host (Pyodide, the guest's wheels, `packages`, the Pyodide
+index), start the process, and report its OS layers; the kernel's pool calls `launch()` for every new sandbox."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from sandbox_kernel import paths
+from sandbox_kernel.packages import index as packages
+from sandbox_kernel.packages.checks import PackageError
+from sandbox_kernel.sandbox import provision
+from sandbox_kernel.sandbox.oslayers.report import describe as describe_layers
+from sandbox_kernel.sandbox.process import SandboxOptions, SandboxProcess, SandboxStartError
+
+Configure = Callable[[SandboxProcess], Awaitable[None]]  # the kernel's first request to a started sandbox
+Say = Callable[[str], None]  # a line for the person who started the kernel (stderr)
+
+
+@dataclass
+class LaunchSettings:
+    """What launching needs of the kernel's settings."""
+
+    options: SandboxOptions  # every field but the provisioned ones (filled per launch)
+    pyodide_index: str
+    packages: list[str] = field(default_factory=list)
+    wheelhouse: str | None = None
+    settings_error: Callable[[], str] = lambda: ""  # non-empty: no sandbox may start (the settings are wrong)
+
+
+class SandboxLauncher:
+    """Starts configured sandboxes, and keeps what the latest one reported (its guest's facts, its OS layers)."""
+
+    def __init__(self, settings: LaunchSettings, configure: Configure, log: logging.Logger, say: Say) -> None:
+        self.settings = settings
+        self._configure = configure
+        self.log = log
+        self._say = say
+        self.guest_info: dict[str, Any] = {}  # what the latest sandbox's guest reported at its start
+        self.os_report: dict[str, Any] = {}  # the OS layers of the latest sandbox (oslayers.launch)
+        self.layers_known = asyncio.Event()  # the first sandbox's launcher has reported
+        self.pyodide_index: packages.PyodideIndex | None = None
+        self._pyodide_verified = False  # the cached Pyodide's contents were checked by this kernel process
+        self._pyodide_lock = asyncio.Lock()
+        self._snapshot_task: asyncio.Task[Path] | None = None
+
+    async def launch(self) -> SandboxProcess:
+        """A started and configured sandbox (not yet the kernel's current one).
+
+        A start that fails is often a damaged cache: the Pyodide files' contents are checked then, and
+        when they were damaged (and could be fetched again) the start is tried once more.
+        """
+        try:
+            return await self._launch_once()
+        except SandboxStartError:
+            problems = await asyncio.to_thread(provision.pyodide_problems, True)
+            if not problems:
+                raise
+        try:
+            await self._ensure_pyodide(thorough=True, problems=problems)
+        except provision.ProvisionError as exc:
+            raise SandboxStartError(str(exc)) from None
+        return await self._launch_once()
+
+    async def _launch_once(self) -> SandboxProcess:
+        error = self.settings.settings_error()
+        if error:  # only completion, inspection, is_complete get here: a cell answers with the error first
+            raise SandboxStartError(error)
+        try:
+            options = await self._provisioned()
+        except (PackageError, provision.ProvisionError) as exc:
+            raise SandboxStartError(str(exc)) from None
+        except Exception as exc:  # a bug or a damaged file we do not check: the user still gets a reply
+            self.log.exception("preparing the sandbox failed")
+            raise SandboxStartError(f"preparing the sandbox failed: {type(exc).__name__}: {exc}") from None
+        sandbox = SandboxProcess(options, self.log, self._say, on_layers=self._log_os_layers)
+        try:
+            self.guest_info = await sandbox.start()
+            self._check_snapshot(sandbox)
+            await self._configure(sandbox)
+        except BaseException:
+            await sandbox.kill("its start failed")
+            raise
+        return sandbox
+
+    async def _provisioned(self) -> SandboxOptions:
+        """The sandbox's options with Pyodide, the guest's wheels, `packages` and the Pyodide index provisioned on
+        the host (cached)."""
+        pyodide_dir = await self._ensure_pyodide(thorough=not self._pyodide_verified)
+        self._pyodide_verified = True
+        guest_site = await provision.ensure_guest_site(self._say)
+        index = await self._index()
+        extra_wheels: list[Path] = []
+        extra_read = [index.cache]
+        if self.settings.packages:
+            wheelhouse = Path(self.settings.wheelhouse) if self.settings.wheelhouse else None
+            folder, extra_wheels = await packages.preinstall_wheels(
+                list(self.settings.packages), wheelhouse, self._say, index.abi_version
+            )
+            extra_read.insert(0, folder)
+        return replace(
+            self.settings.options,
+            pyodide_dir=pyodide_dir,
+            guest_site=guest_site,
+            extra_wheels=extra_wheels,
+            extra_read=extra_read,
+            pyodide_lock=index.lock_text,
+            pyodide_packages=index.cache,
+        )
+
+    async def _index(self) -> packages.PyodideIndex:
+        """SandboxKernel.pyodide_index, read once per kernel."""
+        if self.pyodide_index is None:
+            source = self.settings.pyodide_index
+            digest = hashlib.sha256(source.encode()).hexdigest()[:12]
+            cache = paths.cache_dir() / "pyodide-packages" / paths.pyodide_version() / digest
+            bundled = paths.pyodide_dir(provision.deno_dir()) / "pyodide-lock.json"
+            self.pyodide_index = await asyncio.to_thread(packages.PyodideIndex, source, cache, bundled)
+            await asyncio.to_thread(cache.mkdir, parents=True, exist_ok=True)
+            for note in self.pyodide_index.notes:
+                self.log.warning("SandboxKernel.pyodide_index: %s; using Pyodide's own lock file", note)
+        return self.pyodide_index
+
+    async def _ensure_pyodide(self, thorough: bool, problems: list[str] | None = None) -> Path:
+        """The cached Pyodide, checked (contents too with `thorough`) and fetched again if damaged; one at a time."""
+        async with self._pyodide_lock:
+            return await provision.ensure_pyodide(self._say, thorough, problems)
+
+    def _log_os_layers(self, report: dict[str, Any]) -> None:
+        """Log the layers once per kernel, and again only when they change (warning when any is missing)."""
+        self.layers_known.set()
+        if report == self.os_report:
+            return
+        self.os_report = report
+        log = self.log.warning if report.get("missing") else self.log.info
+        log("%s", describe_layers(report))
+
+    def _check_snapshot(self, sandbox: SandboxProcess) -> None:
+        """Build the start-up snapshot in the background if this start could not use one."""
+        if not self.settings.options.use_snapshot or self.guest_info.get("snapshot") or self._snapshot_task:
+            return
+        if sandbox.snapshot is not None:
+            self.log.warning("the start-up snapshot %s could not be restored; rebuilding it", sandbox.snapshot)
+            provision.drop_snapshot()
+        self._snapshot_task = asyncio.get_event_loop().create_task(provision.build_snapshot(self._say))
+        self._snapshot_task.add_done_callback(lambda t: t.cancelled() or t.exception())

@@ -1,0 +1,1 @@
+"""In-process tests: the real SandboxKernel with a fake sandbox behind it."""
