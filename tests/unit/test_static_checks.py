@@ -1,6 +1,7 @@
 """Static checks, so that CI fails on a lint, format or type error in either language.
 
-ruff (lint and format) over the repository, mypy over kernel/, and deno check, lint, fmt and test over host_ts/.
+ruff (lint and format) over the repository, mypy over kernel/ and the guest glue (host_ts/guest, with the stubs
+in host_ts/guest_stubs), and deno check, lint, fmt and test over host_ts/.
 """
 
 from __future__ import annotations

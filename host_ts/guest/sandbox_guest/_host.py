@@ -6,7 +6,7 @@ import base64
 import contextvars
 import itertools
 import json
-from typing import Any
+from typing import Any, SupportsIndex
 
 from ._protocol import Event, Kind
 from .cleantb import CleanTraceback
@@ -17,7 +17,7 @@ _js: Any = None  # the worker's `_sandbox_host` JS module, bound by attach() aft
 def attach() -> None:
     """Bind to the worker's JS functions (they cannot live in the memory snapshot)."""
     global _js
-    import _sandbox_host  # type: ignore[import-not-found]
+    import _sandbox_host
 
     _js = _sandbox_host
 
@@ -109,7 +109,7 @@ class Interrupted(CleanTraceback, KeyboardInterrupt):
 Interrupted.__name__ = Interrupted.__qualname__ = "KeyboardInterrupt"
 
 
-def sleep(seconds: float) -> None:
+def sleep(seconds: float | SupportsIndex) -> None:
     """Sleep without burning CPU; an interrupt raises KeyboardInterrupt."""
     __tracebackhide__ = True
     flush_streams()

@@ -62,7 +62,7 @@ def _getpass(prompt: str = "Password: ", stream: Any = None) -> str:
     return _input(prompt, password=True)
 
 
-def _no_system(command: str) -> int:
+def _no_system(command: object) -> int:
     __tracebackhide__ = True
     from .shell import no_shell
 
@@ -185,11 +185,11 @@ async def _execute(req: dict[str, Any]) -> dict[str, Any]:
         reply: dict[str, Any] = {"status": "ok"}
         reply["user_expressions"] = shell.user_expressions(req.get("user_expressions") or {})
     else:
-        error = shell.last_error
-        if error is None:
-            exc = result.error_in_exec or result.error_before_exec
-            error = {"ename": type(exc).__name__, "evalue": str(exc), "traceback": []}
-        reply = {"status": "error", **error, "user_expressions": {}}
+        failure = shell.last_error
+        if failure is None:
+            raised = result.error_in_exec or result.error_before_exec
+            failure = {"ename": type(raised).__name__, "evalue": str(raised), "traceback": []}
+        reply = {"status": "error", **failure, "user_expressions": {}}
     reply["payload"] = shell.payload_manager.read_payload()
     shell.payload_manager.clear_payload()
     return reply

@@ -25,7 +25,7 @@ import types
 from collections.abc import Iterator
 from typing import Any
 
-import cloudpickle  # type: ignore[import-untyped]
+import cloudpickle
 
 from . import _host
 

@@ -130,7 +130,7 @@ class Device:
         reply = _host.request({"type": Event.SKILL_CALL, "skill": skill, "method": method, **payload})
         if isinstance(reply, dict) and "value" in reply:
             return _decode(reply["value"])
-        error = reply.get("error", {}) if isinstance(reply, dict) else {}
+        error: Any = reply.get("error", {}) if isinstance(reply, dict) else {}  # the kernel's JSON
         cls = _ERRORS.get(error.get("type"), SkillError)
         raise cls(str(error.get("message", "the skill call failed")), str(error.get("exception", "")))
 

@@ -13,7 +13,7 @@ from . import _host
 class BridgeDisplayPublisher(DisplayPublisher):
     """display(), update_display and clear_output, as Jupyter messages."""
 
-    def publish(  # type: ignore[override]
+    def publish(
         self,
         data: dict[str, Any],
         metadata: dict[str, Any] | None = None,

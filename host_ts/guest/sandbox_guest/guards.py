@@ -265,7 +265,8 @@ def _guard_fetch() -> None:
                 raise blocked_url(url, exc) from None
             raise
 
-    pyodide.http.pyfetch = pyfetch
+    # The wrapper takes the URL as a string; given a JS Request, a refusal's message cannot be made (urlsplit fails).
+    pyodide.http.pyfetch = pyfetch  # type: ignore[assignment]
 
 
 def _guard_urllib() -> None:

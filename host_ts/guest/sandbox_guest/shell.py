@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from IPython.core import error, page
 from IPython.core.interactiveshell import InteractiveShell
@@ -13,6 +13,9 @@ from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 from . import _host
 from .cleantb import CleanTraceback
 from .display import BridgeDisplayHook, BridgeDisplayPublisher
+
+if TYPE_CHECKING:
+    from IPython.core.payload import PayloadManager
 
 
 class ShellUnavailableError(RuntimeError):
@@ -61,7 +64,7 @@ class NoShellMagics(Magics):
     def system(self, line: str, cell: str) -> None:
         self._refuse("%system", line)
 
-    @line_magic("system")
+    @line_magic("system")  # type: ignore[arg-type]  # IPython types the named form as a union; it is a decorator
     def system_line(self, line: str) -> None:
         self._refuse("system", line)
 
@@ -103,6 +106,7 @@ class StdinNotImplementedError(CleanTraceback, error.StdinNotImplementedError):
 class SandboxShell(InteractiveShell):
     """InteractiveShell whose output goes to the kernel over the bridge."""
 
+    payload_manager: PayloadManager  # an annotation only (IPython's trait may be None; InteractiveShell makes one)
     last_error: dict[str, Any] | None = None
     interrupt_requested = False
     allow_stdin = False  # whether the current request's frontend answers prompts
@@ -151,7 +155,7 @@ class SandboxShell(InteractiveShell):
         data = strng if isinstance(strng, dict) else {"text/plain": strng}
         self.payload_manager.write_payload({"source": "page", "data": data, "start": max(0, start)})
 
-    def excepthook(self, etype: type, value: BaseException, tb: Any) -> None:  # type: ignore[override]
+    def excepthook(self, etype: type, value: BaseException, tb: Any) -> None:
         """Silent: Pyodide calls sys.excepthook whenever a Python error crosses into JavaScript.
 
         That happens on the way out of `run_sync` (as in `%pip install`), where the error is then
@@ -182,9 +186,9 @@ class SandboxShell(InteractiveShell):
     def system_raw(self, cmd: str) -> None:
         raise no_shell(f"!{cmd}")
 
-    system = system_piped  # type: ignore[assignment]
+    system = system_piped
 
-    def getoutput(self, cmd: str, split: bool = True, depth: int = 0) -> None:  # type: ignore[override]
+    def getoutput(self, cmd: str, split: bool = True, depth: int = 0) -> None:
         raise no_shell(f"!!{cmd}")
 
     def enable_gui(self, gui: str | None = None) -> None:

@@ -20,7 +20,7 @@ class _TextStream(io.TextIOBase):
         return self._name
 
     @property
-    def encoding(self) -> str:
+    def encoding(self) -> str:  # type: ignore[override]  # read-only here; typeshed declares io's a plain attribute
         return "utf-8"
 
     def isatty(self) -> bool:
@@ -67,7 +67,8 @@ class InputStream(_TextStream):
         """A new cell: what was not read is gone, and an EOF seen before no longer holds."""
         self._line, self._eof = "", False
 
-    def readline(self, size: int | None = -1) -> str:
+    # typeshed's io.TextIOBase also inherits IOBase's bytes readline; a text stream's returns str
+    def readline(self, size: int | None = -1) -> str:  # type: ignore[override]
         if not self._line and not self._eof:
             try:
                 self._line = self._ask() + "\n"

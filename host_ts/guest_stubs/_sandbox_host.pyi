@@ -1,0 +1,22 @@
+"""The worker's JS functions for the guest (the `host` object in worker.ts, registered as `_sandbox_host`).
+
+`rid` is the kernel request the output belongs to (0: the one being served). JS `undefined` arrives as None.
+"""
+
+def write(kind: int, text: str, rid: int = ..., /) -> None:
+    """Stream text (kind 1: stdout, 2: stderr)."""
+
+def emit(json: str, rid: int = ..., /) -> bool:
+    """One JSON event; False when it is larger than the kernel's event limit (nothing sent)."""
+
+def send_blob(buffer: memoryview | bytes, rid: int = ..., /) -> bool:
+    """Bytes, unparsed (a checkpoint's part); False when larger than the event limit (nothing sent)."""
+
+def wait_reply(n: int, /) -> str | None:
+    """Block until the kernel answers request `n` (its JSON); None when interrupted."""
+
+def take_refusal() -> str | None:
+    """Why the supervisor refused the last change to a read-write mount (once), or None."""
+
+def sleep(ms: float, /) -> bool:
+    """Sleep without spinning; True when an interrupt cut it short."""

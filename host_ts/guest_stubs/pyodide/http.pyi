@@ -1,0 +1,6 @@
+from typing import Any
+
+class FetchResponse:
+    def __getattr__(self, name: str) -> Any: ...
+
+async def pyfetch(request: Any, /, *, signal: Any = None, fetcher: Any = None, **kwargs: Any) -> FetchResponse: ...

@@ -1,0 +1,6 @@
+"""Pyodide's `pyodide_js` module: the JS `pyodide` API object (only what the guest glue uses)."""
+
+from typing import Any
+
+async def loadPackage(names: Any, options: Any = ..., /) -> Any: ...
+def __getattr__(name: str) -> Any: ...

@@ -1,0 +1,354 @@
+"""The guards (sandbox_guest.guards): errors that say what the sandbox allows, and the host's reasons in them."""
+
+from __future__ import annotations
+
+import asyncio
+import builtins
+import io
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import urllib.request
+from pathlib import Path
+
+import pytest
+from sandbox_guest import guards
+
+from guest_glue.fake_host import GUEST_DIR
+
+ROOTS = (
+    "Host folders visible here (SandboxKernel.mounts): readable: /data, /out, /work; writable: /out, /work. "
+    "The sandbox's own scratch space (in memory, lost on restart): /tmp, /home/pyodide."
+)
+
+
+@pytest.fixture
+def limits(monkeypatch: pytest.MonkeyPatch) -> guards.Limits:
+    """A read-only /data, a size-limited /out and a plain read-write /work; the sandbox's own top-level folders."""
+    mounts = [
+        {"guest": "/data", "writable": False},
+        {"guest": "/out", "writable": True, "limited": True},
+        {"guest": "/work", "writable": True},
+    ]
+    own = ("data", "dev", "home", "lib", "out", "proc", "share", "tmp", "usr", "work")
+    new = guards.Limits(mounts=mounts, allow_net=["example.org:443"], memory_limit_mb=512, own_roots=own)
+    monkeypatch.setattr(guards, "LIMITS", new)
+    return new
+
+
+def refused(path, writing=False) -> str:
+    with pytest.raises(PermissionError) as caught:
+        guards.check_path(path, writing)
+    assert caught.value.errno == 13
+    assert isinstance(caught.value, guards.PermissionError)
+    return f"{caught.value.filename}: {caught.value.strerror}"
+
+
+def test_writing_to_a_read_only_mount_names_it_and_the_roots(limits):
+    assert refused("/data/in.txt", writing=True) == f"/data/in.txt: /data is a read-only mount. {ROOTS}"
+    assert refused(b"/data/sub/../x", writing=True) == f"/data/x: /data is a read-only mount. {ROOTS}"
+    guards.check_path("/data/in.txt", False)  # reading is allowed
+    guards.check_path(Path("/out/new.txt"), True)
+    guards.check_path("/work", True)
+
+
+def test_a_host_path_is_not_in_the_sandbox(limits):
+    assert refused("/etc/passwd") == f"/etc/passwd: '/etc/passwd' is not in the sandbox: the host's files are not visible here. {ROOTS}"  # fmt: skip
+    assert refused("/out/../etc/passwd", True).startswith("/etc/passwd: '/etc/passwd' is not in the sandbox")
+    assert refused("/database").startswith("/database: '/database' is not in the sandbox")  # not under /data
+    for allowed in ("/", "/tmp/x", "/home/pyodide/y", 3):
+        guards.check_path(allowed, True)
+
+
+def test_relative_paths_are_judged_from_the_working_folder(limits, monkeypatch):
+    monkeypatch.setattr(os, "getcwd", lambda: "/data/sub")
+    assert refused("x.txt", writing=True) == f"/data/sub/x.txt: /data is a read-only mount. {ROOTS}"
+    monkeypatch.setattr(os, "getcwd", lambda: "/home/pyodide")
+    guards.check_path("x.txt", True)
+
+
+def test_before_install_nothing_is_refused_for_being_outside(monkeypatch):
+    monkeypatch.setattr(guards, "LIMITS", guards.Limits())
+    guards.check_path("/etc/passwd", True)
+    assert "readable: none; writable: none" in guards.roots_text()
+
+
+@pytest.mark.parametrize(
+    ("event", "args", "message"),
+    [
+        ("open", ("/data/a", "w", 0), "/data is a read-only mount"),
+        ("open", ("/data/a", "rb+", 0), "/data is a read-only mount"),
+        ("open", ("/data/a", None, os.O_WRONLY | os.O_CREAT), "/data is a read-only mount"),
+        ("open", ("/etc/shadow", "r", os.O_RDONLY), "'/etc/shadow' is not in the sandbox"),
+        ("os.remove", ("/data/a", -1), "/data is a read-only mount"),
+        ("os.rename", ("/out/a", "/data/b", -1, -1), "/data is a read-only mount"),
+        ("os.symlink", ("/etc", "/out/etc", -1), "'/etc' is not in the sandbox"),
+        ("shutil.copyfile", ("/out/a", "/data/b"), "/data is a read-only mount"),
+        ("shutil.copyfile", ("/etc/hosts", "/out/b"), "'/etc/hosts' is not in the sandbox"),
+        ("os.listdir", ("/etc",), "'/etc' is not in the sandbox"),
+        ("os.scandir", (b"/root",), "'/root' is not in the sandbox"),
+    ],
+)
+def test_the_audit_hook_refuses(limits, event, args, message):
+    with pytest.raises(PermissionError, match=message):
+        guards._audit(event, args)
+
+
+@pytest.mark.parametrize(
+    ("event", "args"),
+    [
+        ("open", ("/data/a", "r", os.O_RDONLY)),
+        ("open", (None, "r", 0)),  # an open file descriptor
+        ("open", (5, "w", os.O_WRONLY)),
+        ("shutil.copyfile", ("/data/a", "/out/b")),
+        ("os.listdir", (4,)),
+        ("os.remove", (7, -1)),
+        ("socket.connect", ("/etc/x",)),  # not a file event
+    ],
+)
+def test_the_audit_hook_lets_pass(limits, event, args):
+    guards._audit(event, args)
+
+
+def test_explained_puts_the_host_reason_in_the_same_kind_of_error(host):
+    host.refusals = ["/out/big.bin would be over 1 MiB (SandboxKernel.mount_limits)"]
+    error = guards.explained(builtins.PermissionError(13, "Permission denied", "/out/big.bin"))
+    assert isinstance(error, guards.PermissionError)
+    assert (error.errno, error.strerror, error.filename) == (
+        13, "/out/big.bin would be over 1 MiB (SandboxKernel.mount_limits)", "/out/big.bin"
+    )  # fmt: skip
+    host.refusals = ["no .exe files on /out"]
+    error = guards.explained(builtins.OSError(27, "File too large", "/out/x.exe"))
+    assert type(error) is guards.OSError
+    assert (error.errno, error.strerror, error.filename) == (27, "no .exe files on /out", "/out/x.exe")
+
+
+def test_explained_without_a_refusal_is_the_error_itself(host):
+    original = builtins.OSError(5, "I/O error")
+    assert guards.explained(original) is original
+
+
+class RefusingFile:
+    """A file on a mount whose writes the host refuses (it leaves its reason, then the call fails)."""
+
+    def __init__(self, host, reason: str) -> None:
+        self.host, self.reason, self.closed, self.lines = host, reason, False, ["a\n", "b\n"]
+
+    def write(self, data):
+        self.host.refusals.append(self.reason)
+        raise builtins.OSError(27, "File too large")
+
+    def close(self):
+        self.closed = True
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.host.refusals.append(self.reason)
+        raise builtins.OSError(27, "File too large")
+
+    def __iter__(self):
+        return iter(self.lines)
+
+
+def test_explained_file_raises_the_fresh_reason_not_a_stale_one(host):
+    host.refusals = ["stale: an earlier refusal nobody read"]
+    file = guards.ExplainedFile(RefusingFile(host, "over the 10 byte limit"))
+    with pytest.raises(guards.OSError, match="over the 10 byte limit") as caught:
+        file.write("x" * 20)
+    assert caught.value.__suppress_context__  # shown without the original error
+    assert file.lines == ["a\n", "b\n"]  # other attributes pass through
+    assert list(file) == ["a\n", "b\n"]
+    file.close()
+    assert file.closed
+
+
+def test_explained_file_explains_a_refusal_on_closing_a_with_block(host):
+    with pytest.raises(guards.OSError, match="over quota"):
+        with guards.ExplainedFile(RefusingFile(host, "over quota")) as file:
+            assert isinstance(file, guards.ExplainedFile)
+
+
+def test_explain_wraps_an_os_function(host):
+    def mkdir(path, mode=0o777):
+        """Make a folder."""
+        if path == "/out/refused":
+            host.refusals.append("folders named 'refused' are not allowed here")
+            raise builtins.PermissionError(13, "Permission denied", path)
+        return f"made {path}"
+
+    wrapped = guards._explain(mkdir)
+    assert (wrapped.__name__, wrapped.__doc__, wrapped.__wrapped__) == ("mkdir", "Make a folder.", mkdir)
+    assert wrapped("/out/ok", mode=0o700) == "made /out/ok"
+    with pytest.raises(guards.PermissionError, match="folders named 'refused' are not allowed here"):
+        wrapped("/out/refused")
+
+
+def test_guard_os_wraps_the_functions_that_change_files(host, monkeypatch):
+    for name in guards._EXPLAINED_OS:
+        if hasattr(os, name):
+            monkeypatch.setattr(os, name, getattr(os, name))  # put back after the test
+    originals = {name: getattr(os, name) for name in guards._EXPLAINED_OS if hasattr(os, name)}
+    guards._guard_os()
+    for name, original in originals.items():
+        assert getattr(os, name).__wrapped__ is original
+
+
+def test_missing_file_hint(limits, monkeypatch):
+    monkeypatch.setattr(os, "getcwd", lambda: "/home/pyodide")
+    hint = guards.missing_file_hint("data.csv")
+    assert hint is not None
+    assert hint.startswith("The sandbox's working folder is /home/pyodide, its own (host files are not there).")
+    assert "SandboxKernel.working_folder = 'ro'" in hint
+    assert "SandboxKernel.mounts = ['host_folder:/data'], then open('/data/...')" in hint
+    assert guards.missing_file_hint(Path("sub/data.csv")) == hint
+    assert guards.missing_file_hint("/home/pyodide/data.csv") is None  # absolute: an ordinary miss
+    assert guards.missing_file_hint(b"data.csv") is None
+    assert guards.missing_file_hint(3) is None
+    monkeypatch.setattr(os, "getcwd", lambda: "/work/notebooks")  # the working folder is a host folder
+    assert guards.missing_file_hint("data.csv") is None
+
+
+@pytest.fixture
+def guarded_open(host, monkeypatch):
+    """guards._guard_open applied (builtins.open, io.open and IPython's io_open put back after the test)."""
+    import IPython.core.interactiveshell as ipython_shell
+
+    monkeypatch.setattr(builtins, "open", builtins.open)
+    monkeypatch.setattr(io, "open", io.open)
+    monkeypatch.setattr(ipython_shell, "io_open", ipython_shell.io_open)
+
+    def apply():
+        guards._guard_open()
+        assert io.open is builtins.open is ipython_shell.io_open
+        return builtins.open
+
+    return apply
+
+
+def test_open_of_a_missing_relative_file_says_where_the_sandbox_looks(limits, guarded_open, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    guarded = guarded_open()
+    with pytest.raises(FileNotFoundError) as caught:
+        guarded("data.csv")
+    assert caught.value.filename == "data.csv"
+    assert caught.value.strerror.startswith(f"No such file or directory. The sandbox's working folder is {tmp_path}")
+    with pytest.raises(FileNotFoundError) as caught:
+        guarded(str(tmp_path / "data.csv"))
+    assert caught.value.strerror == "No such file or directory"
+
+
+def test_open_for_writing_on_a_limited_mount_explains_refusals(host, guarded_open, tmp_path, monkeypatch):
+    out, work = tmp_path / "out", tmp_path / "work"
+    out.mkdir(), work.mkdir()
+    mounts = [{"guest": str(out), "writable": True, "limited": True}, {"guest": str(work), "writable": True}]
+    monkeypatch.setattr(guards, "LIMITS", guards.Limits(mounts=mounts))
+    guarded = guarded_open()
+    with guarded(out / "a.txt", "w") as file:
+        assert isinstance(file, guards.ExplainedFile)
+        file.write("kept")
+    assert (out / "a.txt").read_text() == "kept"
+    with guarded(out / "a.txt") as file:  # reading: the plain file
+        assert not isinstance(file, guards.ExplainedFile)
+    with guarded(work / "b.txt", "w") as file:  # no limits on /work: nothing to explain
+        assert not isinstance(file, guards.ExplainedFile)
+
+
+def test_open_refused_by_the_host_carries_its_reason(host, guarded_open, monkeypatch):
+    def refusing_open(file, mode="r", *args, **kwargs):
+        host.refusals.append("'.exe' files may not be written to /out (SandboxKernel.mount_limits)")
+        raise builtins.PermissionError(13, "Permission denied", file)
+
+    monkeypatch.setattr(io, "open", refusing_open)
+    guarded = guarded_open()
+    host.refusals = ["stale"]
+    with pytest.raises(guards.PermissionError, match=r"'\.exe' files may not be written to /out") as caught:
+        guarded("/out/x.exe", "wb")
+    assert caught.value.filename == "/out/x.exe"
+
+
+def test_a_blocked_fetch_names_the_allowed_hosts(limits, fake_pyodide):
+    guards._guard_fetch()
+    pyfetch = sys.modules["pyodide.http"].pyfetch
+    fake_pyodide.fetch_error = RuntimeError('TypeError: NotCapable: Requires net access to "evil.example:443"')
+    with pytest.raises(PermissionError) as caught:
+        asyncio.run(pyfetch("https://evil.example/x", method="GET"))
+    assert str(caught.value) == (
+        "network access to evil.example is blocked (RuntimeError). Hosts the sandbox may reach "
+        "(SandboxKernel.allow_net): example.org:443. Loopback and private addresses stay blocked unless listed."
+    )
+    fake_pyodide.fetch_error = ValueError("bad header")
+    with pytest.raises(ValueError, match="bad header"):
+        asyncio.run(pyfetch("https://example.org/"))
+    fake_pyodide.fetch_error = None
+    assert asyncio.run(pyfetch("https://example.org/", method="POST")) == {"fetched": "https://example.org/"}
+    assert fake_pyodide.record[-1] == ("pyfetch", "https://example.org/", {"method": "POST"})
+
+
+def test_urllib_says_to_use_pyfetch(limits, monkeypatch):
+    monkeypatch.setattr(urllib.request, "urlopen", urllib.request.urlopen)
+    guards._guard_urllib()
+    with pytest.raises(guards.OSError) as caught:
+        urllib.request.urlopen(urllib.request.Request("https://example.org/data"))
+    assert str(caught.value) == (
+        "urllib cannot open connections in the sandbox (no sockets): use "
+        "`await pyodide.http.pyfetch('https://example.org/data')`. Allowed hosts (SandboxKernel.allow_net): "
+        "example.org:443"
+    )
+
+
+def test_memory_message_names_the_setting(limits):
+    assert guards.memory_message() == (
+        "the sandbox ran out of memory: its limit is SandboxKernel.memory_limit_mb=512 MiB (raise it to allow more)"
+    )
+
+
+INSTALL_CHILD = """
+import builtins, json, os, sys
+sys.path[:0] = [sys.argv[1], sys.argv[2]]
+from guest_glue.fake_host import FakeHost, FakePyodide
+sys.modules.update(FakePyodide().modules())
+sys.modules["_sandbox_host"] = FakeHost()
+from sandbox_guest import _host, guards
+_host.attach()
+guards.install({"mounts": [{"guest": "/data", "writable": False}], "memory_limit_mb": 256})
+first_open = builtins.open
+guards.install({"mounts": [{"guest": "/data", "writable": False}], "allow_net": ["example.org"]})
+seen = {"open_replaced_once": builtins.open is first_open, "own_roots": guards.LIMITS.own_roots,
+        "memory_limit_mb": guards.LIMITS.memory_limit_mb, "allow_net": guards.LIMITS.allow_net}
+for name, attempt in [
+    ("write_ro", lambda: open("/data/new.txt", "w")),
+    ("remove_ro", lambda: os.remove("/data/in.txt")),
+    ("host_path", lambda: os.listdir("/sbk-no-such-top-level-folder")),
+]:
+    try:
+        attempt()
+        seen[name] = "allowed"
+    except PermissionError as exc:
+        seen[name] = [type(exc).__module__, exc.strerror.split(". ")[0]]
+print(json.dumps(seen))
+"""
+
+
+def test_install_guards_every_open_and_change_once(tmp_path):
+    """guards.install for real (its audit hook cannot be removed, so in a child process)."""
+    done = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(INSTALL_CHILD), str(GUEST_DIR), str(Path(__file__).parents[1])],
+        capture_output=True, text=True, timeout=60, cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    seen = json.loads(done.stdout)
+    assert seen.pop("open_replaced_once") is True  # the second install changes the limits, not the guards
+    own_roots = seen.pop("own_roots")
+    assert {"tmp", "home", "lib", "dev", "proc", "share"} <= set(own_roots)
+    assert set(os.listdir("/")) - {""} <= set(own_roots)
+    assert seen == {
+        "memory_limit_mb": 0,
+        "allow_net": ["example.org"],
+        "write_ro": ["sandbox_guest.guards", "/data is a read-only mount"],
+        "remove_ro": ["sandbox_guest.guards", "/data is a read-only mount"],
+        "host_path": ["sandbox_guest.guards", "'/sbk-no-such-top-level-folder' is not in the sandbox: the host's files are not visible here"],
+    }  # fmt: skip

@@ -1,0 +1,171 @@
+"""Packages in the guest (sandbox_guest.pkgs): imports a cell needs, %pip parsing, and the host's answers."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+
+import pytest
+from sandbox_guest import pkgs
+
+
+@pytest.fixture
+def settings(monkeypatch):
+    fresh = {"auto_load": True, "allow_net": []}
+    monkeypatch.setattr(pkgs, "SETTINGS", fresh)
+    return fresh
+
+
+def test_missing_imports_are_the_top_level_modules_not_importable_yet(fake_pyodide, monkeypatch):
+    source = "import json, sbk_absent_a.sub\nfrom sbk_absent_b.x import y\nfrom . import sibling\nimport os.path"
+    assert pkgs.missing_imports(source) == ["sbk_absent_a", "sbk_absent_b"]
+    assert pkgs.missing_imports("import (") == []  # the cell's own compile reports it
+
+
+def test_a_matplotlib_magic_needs_matplotlib(fake_pyodide, monkeypatch):
+    find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: None if name == "matplotlib" else find_spec(name))
+    assert pkgs.missing_imports("get_ipython().run_line_magic('matplotlib', 'inline')\n") == ["matplotlib"]
+    assert pkgs.missing_imports("get_ipython().run_line_magic('time', 'inline')\n") == []
+
+
+def test_load_for_asks_the_host_for_missing_imports_only(host, fake_pyodide, settings):
+    host.answers = [{"value": []}]
+    asyncio.run(pkgs.load_for("import json\nimport sbk_absent"))
+    assert host.events() == [{"type": "load_packages", "imports": ["sbk_absent"], "n": 1}]
+    asyncio.run(pkgs.load_for("import json"))
+    settings["auto_load"] = False  # SandboxKernel.auto_load_packages = False
+    asyncio.run(pkgs.load_for("import sbk_absent"))
+    assert len(host.events()) == 1
+
+
+def test_loaded_packages_are_loaded_with_pyodide_and_say_so(host, fake_pyodide, settings, capsys):
+    host.answers = [{"value": ["demo", "demo-dep"]}]
+    asyncio.run(pkgs.load_packages({"imports": ["demo"]}))
+    calls = [r for r in fake_pyodide.record if r[0] == "loadPackage"]
+    assert len(calls) == 1
+    _, names, options = calls[0]
+    assert names == ["demo", "demo-dep"]
+    assert list(options["<js Object>"]) == ["messageCallback"]  # a JS object, made with js.Object.fromEntries
+    assert capsys.readouterr().out == "Loading demo\n"  # Pyodide's messages are printed
+    proxy = next(r[1] for r in fake_pyodide.record if r[0] == "create_proxy")
+    assert proxy.destroyed
+
+
+def test_nothing_to_load_loads_nothing(host, fake_pyodide, settings):
+    host.answers = [{"value": []}]
+    asyncio.run(pkgs.load_packages({"packages": ["unknown"]}))
+    assert fake_pyodide.record == []
+
+
+@pytest.mark.parametrize(
+    ("answer", "message"),
+    [
+        ({"error": {"type": "PackageError", "message": "numpy is provided by the Pyodide index"}}, "numpy is provided"),
+        ({"error": "not a dict"}, "the host did not answer"),
+        (["not", "a", "dict"], "the host did not answer"),
+    ],
+)
+def test_a_refused_load_raises_package_load_error(host, fake_pyodide, settings, answer, message):
+    host.answers = [answer]
+    with pytest.raises(pkgs.PackageLoadError, match=message) as caught:
+        asyncio.run(pkgs.load_packages({"imports": ["numpy"]}))
+    assert isinstance(caught.value, ImportError)
+
+
+def test_blocked_hosts_of_the_package_index(settings):
+    assert pkgs._blocked_hosts(None) == ["pypi.org:443", "files.pythonhosted.org:443"]
+    settings["allow_net"] = ["pypi.org", "files.pythonhosted.org:443"]
+    assert pkgs._blocked_hosts(None) == []
+    assert pkgs._blocked_hosts(["http://127.0.0.1:8000/simple", "http://mirror.example/simple"]) == [
+        "127.0.0.1:8000", "mirror.example:80"
+    ]  # fmt: skip
+    settings["allow_net"] = ["127.0.0.1:8000"]
+    assert pkgs._blocked_hosts(["http://127.0.0.1:8000/simple"]) == []
+
+
+def test_pip_install_without_network_names_what_to_allow(host, fake_pyodide, settings):
+    host.answers = [{"error": {"type": "PackageError", "message": "not in the Pyodide index"}}]
+    with pytest.raises(pkgs.PackageLoadError, match="not in the Pyodide index"):  # Pyodide's index tried first
+        asyncio.run(pkgs.pip_install(["sbk-demo"]))
+    with pytest.raises(pkgs.PackageLoadError) as caught:
+        asyncio.run(pkgs.pip_install(["sbk-demo"], ["https://mirror.example/simple"]))
+    assert str(caught.value) == (
+        "%pip needs network access to the package index, which the sandbox does not have: allow mirror.example:443 "
+        "in SandboxKernel.allow_net (now: none), or preinstall packages without network with SandboxKernel.packages "
+        "(resolved on the host, optionally from SandboxKernel.wheelhouse)."
+    )
+    assert [e["type"] for e in host.events()] == ["load_packages"]  # a named index is not replaced by Pyodide's
+    assert not [r for r in fake_pyodide.record if r[0] == "micropip.install"]
+
+
+def test_pip_install_from_a_reachable_index_uses_micropip(host, fake_pyodide, settings):
+    settings["allow_net"] = ["pypi.org:443", "files.pythonhosted.org:443"]
+    host.answers = [{"error": {"type": "PackageError", "message": "not in the Pyodide index"}}]
+    asyncio.run(pkgs.pip_install(["sbk-demo==1.0"], pre=True))
+    assert host.events() == [{"type": "load_packages", "packages": ["sbk-demo==1.0"], "n": 1}]
+    assert fake_pyodide.record == [("micropip.install", ["sbk-demo==1.0"], None, True)]
+    asyncio.run(pkgs.pip_install(["other"], ["https://pypi.org/simple"]))
+    assert fake_pyodide.record[-1] == ("micropip.install", ["other"], ["https://pypi.org/simple"], False)
+    assert len(host.events()) == 1  # with a named index, Pyodide's is not asked
+
+
+def test_a_micropip_failure_from_the_network_explains_allow_net(host, fake_pyodide, settings):
+    settings["allow_net"] = ["127.0.0.1:9"]
+    fake_pyodide.pip_error = RuntimeError("TypeError: NetworkError when attempting to fetch resource.")
+    with pytest.raises(pkgs.PackageLoadError) as caught:
+        asyncio.run(pkgs.pip_install(["x"], ["http://127.0.0.1:9/simple"]))
+    assert str(caught.value).startswith(
+        "%pip needs network access to the package index, which the sandbox does not have: allow the index's host "
+        "in SandboxKernel.allow_net (now: 127.0.0.1:9)"
+    )
+    assert str(caught.value).endswith("(RuntimeError: TypeError: NetworkError when attempting to fetch resource.)")
+    fake_pyodide.pip_error = ValueError("Can't find a pure Python 3 wheel for 'x'")
+    with pytest.raises(pkgs.PackageLoadError, match=r"^ValueError: Can't find a pure Python 3 wheel for 'x'$"):
+        asyncio.run(pkgs.pip_install(["x"], ["http://127.0.0.1:9/simple"]))
+
+
+@pytest.fixture
+def pip(host, fake_pyodide, settings):
+    """The %pip line magic, with the index reachable and the host answering every question."""
+    settings["allow_net"] = ["127.0.0.1:8000", "pypi.org:443", "files.pythonhosted.org:443"]
+    return pkgs.PipMagics(None).pip
+
+
+def test_pip_magic_parses_names_indexes_and_flags(pip, host, fake_pyodide, capsys):
+    host.answers = [{"value": True}]
+    pip("install -q 'sbk-demo==1.0' other --pre --index-url=http://127.0.0.1:8000/simple -i http://127.0.0.1:8000/b")
+    urls = ["http://127.0.0.1:8000/simple", "http://127.0.0.1:8000/b"]
+    assert fake_pyodide.record == [("micropip.install", ["sbk-demo==1.0", "other"], urls, True)]
+    assert capsys.readouterr().out == "Installed sbk-demo==1.0, other in the sandbox (micropip)\n"
+    assert host.events() == [{"type": "pip_installed", "specs": ["sbk-demo==1.0", "other"], "index_urls": urls, "n": 1}]
+
+
+def test_pip_magic_records_the_install_and_shows_a_refusal_to_replay_it(pip, host, fake_pyodide, capsys):
+    host.answers = [{"error": {"message": "no Pyodide packages"}}, {"error": {"message": "more than 50 %pip installs"}}]
+    pip("install sbk-demo")
+    assert host.events()[-1] == {"type": "pip_installed", "specs": ["sbk-demo"], "index_urls": None, "n": 2}
+    assert capsys.readouterr().err == "[more than 50 %pip installs]\n"
+
+
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        ("", r"supports `%pip install NAME\[==VERSION\] ... \[--index-url URL\] \[--pre\]` only"),
+        ("uninstall x", "supports `%pip install"),
+        ("install", "name at least one package"),
+        ("install -q", "name at least one package"),
+        ("install x --user", "option '--user' is not supported here"),
+        ("install -r requirements.txt", "option '-r' is not supported here"),
+    ],
+)
+def test_pip_magic_refuses_what_it_cannot_do(pip, fake_pyodide, line, message):
+    with pytest.raises(pkgs.PackageLoadError, match=message):
+        pip(line)
+    assert fake_pyodide.record == []
+
+
+def test_pip_magic_where_run_sync_is_not_available(pip, fake_pyodide):
+    fake_pyodide.can_run_sync = False
+    with pytest.raises(pkgs.PackageLoadError, match=r"use `import micropip; await micropip.install\(...\)`"):
+        pip("install x")
