@@ -289,7 +289,8 @@ def _error_reply(handler: Any) -> Any:
 
     def run(*args: Any) -> dict[str, Any]:
         try:
-            return handler(*args)
+            reply: dict[str, Any] = handler(*args)
+            return reply
         except Exception as exc:
             return {"status": "error", "ename": type(exc).__name__, "evalue": str(exc)[:2000], "traceback": []}
 
@@ -308,7 +309,7 @@ def _restore(req: dict[str, Any], data: Any) -> dict[str, Any]:
     from . import checkpoint
 
     assert _shell is not None
-    reply = _error_reply(checkpoint.apply)(req, _shell.user_ns, data or [])
+    reply: dict[str, Any] = _error_reply(checkpoint.apply)(req, _shell.user_ns, data or [])
     _fresh_randomness()  # a fork restores the same state twice: each copy draws its own numbers
     return reply
 

@@ -143,7 +143,8 @@ class SkillProxy:
         self._name = name
 
     def _methods(self) -> dict[str, Any]:
-        return self._device._catalog[self._name]["methods"]
+        methods: dict[str, Any] = self._device._catalog[self._name]["methods"]
+        return methods
 
     def __getattr__(self, method: str) -> Any:
         __tracebackhide__ = True  # the guest sees its own call, not the proxy

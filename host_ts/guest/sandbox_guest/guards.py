@@ -196,7 +196,7 @@ def _guard_open() -> None:
     io.open = open
     import IPython.core.interactiveshell as ipython_shell
 
-    ipython_shell.io_open = open  # the `open` IPython puts in the user's namespace calls this
+    setattr(ipython_shell, "io_open", open)  # noqa: B010  # the `open` IPython puts in the user's namespace calls this
 
 
 # os functions that change files: a refusal by the host reaches Python with the host's reason.
