@@ -25,7 +25,8 @@ from sandbox_kernel.protocol import dispatcher, frames, names
 from sandbox_kernel.protocol import schema as guest_schema
 from sandbox_kernel.sandbox.launch_plan import LaunchPlan
 from sandbox_kernel.sandbox.mounts import Mount, supervisor_config
-from sandbox_kernel.sandbox.process import SandboxOptions, SandboxProcess, _Pending
+from sandbox_kernel.sandbox.process import SandboxProcess, _Pending
+from sandbox_kernel.sandbox.startup import SandboxOptions
 
 GUEST_CODE = paths.host_dir() / "guest"
 

@@ -19,7 +19,8 @@ from sandbox_kernel.jupyter.sanitize import OutputSanitizer
 from sandbox_kernel.protocol import schema as guest_schema
 from sandbox_kernel.protocol.dispatcher import RequestDispatcher
 from sandbox_kernel.sandbox.pool import SandboxPool
-from sandbox_kernel.sandbox.process import GuestListener, SandboxDied, SandboxProcess, SandboxStartError
+from sandbox_kernel.sandbox.process import GuestListener, SandboxDied, SandboxProcess
+from sandbox_kernel.sandbox.startup import SandboxStartError
 from sandbox_kernel.sandbox.supervision import Action, StopCause, Supervisor
 
 SIMPLE_REQUEST_TIMEOUT = 30.0  # seconds for completion, inspection, is_complete, configure

@@ -35,7 +35,8 @@ from sandbox_kernel.protocol import schema as guest_schema
 from sandbox_kernel.sandbox import mounts, private_folders, provision
 from sandbox_kernel.sandbox.launcher import LaunchSettings, SandboxLauncher
 from sandbox_kernel.sandbox.pool import SandboxPool
-from sandbox_kernel.sandbox.process import SandboxOptions, SandboxProcess
+from sandbox_kernel.sandbox.process import SandboxProcess
+from sandbox_kernel.sandbox.startup import SandboxOptions
 
 REPLAY_TIMEOUT = 120.0  # seconds for one %pip install replayed after a restart
 KERNEL_INFO_WAIT = 30.0  # seconds kernel_info waits for the sandbox (a first start fetches and builds)

@@ -16,7 +16,8 @@ from sandbox_kernel.packages import index as packages
 from sandbox_kernel.packages.checks import PackageError
 from sandbox_kernel.sandbox import provision
 from sandbox_kernel.sandbox.oslayers.report import describe as describe_layers
-from sandbox_kernel.sandbox.process import SandboxOptions, SandboxProcess, SandboxStartError
+from sandbox_kernel.sandbox.process import SandboxProcess
+from sandbox_kernel.sandbox.startup import SandboxOptions, SandboxStartError
 
 Configure = Callable[[SandboxProcess], Awaitable[None]]  # the kernel's first request to a started sandbox
 Say = Callable[[str], None]  # a line for the person who started the kernel (stderr)

@@ -19,19 +19,17 @@ import secrets
 import shutil
 import signal
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Protocol
 
-from sandbox_kernel import paths
 from sandbox_kernel.jupyter.output import guest_text
 from sandbox_kernel.protocol import frames, names
 from sandbox_kernel.protocol import schema as guest_schema
-from sandbox_kernel.sandbox import private_folders, provision
+from sandbox_kernel.sandbox import private_folders, provision, startup
 from sandbox_kernel.sandbox.launch_plan import LaunchPlan
-from sandbox_kernel.sandbox.mounts import Mount
 from sandbox_kernel.sandbox.oslayers.report import read_report
-from sandbox_kernel.sandbox.oslayers.spec import LAYERS
+from sandbox_kernel.sandbox.startup import SandboxOptions, SandboxStartError
 from sandbox_kernel.sandbox.supervision import StopCause
 
 OUT_OF_MEMORY_MARKS = ("out of memory", "heap limit", "Out of memory", "allocation failed")
@@ -66,34 +64,6 @@ class SandboxDied(Exception):
         self.started = started  # False: the worker had not begun to serve the request (safe to retry)
 
 
-class SandboxStartError(RuntimeError):
-    """The sandbox could not be started; the message says why."""
-
-
-@dataclass
-class SandboxOptions:
-    """Settings of one sandbox process (filled from the kernel's traitlets and its provisioning)."""
-
-    pyodide_dir: Path  # the cached Pyodide, checked by the caller
-    guest_site: Path  # the guest's extracted wheels
-    start_timeout: float = 120.0
-    ring_bytes: int = 4 << 20
-    reply_bytes: int = 1 << 20
-    max_frame_bytes: int = 64 << 20
-    max_event_bytes: int = 32 << 20
-    v8_flags: list[str] = field(default_factory=list)
-    mounts: list[Mount] = field(default_factory=list)
-    allow_net: list[str] = field(default_factory=list)
-    memory_limit_mb: int = 1024
-    extra_wheels: list[Path] = field(default_factory=list)  # SandboxKernel.packages, resolved on the host
-    extra_read: list[Path] = field(default_factory=list)  # folders of those wheels and of Pyodide packages
-    pyodide_lock: str | None = None  # lock file contents of SandboxKernel.pyodide_index
-    pyodide_packages: Path | None = None  # where the host puts Pyodide package files for the guest
-    use_snapshot: bool = True
-    os_sandbox: str = "auto"  # auto | required | off
-    os_layers: list[str] = field(default_factory=lambda: list(LAYERS))
-
-
 @dataclass
 class _Pending:
     op: str
@@ -101,17 +71,6 @@ class _Pending:
     listener: GuestListener
     decoders: dict[int, codecs.IncrementalDecoder]
     started: bool = False  # the worker said it began to serve this request
-
-
-def _describe_exit(code: int) -> str:
-    if code < 0:
-        try:
-            name = signal.Signals(-code).name
-        except ValueError:
-            name = f"signal {-code}"
-        hint = " (likely out of memory)" if -code == signal.SIGKILL else ""
-        return f"the sandbox process was killed by {name}{hint}"
-    return f"the sandbox process exited with code {code}"
 
 
 class SandboxProcess:
@@ -167,47 +126,32 @@ class SandboxProcess:
 
     async def start(self) -> dict[str, Any]:
         """Spawn the process and wait until Python is ready; returns guest facts."""
-        loop = asyncio.get_running_loop()
         snapshot_file = provision.snapshot_path()
         snapshot_file.parent.mkdir(parents=True, exist_ok=True)
         self.snapshot = snapshot_file if self.options.use_snapshot and snapshot_file.is_file() else None
         self._tmp = private_folders.make()
-        plan = LaunchPlan(
-            host=paths.host_dir(),
-            pyodide=self.options.pyodide_dir,
-            wheels=provision.wheels_dir(),
-            snapshots=snapshot_file.parent,
-            extra_read=list(self.options.extra_read),
-            mounts=list(self.options.mounts),
-            allow_net=list(self.options.allow_net),
-            private=self._tmp,
-            shared_deno_dir=provision.deno_dir(),
-            memory_limit_mb=self.options.memory_limit_mb,
-            v8_flags=list(self.options.v8_flags),
-            os_sandbox=self.options.os_sandbox,
-            os_layers=list(self.options.os_layers),
-            guest_site=self.options.guest_site,
-            snapshot=self.snapshot,
-            extra_wheels=list(self.options.extra_wheels),
-            pyodide_lock=self.options.pyodide_lock,
-            pyodide_packages=self.options.pyodide_packages,
-            ring_bytes=self.options.ring_bytes,
-            reply_bytes=self.options.reply_bytes,
-            max_frame_bytes=self.options.max_frame_bytes,
-            max_event_bytes=self.options.max_event_bytes,
-        )
+        plan = startup.launch_plan(self.options, self._tmp, self.snapshot)
         plan.prepare_scratch()
         token = secrets.token_hex(16)
-        connected: asyncio.Future[tuple[asyncio.StreamReader, asyncio.StreamWriter]] = loop.create_future()
+        async with startup.OneConnection(plan.socket) as connection:
+            report_read = await self._spawn(plan)
+            await self._apply_layers_report(report_read)
+            await self._send_init(plan.init_message(token))
+            reader, self._writer = await self._first(connection.accepted, "connect")
+        hello = await self._first(asyncio.ensure_future(frames.read_frame(reader, 4096)), "say hello")
+        if hello.kind != frames.HOST_EVENT or hello.json().get("token") != token:
+            await self.kill("it failed the handshake")
+            raise SandboxStartError("the sandbox process failed the handshake")
+        self._frames_task = asyncio.get_running_loop().create_task(self._read_frames(reader))
+        self._tasks.append(self._frames_task)
+        assert self._ready is not None  # made by _spawn
+        self.info = await self._first(self._ready, "start Python")
+        self._pause_if_idle()
+        return self.info
 
-        def on_connect(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-            if connected.done():
-                writer.close()
-            else:
-                connected.set_result((reader, writer))
-
-        server = await asyncio.start_unix_server(on_connect, path=str(plan.socket), limit=1 << 20)
-        os.chmod(plan.socket, 0o600)
+    async def _spawn(self, plan: LaunchPlan) -> int:
+        """Start the launcher (which becomes Deno) and the tasks that watch it; returns the layers report's pipe."""
+        loop = asyncio.get_running_loop()
         spec = plan.launch_spec()
         report_read, spec.report_fd = os.pipe()
         self.log.info("starting sandbox: %s", " ".join(spec.argv))
@@ -235,42 +179,27 @@ class SandboxProcess:
         self._tasks.append(loop.create_task(self._watch_exit()))
         for stream in (self._proc.stdout, self._proc.stderr):
             self._tasks.append(loop.create_task(self._log_lines(stream)))
-        init = plan.init_message(token)
-        # Written before exec (or before a refusal): the launcher is done with it within milliseconds.
+        return report_read
+
+    async def _apply_layers_report(self, report_read: int) -> None:
+        """Read what the launcher applied (written before exec, or before a refusal: within milliseconds)."""
         self.os_layers = await asyncio.to_thread(read_report, report_read)
         if self.on_layers is not None:
             self.on_layers(self.os_layers)
-        if "refused" in self.os_layers:
+        refusal = startup.layers_refusal(self.os_layers, self.options.os_sandbox)
+        if refusal is not None:
             await self.kill("os_sandbox could not be met")
-            fix = (
-                "Set SandboxKernel.os_sandbox='auto' to run with the layers this system has, or leave the missing "
-                "one out of SandboxKernel.os_layers."
-                if self.options.os_sandbox == "required"
-                else "Leave that layer out of SandboxKernel.os_layers, or set SandboxKernel.os_sandbox='off'."
-            )
-            raise SandboxStartError(f"{self.os_layers['refused']}. {fix}")
-        assert self._proc.stdin is not None
+            raise refusal
+
+    async def _send_init(self, init: dict[str, Any]) -> None:
+        """The supervisor's init message, on its stdin (closed after)."""
+        assert self._proc is not None and self._proc.stdin is not None
         try:
             self._proc.stdin.write(json.dumps(init).encode())
             await self._proc.stdin.drain()
             self._proc.stdin.close()
         except ConnectionError:
-            pass  # it died at once: the wait below says why
-        try:
-            reader, writer = await self._first(connected, "connect")
-        finally:
-            server.close()
-            plan.socket.unlink(missing_ok=True)
-        self._writer = writer
-        hello = await self._first(asyncio.ensure_future(frames.read_frame(reader, 4096)), "say hello")
-        if hello.kind != frames.HOST_EVENT or hello.json().get("token") != token:
-            await self.kill("it failed the handshake")
-            raise SandboxStartError("the sandbox process failed the handshake")
-        self._frames_task = loop.create_task(self._read_frames(reader))
-        self._tasks.append(self._frames_task)
-        self.info = await self._first(self._ready, "start Python")
-        self._pause_if_idle()
-        return self.info
+            pass  # it died at once: the wait for its connection says why
 
     async def _first(self, fut: asyncio.Future[Any], what: str) -> Any:
         """Await `fut`, failing clearly if the process dies or the start takes too long."""
@@ -361,7 +290,7 @@ class SandboxProcess:
                 "raise it to allow more)"
             )
         else:
-            reason = _describe_exit(code)
+            reason = startup.describe_exit(code)
         (self.log.info if self._killed_because else self.log.warning)("sandbox process %s ended: %s", self.pid, reason)
         self._mark_dead(reason, self._kill_cause if self._killed_because else StopCause.CRASH)
         if self._tmp is not None:  # however it ended, its private folder goes with it
