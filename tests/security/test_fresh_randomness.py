@@ -1,6 +1,6 @@
 """Every sandbox draws its own random numbers, though all start from one memory snapshot.
 
-Promise (README, Security): `random` (and tempfile's names) are seeded from the OS in each sandbox, after a
+Promise (docs/security.md): `random` (and tempfile's names) are seeded from the OS in each sandbox, after a
 snapshot restore, a restart, a checkpoint restore and in each copy of a fork; `secrets`/`os.urandom` always
 read the OS. Not promised: the string-hash secret (set when the snapshot's interpreter started) is the same in
 every sandbox started from that snapshot (`use_snapshot=False` gives each its own).

@@ -1,6 +1,6 @@
 """Attacks on the host from a sandbox with the default settings: files, environment, processes.
 
-Promise (README, Security): the Deno host has no env, run, ffi or sys permission; it may read only
+Promise (docs/security.md): the Deno host has no env, run, ffi or sys permission; it may read only
 the host code, the cached Pyodide and the guest wheels, and write nothing but its own socket. Guest
 code reaches every JS global (`import js`), so each attack is tried through Python and through the
 raw Deno / Node APIs.

@@ -1,7 +1,7 @@
 """The kernel process is the target: a hostile cell tries to end itself early, outlive its cell, forge a
 person's decision, wedge, bloat or flood the kernel, or lose its own reply.
 
-Promises (README, Security): the end of a cell is decided outside guest Python; the sandbox is paused
+Promises (docs/security.md): the end of a cell is decided outside guest Python; the sandbox is paused
 between requests (no CPU) and nothing a leftover prints reaches a later cell; one approval prompt at a
 time, answered only by its own reply, showing the whole call, and guest prompts cannot imitate it; every
 guest message is checked and every guest request answered; every message of a cell counts against

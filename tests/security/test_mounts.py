@@ -1,6 +1,6 @@
 """Attacks through host folders shown in the sandbox (SandboxKernel.mounts).
 
-Promise (README, Security): a ':ro' mount can be read and never changed (Python gets a PermissionError naming
+Promise (docs/security.md): a ':ro' mount can be read and never changed (Python gets a PermissionError naming
 the readable and writable roots); a ':rw' mount can be read and written; nothing outside the mounted folders
 is reachable through them: "Symlinks and '..' inside a mount do not lead outside it". Deno checks its
 permissions on the path it is given, not on a symlink's target, so the kernel refuses mounts that hold

@@ -1,6 +1,6 @@
 """The second wall: each OS layer holds on its own, with Deno's permission checks switched off.
 
-Promises (README, Security: OS layers): on Linux the Deno process runs in its own user, mount, IPC, UTS
+Promises (docs/security.md, the second wall): on Linux the Deno process runs in its own user, mount, IPC, UTS
 and (without allow_net) network namespaces with a private root that holds only the allowed paths and no
 capabilities, under Landlock (files, TCP, scopes) and a seccomp filter, so a
 Deno permission bug alone does not reach host files, the network or other processes.

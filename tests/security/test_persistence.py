@@ -1,6 +1,6 @@
 """Persistence attacks: does anything a sandbox writes outlive it, on the host's disk or in another kernel?
 
-Promise (README, Security): the sandbox may write nothing but its own socket (and ':rw' mounts); each
+Promise (docs/security.md): the sandbox may write nothing but its own socket (and ':rw' mounts); each
 kernel's sandbox sees only what its own settings grant. These kernels run on a private copy of the
 cache folder ($SANDBOX_KERNEL_CACHE), so that nothing written here reaches the user's real cache.
 """

@@ -1,6 +1,6 @@
 """Code the guest leaves in a writable folder never runs in the kernel process.
 
-Promise (README, Security): the kernel process starts with no working folder on its `sys.path` (the
+Promise (docs/security.md): the kernel process starts with no working folder on its `sys.path` (the
 kernelspec's argv removes it before anything is imported), and refuses, before it loads anything, settings
 under which it would load code or configuration from a folder the guest can write (`skills_path`, a Python
 path, a config file, `wheelhouse`, a local `pyodide_index` inside a read-write mount or working folder).
@@ -67,7 +67,7 @@ def test_kernel_argv_puts_no_working_folder_on_the_python_path(tmp_path):
 
 @pytest.mark.parametrize("setting", ["skills_path", "wheelhouse", "pyodide_index"])
 def test_nothing_the_kernel_loads_may_lie_in_the_writable_working_folder(tmp_path, setting):
-    """The README's skills example (`skills_path = "my_skills"`) with working_folder='rw': refused at start."""
+    """The skills example of docs/skills.md (`skills_path = "my_skills"`) with working_folder='rw': refused at start."""
     folder, marker = tmp_path / "notebook", tmp_path / f"marker-{token('skill')}"
     (folder / "my_skills").mkdir(parents=True)
     (folder / "my_skills" / "planted.py").write_text(planted_module(marker))

@@ -1,6 +1,6 @@
 """Files the guest leaves in a read-write mount for host programs to run: refused where the write happens.
 
-Promise (README, "What rw means"): the supervisor makes every change to a read-write mount (the worker may
+Promise (docs/security.md, "What rw means"): the supervisor makes every change to a read-write mount (the worker may
 write no host file) and refuses, at any depth, the paths that host programs execute or trust
 (host_ts/guarded_paths.json: `.git/`, `conftest.py`, Makefiles, `*.pth`, `__pycache__/`, editor and agent
 settings, shell dotfiles, ...), anything inside a virtual environment, symlinks, and modes that are setuid,

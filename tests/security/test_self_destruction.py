@@ -1,6 +1,6 @@
 """Guest code that tries to end, hang or hijack its own sandbox.
 
-Promise (README): a crashed sandbox is restarted and the cell ends with SandboxRestarted saying so; a cell
+Promise (docs/security.md): a crashed sandbox is restarted and the cell ends with SandboxRestarted saying so; a cell
 that runs past cell_timeout is interrupted (SandboxTimeout, variables kept) and the sandbox restarted if it
 will not stop within interrupt_grace; SystemExit is an ordinary error, as in IPython. The kernel stays.
 """

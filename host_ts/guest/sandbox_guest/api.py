@@ -119,7 +119,7 @@ def attach(restored: bool = False) -> str:
 def _fresh_randomness() -> None:
     """Seed `random` (and tempfile's names) from the OS in every sandbox: a memory snapshot holds their state,
     so sandboxes started from it would otherwise all draw the same numbers. (The string-hash secret is fixed when
-    the interpreter starts, so it stays the snapshot's: README, Security.)"""
+    the interpreter starts, so it stays the snapshot's: docs/security.md.)"""
     import random
     import tempfile
 

@@ -7,7 +7,7 @@ import re
 from typing import Any
 
 # Blocked unless an allow-list entry names an address inside them explicitly. Deno 2.9 takes
-# CIDR ranges for IPv4 only; for IPv6 it takes single addresses (see README: Security).
+# CIDR ranges for IPv4 only; for IPv6 it takes single addresses (see docs/security.md).
 PRIVATE_RANGES = (
     "0.0.0.0/8",
     "10.0.0.0/8",
