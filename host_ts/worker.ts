@@ -15,53 +15,7 @@ import { restoringSparsely } from "./sparse_restore.ts";
 import { FileClient } from "./file_channel.ts";
 import { type EmFS, type EmNode, writableFS } from "./rwfs.ts";
 import type { FromWorker, Progress, ToWorker, WorkerInit } from "./messages.ts";
-
-/** The interpreter's WebAssembly memory, captured when it is instantiated (before any guest code runs). */
-let wasmMemory: WebAssembly.Memory | null = null;
-// Read through getters captured now: guest code can reach Pyodide's module (and its HEAP8) and the prototypes.
-const memoryBuffer = Function.prototype.call.bind(
-  Object.getOwnPropertyDescriptor(WebAssembly.Memory.prototype, "buffer")!.get!,
-) as (memory: WebAssembly.Memory) => ArrayBuffer;
-const bufferBytes = Function.prototype.call.bind(
-  Object.getOwnPropertyDescriptor(ArrayBuffer.prototype, "byteLength")!.get!,
-) as (buffer: ArrayBuffer) => number;
-
-/** Keep the first memory a WebAssembly instance exports (Pyodide's interpreter is the first instantiated). */
-function captureMemory(instance: WebAssembly.Instance): void {
-  const memory = instance.exports?.memory;
-  if (wasmMemory === null && memory instanceof WebAssembly.Memory) wasmMemory = memory;
-}
-
-/**
- * Run `load` with WebAssembly memory grown to `bytes` before Pyodide makes its views of it. The module's bytes
- * (~10 MB), which V8 has copied by then and Pyodide's loader keeps for good, are released once instantiated.
- */
-async function withMemoryAtLeast<T>(bytes: number, load: () => Promise<T>): Promise<T> {
-  const wasm = WebAssembly as unknown as Record<string, (...args: unknown[]) => Promise<unknown>>;
-  const originals = { instantiate: wasm.instantiate, instantiateStreaming: wasm.instantiateStreaming };
-  for (const name of ["instantiate", "instantiateStreaming"] as const) {
-    const original = originals[name];
-    wasm[name] = async (...args: unknown[]) => {
-      const result = (await original.apply(WebAssembly, args)) as { instance?: WebAssembly.Instance };
-      const source = args[0];
-      if (source instanceof Uint8Array && source.byteLength === source.buffer.byteLength) {
-        (source.buffer as ArrayBuffer).transfer(0);
-      }
-      const instance = (result.instance ?? result) as WebAssembly.Instance;
-      captureMemory(instance);
-      const memory = instance.exports?.memory as WebAssembly.Memory | undefined;
-      if (memory && memory.buffer.byteLength < bytes) {
-        memory.grow(Math.ceil((bytes - memory.buffer.byteLength) / 65536));
-      }
-      return result;
-    };
-  }
-  try {
-    return await load();
-  } finally {
-    Object.assign(wasm, originals);
-  }
-}
+import { wasmBytes, withMemoryAtLeast } from "./wasm_memory.ts";
 
 const post: (message: FromWorker) => void = self.postMessage.bind(self);
 const realSetTimeout = setTimeout;
@@ -228,7 +182,6 @@ async function loadInterpreter(init: WorkerInit): Promise<{ pyodide: Pyodide; re
 }
 
 /** The size of wasm memory, read from the memory object itself (never from what guest code can replace). */
-const wasmBytes = (): number => (wasmMemory ? bufferBytes(memoryBuffer(wasmMemory)) : 0);
 
 /** Interrupts through the shared interrupt buffer; Python's stdout and stderr into the ring, for the request. */
 function setUpOutput(pyodide: Pyodide, links: Links, requests: Attribution): void {

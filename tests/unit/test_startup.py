@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import collections
+import logging
 import signal
 import stat
 from pathlib import Path
 
-from sandbox_kernel.sandbox.startup import OneConnection, describe_exit, layers_refusal
+from sandbox_kernel.sandbox.startup import OneConnection, describe_exit, drain_output, exit_reason, layers_refusal
 
 
 def test_the_socket_takes_one_connection_is_private_and_goes_away(tmp_path: Path) -> None:
@@ -58,3 +60,22 @@ def test_an_exit_is_described_in_words() -> None:
     assert describe_exit(-signal.SIGKILL) == "the sandbox process was killed by SIGKILL (likely out of memory)"
     assert describe_exit(-signal.SIGSEGV) == "the sandbox process was killed by SIGSEGV"
     assert describe_exit(-200) == "the sandbox process was killed by signal 200"
+
+
+def test_deno_out_of_memory_lines_word_the_reason() -> None:
+    assert exit_reason(1, ["...", "Fatal JavaScript out of memory: Reached heap limit"], 256) == (
+        "the sandbox ran out of memory (SandboxKernel.memory_limit_mb=256; raise it to allow more)"
+    )
+    assert exit_reason(1, ["an ordinary line"], 256) == "the sandbox process exited with code 1"
+
+
+def test_deno_output_is_drained_in_bounded_lines_whatever_their_length() -> None:
+    async def scenario() -> list[str]:
+        stream = asyncio.StreamReader()
+        stream.feed_data(b"first\n" + b"x" * 300_000 + b"\nlast without newline")
+        stream.feed_eof()
+        tail: collections.deque[str] = collections.deque(maxlen=20)
+        await asyncio.wait_for(drain_output(stream, tail, logging.getLogger("test")), 10)
+        return list(tail)
+
+    assert asyncio.run(scenario()) == ["first", "x" * 4096]  # a partial last line is not a line

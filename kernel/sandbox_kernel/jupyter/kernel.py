@@ -240,7 +240,7 @@ class SandboxKernel(SandboxSettings, Kernel):
             metadata["sandbox_kernel"] = self._reply_metadata
         return metadata
 
-    async def do_execute(
+    async def do_execute(  # the parameters are ipykernel's Kernel.do_execute, fixed by the protocol
         self,
         code: str,
         silent: bool,
@@ -302,7 +302,7 @@ class SandboxKernel(SandboxSettings, Kernel):
     async def do_is_complete(self, code: str) -> dict[str, Any]:
         return await self._runner.simple_request("is_complete", {"code": code}, {"status": "unknown"})
 
-    async def do_history(
+    async def do_history(  # the parameters are ipykernel's Kernel.do_history, fixed by the protocol
         self,
         hist_access_type: str,
         output: bool,

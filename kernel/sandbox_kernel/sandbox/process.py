@@ -32,7 +32,6 @@ from sandbox_kernel.sandbox.oslayers.report import read_report
 from sandbox_kernel.sandbox.startup import SandboxOptions, SandboxStartError
 from sandbox_kernel.sandbox.supervision import StopCause
 
-OUT_OF_MEMORY_MARKS = ("out of memory", "heap limit", "Out of memory", "allocation failed")
 MAX_WASM_BYTES = 1 << 32  # wasm32's whole address space: a larger size reported is not believed
 EXIT_FRAMES_WAIT = 1.0  # seconds the last frames of an ended process may take to be read
 # The protocol's names this module reads and sends (host_ts/protocol.json; one it does not declare fails here).
@@ -178,7 +177,7 @@ class SandboxProcess:
         self._ready.add_done_callback(lambda f: f.cancelled() or f.exception())
         self._tasks.append(loop.create_task(self._watch_exit()))
         for stream in (self._proc.stdout, self._proc.stderr):
-            self._tasks.append(loop.create_task(self._log_lines(stream)))
+            self._tasks.append(loop.create_task(startup.drain_output(stream, self._output_tail, self.log)))
         return report_read
 
     async def _apply_layers_report(self, report_read: int) -> None:
@@ -282,36 +281,12 @@ class SandboxProcess:
             await asyncio.wait({self._frames_task}, timeout=EXIT_FRAMES_WAIT)
         if self._killed_because:
             reason = f"the sandbox was stopped because {self._killed_because}"
-        elif self._fatal:
-            reason = self._fatal
-        elif any(mark in line for line in self._output_tail for mark in OUT_OF_MEMORY_MARKS):
-            reason = (
-                f"the sandbox ran out of memory (SandboxKernel.memory_limit_mb={self.options.memory_limit_mb}; "
-                "raise it to allow more)"
-            )
         else:
-            reason = startup.describe_exit(code)
+            reason = self._fatal or startup.exit_reason(code, self._output_tail, self.options.memory_limit_mb)
         (self.log.info if self._killed_because else self.log.warning)("sandbox process %s ended: %s", self.pid, reason)
         self._mark_dead(reason, self._kill_cause if self._killed_because else StopCause.CRASH)
         if self._tmp is not None:  # however it ended, its private folder goes with it
             shutil.rmtree(self._tmp, ignore_errors=True)
-
-    async def _log_lines(self, stream: asyncio.StreamReader | None) -> None:
-        """Drain Deno's stdout/stderr (guest code can write there): log it, never parse it.
-
-        Read in chunks, not lines, so that no line length can stop the draining (a full
-        pipe would block the sandbox).
-        """
-        if stream is None:
-            return
-        partial = b""
-        while chunk := await stream.read(1 << 16):
-            lines = (partial + chunk).split(b"\n")
-            partial = lines.pop()[-4096:]
-            for line in lines:
-                text = line[:4096].decode(errors="replace").rstrip()
-                self._output_tail.append(text)
-                self.log.debug("sandbox: %s", text)
 
     # ---- frames -----------------------------------------------------------------------
     async def _read_frames(self, reader: asyncio.StreamReader) -> None:

@@ -1,14 +1,16 @@
 """What starting one sandbox process takes, before it serves requests.
 
-Its options, the launch plan made from them, the private socket that accepts its one connection, and the words
-for a start that fails: the OS layers it could not have, or how the process ended.
+Its options, the launch plan made from them, the private socket that accepts its one connection, the draining of
+Deno's own output, and the words for a start that fails: the OS layers it could not have, or how the process ended.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import signal
+from collections.abc import Iterable, MutableSequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -20,6 +22,7 @@ from sandbox_kernel.sandbox.launch_plan import LaunchPlan
 from sandbox_kernel.sandbox.mounts import Mount
 from sandbox_kernel.sandbox.oslayers.spec import LAYERS
 
+OUT_OF_MEMORY_MARKS = ("out of memory", "heap limit", "Out of memory", "allocation failed")
 SOCKET_READ_LIMIT = 1 << 20  # the stream reader's buffer for the private socket
 
 
@@ -92,6 +95,16 @@ def layers_refusal(report: dict[str, Any], os_sandbox: str) -> SandboxStartError
     return SandboxStartError(f"{report['refused']}. {fix}")
 
 
+def exit_reason(code: int, output_tail: Iterable[str], memory_limit_mb: int) -> str:
+    """Why a sandbox process ended on its own: out of memory, by Deno's last lines (guest code can print those
+    too, so they only word the reason), or its exit code."""
+    if any(mark in line for line in output_tail for mark in OUT_OF_MEMORY_MARKS):
+        return (
+            f"the sandbox ran out of memory (SandboxKernel.memory_limit_mb={memory_limit_mb}; raise it to allow more)"
+        )
+    return describe_exit(code)
+
+
 def describe_exit(code: int) -> str:
     """How a sandbox process ended, from its exit code, in words."""
     if code < 0:
@@ -102,6 +115,23 @@ def describe_exit(code: int) -> str:
         hint = " (likely out of memory)" if -code == signal.SIGKILL else ""
         return f"the sandbox process was killed by {name}{hint}"
     return f"the sandbox process exited with code {code}"
+
+
+async def drain_output(stream: asyncio.StreamReader | None, tail: MutableSequence[str], log: logging.Logger) -> None:
+    """Drain Deno's stdout or stderr (guest code can write there): log it and keep its last lines, never parse it.
+
+    Read in chunks, not lines, so that no line length can stop the draining (a full pipe would block the sandbox).
+    """
+    if stream is None:
+        return
+    partial = b""
+    while chunk := await stream.read(1 << 16):
+        lines = (partial + chunk).split(b"\n")
+        partial = lines.pop()[-4096:]
+        for line in lines:
+            text = line[:4096].decode(errors="replace").rstrip()
+            tail.append(text)
+            log.debug("sandbox: %s", text)
 
 
 class OneConnection:
