@@ -92,6 +92,12 @@ def warm_up() -> None:
     # completion answers within JupyterLab's 1 s limit.
     for code in ("impo", "import o", "x = [1]\nx.ap", "len(", "device."):
         _complete({"code": code, "cursor_pos": len(code)})
+    # The first traceback loads and compiles Pygments' lexer, formatters and styles (~0.6 s): formatted here once,
+    # a fresh sandbox's first error is as quick as any other (and a short cell_timeout is not spent on it).
+    try:
+        raise NameError("name 'x' is not defined")
+    except NameError as exc:
+        _shell.InteractiveTB.structured_traceback(type(exc), exc, exc.__traceback__)
 
 
 STARTED_FROM_SNAPSHOT = False
