@@ -48,9 +48,12 @@ class FakeStdin:
 class InProcessKernel:
     """A SandboxKernel with fake sandboxes; use inside one event loop (`async with`)."""
 
-    def __init__(self, **settings: Any) -> None:
+    def __init__(self, *, hold_starts: bool = False, **settings: Any) -> None:
         self.sandboxes: list[FakeSandbox] = []
         self._launched = asyncio.Event()
+        self.starts_allowed = asyncio.Event()  # with hold_starts, each sandbox start waits until this is set
+        if not hold_starts:
+            self.starts_allowed.set()
         self.session = Session(key=b"")
         self.sent: list[tuple[str, dict[str, Any], dict[str, Any]]] = []
         self.session.send = self._capture  # type: ignore[method-assign]
@@ -61,6 +64,7 @@ class InProcessKernel:
         self.kernel._channels.stdin = self.stdin  # type: ignore[assignment]
 
     async def _launch(self) -> FakeSandbox:
+        await self.starts_allowed.wait()  # a slow start (a loaded machine) when the test holds it
         sandbox = FakeSandbox()
         self.sandboxes.append(sandbox)
         self._launched.set()

@@ -3,6 +3,8 @@ settings errors and the reply's metadata, each in milliseconds (the same promise
 
 from __future__ import annotations
 
+import time
+
 from inprocess.harness import InProcessKernel, run
 
 
@@ -116,3 +118,25 @@ def test_wrong_settings_answer_every_cell_and_start_no_sandbox():
             assert k.sandboxes == []
 
     run(go())
+
+
+def test_a_completion_while_the_sandbox_starts_is_answered_by_the_host_in_time():
+    """JupyterLab drops completions slower than 1 s; a sandbox may take longer to start on a loaded machine. While it
+    starts, the kernel names what a fresh namespace holds (keywords, builtins) itself; once it is up, the sandbox
+    answers (the fake sandbox's answer is empty)."""
+
+    async def go() -> tuple[dict, float, dict]:
+        async with InProcessKernel(hold_starts=True) as k:
+            started = time.monotonic()
+            early = await k.kernel.do_complete("x = impo", None)
+            took = time.monotonic() - started
+            k.starts_allowed.set()
+            await k.execute("print:up")
+            later = await k.kernel.do_complete("x = impo", None)
+            return early, took, later
+
+    early, took, later = run(go())
+    assert early["matches"] == ["import"] and (early["cursor_start"], early["cursor_end"]) == (4, 8), early
+    assert early["metadata"]["_jupyter_types_experimental"][0]["type"] == "keyword"
+    assert took < 1.0, f"the early answer took {took:.2f} s"
+    assert later["matches"] == [], "a sandbox that is up must answer completions itself"

@@ -3,6 +3,7 @@ sandbox's requests to the kernel's services (skills, packages, input). Made per 
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -76,6 +77,7 @@ class KernelChannels:
 
         async def ask(prompt: str, password: bool, ident: Any, parent: Any, metadata: dict[str, Any] | None) -> str:
             router.flush()  # what the cell printed before the prompt reaches the frontend first
+            await iopub_sent(kernel.iopub_socket)
             return await self.ask(prompt, password, ident, parent, metadata)
 
         desk = GuestServiceDesk(
@@ -95,3 +97,28 @@ class KernelChannels:
             self.request_bytes,
             on_broken=lambda why: sandbox.kill_soon(f"it broke the protocol ({why})"),
         )
+
+
+IOPUB_FLUSH_TIMEOUT = 10.0  # seconds, as ipykernel's OutStream.flush_timeout: a stuck IOPub thread never hangs a prompt
+
+
+async def iopub_sent(iopub_socket: Any) -> None:
+    """Return once ipykernel's IOPub thread has sent every message queued before this call.
+
+    The kernel publishes through a background thread, but sends input_request on its stdin socket directly; without
+    this wait, a prompt can overtake the output printed before it (seen under load: `name? ` before the print)."""
+    thread = getattr(iopub_socket, "io_thread", None)
+    if thread is None or thread.thread is None or not thread.thread.is_alive():
+        return  # no IOPub thread: messages were sent as they were made
+    loop = asyncio.get_running_loop()
+    done: asyncio.Future[None] = loop.create_future()
+    thread.schedule(lambda: loop.call_soon_threadsafe(_settle, done))  # runs after everything queued before it
+    try:
+        await asyncio.wait_for(done, IOPUB_FLUSH_TIMEOUT)
+    except asyncio.TimeoutError:  # (not yet the builtin TimeoutError on Python 3.10)
+        pass  # the prompt goes anyway: a late print is better than a prompt nobody sees
+
+
+def _settle(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)

@@ -24,6 +24,7 @@ from sandbox_kernel.checkpoints.cells import CheckpointFolder
 from sandbox_kernel.jupyter import settings
 from sandbox_kernel.jupyter.cell_runner import SIMPLE_REQUEST_TIMEOUT, CellOutcome, CellRequest, CellRunner, error_reply
 from sandbox_kernel.jupyter.channels import KernelChannels
+from sandbox_kernel.jupyter.early_completion import early_completions
 from sandbox_kernel.jupyter.guest_services import PipReplays
 from sandbox_kernel.jupyter.history import History
 from sandbox_kernel.jupyter.magics import MAX_CHECKPOINT_PART, CheckpointSettings, KernelMagics
@@ -39,6 +40,7 @@ from sandbox_kernel.sandbox.process import SandboxProcess
 from sandbox_kernel.sandbox.startup import SandboxOptions
 
 REPLAY_TIMEOUT = 120.0  # seconds for one %pip install replayed after a restart
+EARLY_COMPLETION_WAIT = 0.5  # seconds a completion waits for a starting sandbox before the host answers it
 KERNEL_INFO_WAIT = 30.0  # seconds kernel_info waits for the sandbox (a first start fetches and builds)
 
 
@@ -283,7 +285,18 @@ class SandboxKernel(SandboxSettings, Kernel):
     async def do_complete(self, code: str, cursor_pos: int | None) -> dict[str, Any]:
         pos = len(code) if cursor_pos is None else cursor_pos
         empty = {"status": "ok", "matches": [], "cursor_start": pos, "cursor_end": pos, "metadata": {}}
-        return await self._runner.simple_request("complete", {"code": code, "cursor_pos": pos}, empty)
+        answer = asyncio.ensure_future(
+            self._runner.simple_request("complete", {"code": code, "cursor_pos": pos}, empty)
+        )
+        if self._pool.is_up:
+            return await answer
+        # The sandbox is starting: its namespace will be a fresh one, which the host can name in time for JupyterLab.
+        done, _ = await asyncio.wait({answer}, timeout=EARLY_COMPLETION_WAIT)
+        early = early_completions(code, pos)
+        if answer in done or not early["matches"]:  # (modules, attributes, paths: only the sandbox can tell)
+            return await answer
+        answer.cancel()
+        return early
 
     async def do_inspect(
         self, code: str, cursor_pos: int | None, detail_level: int = 0, omit_sections: Any = ()

@@ -81,6 +81,14 @@ class SandboxPool:
             self.start_spare()
         return sandbox
 
+    @property
+    def is_up(self) -> bool:
+        """Whether a live sandbox is current (else a request waits for one to start)."""
+        starting = self._starting
+        if starting is None or not starting.done() or starting.cancelled() or starting.exception():
+            return False
+        return starting.result().alive
+
     async def get(self) -> SandboxProcess:
         """The running sandbox, starting a new one if there is none or it died."""
         starting = self._starting
