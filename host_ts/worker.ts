@@ -25,6 +25,9 @@ const decoder = new TextDecoder();
 const utf8 = new TextEncoder();
 /** Whether `e` is Python's KeyboardInterrupt as Pyodide hands it to JS (a PythonError). */
 const isInterrupt = (e: unknown) => (e as { type?: unknown } | null)?.type === "KeyboardInterrupt";
+/** The glue's reply is a plain str, whose conversion to JS fails only when an interrupt lands inside it (seen ~1 in
+ * 800 interrupts racing a cell's start under load: Pyodide reports a ConversionError with no message). */
+const isLostReply = (e: unknown) => (e as { type?: unknown } | null)?.type === "ConversionError";
 const now = performance.now.bind(performance);
 const atomicsWait = Atomics.wait;
 const atomicsLoad = Atomics.load;
@@ -342,14 +345,16 @@ function serveRequests(pyodide: Pyodide, guest: Guest, links: Links, requests: A
         fatal(`Pyodide suffered a fatal error: ${text.slice(0, 500)}`);
         return;
       }
-      if (isInterrupt(err)) {
+      if (isInterrupt(err) || isLostReply(err)) {
         // The interrupt landed in the glue between the cell and its reply: the cell was interrupted.
         const error =
           '"ename": "KeyboardInterrupt", "evalue": "Interrupted by user", "traceback": ["KeyboardInterrupt"]';
         ring.writeText(GUEST_EVENT, id, `{"type": "${IOPUB}", "msg_type": "error", "content": {${error}}}`);
         reply = `{"status": "error", ${error}, "user_expressions": {}, "payload": []}`;
       } else {
-        const evalue = stringify(text.slice(0, 2000)); // a string: no toJSON hook applies
+        const type = (err as { type?: unknown } | null)?.type;
+        const named = typeof type === "string" && !text.includes(type) ? `${text} (${type.slice(0, 100)})` : text;
+        const evalue = stringify(named.slice(0, 2000)); // a string: no toJSON hook applies
         reply = `{"status": "error", "ename": "SandboxError", "evalue": ${evalue}, "traceback": [], ` +
           `"user_expressions": {}, "payload": []}`;
       }
