@@ -16,6 +16,7 @@ import { FileClient } from "./file_channel.ts";
 import { type EmFS, type EmNode, writableFS } from "./rwfs.ts";
 import type { FromWorker, Progress, ToWorker, WorkerInit } from "./messages.ts";
 import { wasmBytes, withMemoryAtLeast } from "./wasm_memory.ts";
+import { type PythonCommand, Shell, type ShellRequest } from "./shell.ts";
 
 const post: (message: FromWorker) => void = self.postMessage.bind(self);
 const realSetTimeout = setTimeout;
@@ -39,6 +40,8 @@ const IOPUB: GuestEventType = "iopub"; // an interrupt's error, when it landed i
 // Messages that arrive before the interpreter is ready wait here. The listener is
 // installed before the first await, as Deno requires for worker messages.
 const early: ToWorker[] = [];
+/** The shell, once loaded, and how many of its runs are under way (an interrupt is then theirs to take). */
+const shellState: { shell?: Promise<Shell>; running: number } = { running: 0 };
 let deliver: ((m: ToWorker) => void) | null = null;
 self.addEventListener("message", (e: MessageEvent<ToWorker>) => {
   if (!e.isTrusted) return; // dispatched by guest code, not posted by the supervisor
@@ -291,6 +294,25 @@ function registerHostModule(pyodide: Pyodide, links: Links, requests: Attributio
         atomicsWait(replyCtrl, 0, 0, 50);
       }
     },
+    /**
+     * Run a shell script (just-bash, imported on first use) for the glue's `!cmd`, `%%bash` and subprocess; the
+     * glue waits with run_sync. `python` runs `python3 ...` in this sandbox. Resolves to the result's JSON.
+     */
+    async shell(request: string, python: PythonCommand): Promise<string> {
+      shellState.shell ??= Shell.load({
+        fs: pyodide.FS,
+        errnoCodes: pyodide.ERRNO_CODES,
+        refusal: () => refusals.take(),
+        interrupt,
+        out: (stream, text) => ring.writeText(stream === "stderr" ? STDERR : STDOUT, tag(undefined), text),
+      }, python);
+      shellState.running++;
+      try {
+        return stringify(await (await shellState.shell).run(JSON.parse(request) as ShellRequest));
+      } finally {
+        shellState.running--;
+      }
+    },
     /** Why the supervisor refused the last change to a read-write mount (once; undefined: none since). */
     take_refusal(): string | undefined {
       return refusals.take();
@@ -366,8 +388,9 @@ function serveRequests(pyodide: Pyodide, guest: Guest, links: Links, requests: A
   };
   deliver = (m: ToWorker) => {
     if (m.type === "request") chain = chain.then(() => serve(m.id, m.json, m.data));
-    else if (m.type === "interrupt" && busy && m.id === requests.currentId) {
-      // Python is not running (this handler could not run otherwise): the cell awaits.
+    else if (m.type === "interrupt" && busy && m.id === requests.currentId && !shellState.running) {
+      // Python is not running (this handler could not run otherwise): the cell awaits. (Under a shell run, which
+      // Python awaits with run_sync, the shell takes the interrupt word itself.)
       atomicsStore(interrupt, 0, 0);
       try {
         interruptAsync();

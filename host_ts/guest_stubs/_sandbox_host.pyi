@@ -3,6 +3,8 @@
 `rid` is the kernel request the output belongs to (0: the one being served). JS `undefined` arrives as None.
 """
 
+from collections.abc import Awaitable
+
 def write(kind: int, text: str, rid: int = ..., /) -> None:
     """Stream text (kind 1: stdout, 2: stderr)."""
 
@@ -20,3 +22,6 @@ def take_refusal() -> str | None:
 
 def sleep(ms: float, /) -> bool:
     """Sleep without spinning; True when an interrupt cut it short."""
+
+def shell(request: str, python: object, /) -> Awaitable[str]:
+    """Run a shell script (just-bash): a JS Promise of the result's JSON; `python` runs `python3 ...` here."""

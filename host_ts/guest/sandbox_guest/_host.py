@@ -123,3 +123,8 @@ def take_refusal() -> str | None:
         return None
     why = _js.take_refusal()
     return why if isinstance(why, str) else None
+
+
+def shell(request: str, python: Any) -> Any:
+    """The worker's shell run of `request` (JSON): a JS Promise of the result's JSON, for run_sync."""
+    return _js.shell(request, python)

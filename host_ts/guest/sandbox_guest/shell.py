@@ -4,11 +4,16 @@ from __future__ import annotations
 
 import asyncio
 import re
+import shlex
+import subprocess
+import sys
 from typing import TYPE_CHECKING, Any
 
 from IPython.core import error, page
+from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
+from IPython.utils.text import LSString, SList
 
 from . import _host
 from .cleantb import CleanTraceback
@@ -19,7 +24,7 @@ if TYPE_CHECKING:
 
 
 class ShellUnavailableError(RuntimeError):
-    """Raised for `!cmd`, `%%bash` and friends: the sandbox has no shell."""
+    """Raised for what needs a real process (a native program, a job in the background): the sandbox has none."""
 
     def _render_traceback_(self) -> list[str]:
         """IPython shows just the message: the frames would only be the sandbox's own."""
@@ -29,48 +34,82 @@ class ShellUnavailableError(RuntimeError):
 _PIP_INSTALL = re.compile(
     r"^!!?\s*(?:(?:\S*python[0-9.]*|\{sys\.executable\})\s+)?(?:-m\s+)?pip3?\s+install\s+(?P<args>.+)$"
 )
+_SHELLS = frozenset({"bash", "sh", "/bin/bash", "/bin/sh", "/usr/bin/bash", "/usr/bin/env bash", "/usr/bin/env sh"})
 
 
 def no_shell(what: str) -> ShellUnavailableError:
-    pip = _PIP_INSTALL.match(what.strip())
-    instead = (
-        f"For packages use the %pip magic, which installs into the sandbox: %pip install {pip['args'].strip()}"
-        if pip
-        else "Use Python code instead, e.g. os/pathlib for files."
+    return ShellUnavailableError(
+        f"{what}: the sandbox starts no processes; its shell (bash with coreutils, sed, awk, jq, tar, curl...) "
+        "runs `!cmd`, `%%bash` and subprocess commands, and `python3` in it runs here"
     )
-    return ShellUnavailableError(f"{what}: there is no shell in the sandbox (no processes can be started). {instead}")
+
+
+def pip_install_args(command: str) -> str | None:
+    """The arguments of a `pip install` shell command (`!pip install x`, `python -m pip install x`), else None."""
+    pip = _PIP_INSTALL.match("!" + command.strip())
+    return pip["args"].strip() if pip else None
+
+
+def _parse_script_options(line: str, magic: str) -> dict[str, Any]:
+    """IPython's options of %%bash / %%script: --out VAR, --err VAR, --raise-error (--bg and --proc need jobs)."""
+    words = shlex.split(line)
+    options: dict[str, Any] = {"out": None, "err": None, "raise_error": False, "program": None}
+    i = 0
+    while i < len(words):
+        word = words[i]
+        if word in ("--out", "--err") and i + 1 < len(words):
+            options[word[2:]] = words[i + 1]
+            i += 2
+            continue
+        if word == "--raise-error":
+            options["raise_error"] = True
+        elif word in ("--bg", "--proc", "--no-raise-error"):
+            if word != "--no-raise-error":
+                raise no_shell(f"%%{magic} {word}")
+        elif options["program"] is None and not word.startswith("-"):
+            options["program"] = word
+        else:
+            raise UsageError(f"%%{magic}: unknown option {word!r} (allowed: --out VAR, --err VAR, --raise-error)")
+        i += 1
+    return options
 
 
 @magics_class
-class NoShellMagics(Magics):
-    """Replacements for the magics that would start a process."""
+class ShellMagics(Magics):
+    """%%bash, %%sh and %%script bash: the cell runs in the sandbox's shell, its output streamed as it comes."""
 
-    def _refuse(self, name: str, line: str) -> None:
-        raise no_shell(f"%{name} {line}".strip())
+    def _run_script(self, magic: str, line: str, cell: str) -> None:
+        from . import sh
+
+        options = _parse_script_options(line, magic)
+        if magic == "script":
+            program = options["program"]
+            if program is None:
+                raise UsageError("%%script needs the program to run the cell, e.g. %%script bash")
+            if program not in _SHELLS:
+                raise no_shell(f"%%script {program}")
+        captured = options["out"] is not None or options["err"] is not None
+        result = sh.run(cell, stream=not captured)
+        for name, text, stream in (("out", result.stdout, sys.stdout), ("err", result.stderr, sys.stderr)):
+            if options[name] is not None:
+                assert self.shell is not None
+                self.shell.user_ns[options[name]] = text
+            elif text:
+                stream.write(text)
+        if options["raise_error"] and result.returncode != 0:
+            raise subprocess.CalledProcessError(result.returncode, cell, result.stdout, result.stderr)
 
     @cell_magic
     def bash(self, line: str, cell: str) -> None:
-        self._refuse("%bash", line)
+        self._run_script("bash", line, cell)
 
     @cell_magic
     def sh(self, line: str, cell: str) -> None:
-        self._refuse("%sh", line)
+        self._run_script("sh", line, cell)
 
     @cell_magic
     def script(self, line: str, cell: str) -> None:
-        self._refuse("%script", line)
-
-    @cell_magic
-    def system(self, line: str, cell: str) -> None:
-        self._refuse("%system", line)
-
-    @line_magic("system")  # type: ignore[arg-type]  # IPython types the named form as a union; it is a decorator
-    def system_line(self, line: str) -> None:
-        self._refuse("system", line)
-
-    @line_magic
-    def sx(self, line: str) -> None:
-        self._refuse("sx", line)
+        self._run_script("script", line, cell)
 
 
 @magics_class
@@ -93,8 +132,7 @@ class KernelMagics(Magics):
 
 
 PROCESS_MAGICS = frozenset(
-    {"!", "bash", "sh", "script", "system", "sx", "sc", "python", "python2", "python3", "pypy", "perl", "ruby",
-     "killbgscripts", "edit", "ed"}
+    {"python", "python2", "python3", "pypy", "perl", "ruby", "killbgscripts", "edit", "ed"}
 )  # fmt: skip
 PROMPT_MAGICS = frozenset({"debug"})  # the debugger reads commands at a prompt until told to quit
 
@@ -113,7 +151,7 @@ class SandboxShell(InteractiveShell):
 
     def init_magics(self) -> None:
         super().init_magics()
-        self.register_magics(NoShellMagics)
+        self.register_magics(ShellMagics)
         self.register_magics(KernelMagics)
         from .pkgs import PipMagics
 
@@ -181,15 +219,36 @@ class SandboxShell(InteractiveShell):
         self.payload_manager.write_payload({"source": "ask_exit", "keepkernel": False})
 
     def system_piped(self, cmd: str) -> None:
-        raise no_shell(f"!{cmd}")
+        """`!cmd`, `%system`: run in the sandbox's shell, its output streamed; the status in `_exit_code`."""
+        __tracebackhide__ = True
+        from . import sh
 
-    def system_raw(self, cmd: str) -> None:
-        raise no_shell(f"!{cmd}")
+        if cmd.rstrip().endswith("&"):
+            raise no_shell(f"!{cmd} (a job in the background)")
+        expanded = self.var_expand(cmd, depth=1)
+        pip = pip_install_args(expanded)
+        if pip is not None:  # as %pip install does (into the sandbox, replayed after a restart)
+            self.run_line_magic("pip", f"install {pip}")
+            self.user_ns["_exit_code"] = 0
+            return
+        result = sh.run(expanded, stream=True)
+        sys.stdout.write(result.stdout)
+        sys.stderr.write(result.stderr)
+        self.user_ns["_exit_code"] = result.returncode
 
+    system_raw = system_piped
     system = system_piped
 
-    def getoutput(self, cmd: str, split: bool = True, depth: int = 0) -> None:
-        raise no_shell(f"!!{cmd}")
+    def getoutput(self, cmd: str, split: bool = True, depth: int = 0) -> SList | LSString:
+        """`x = !cmd`, `!!cmd`, `%sx`: what the command printed (stderr too, in order), as IPython gives it."""
+        __tracebackhide__ = True
+        from . import sh
+
+        expanded = self.var_expand(cmd, depth=depth + 1)
+        if expanded.rstrip().endswith("&"):
+            raise no_shell(f"!{cmd} (a job in the background)")
+        out = sh.run(f"{{ {expanded}\n}} 2>&1").stdout
+        return SList(out.splitlines()) if split else LSString(out)
 
     def enable_gui(self, gui: str | None = None) -> None:
         """No event loop is needed for inline output (`%matplotlib inline` asks for none); others cannot run here."""

@@ -1,0 +1,226 @@
+/**
+ * The sandbox's shell: just-bash (a bash interpreter with coreutils, sed, awk, jq, tar..., written in TypeScript),
+ * run in this worker for the guest's glue (`_sandbox_host.shell`), on Pyodide's own file system (pyodide_fs.ts).
+ *
+ * It adds no reach: it runs with the worker's permissions and under the OS layers, sees only what Python sees,
+ * changes rw mounts through the same file service, and fetches (curl) through the worker's net permission after
+ * the same host check as Python's. just-bash is imported on first use: most cells never need a shell.
+ */
+import type { Bash, Command, CommandName, ExecResult, SecureFetch } from "just-bash";
+import { type EmscriptenFS, PyodideFs } from "./pyodide_fs.ts";
+import { STDERR_SINK, STDOUT_SINK, StreamPlugin } from "./shell_stream.ts";
+
+/** What the shell needs from the worker. */
+export interface ShellLinks {
+  fs: EmscriptenFS;
+  errnoCodes: Record<string, number>;
+  /** Why the rw-mount service refused the last change (once). */
+  refusal(): string | undefined;
+  /** Pyodide's interrupt word: non-zero once the kernel interrupts the request. */
+  interrupt: Int32Array;
+  /** Output for the request being served, as it is produced. */
+  out(stream: "stdout" | "stderr", text: string): void;
+}
+
+/** One run, as the glue asks for it (JSON). */
+export interface ShellRequest {
+  script: string;
+  cwd: string;
+  env: Record<string, string>;
+  stdin: string; // latin1: one char per byte
+  stream: boolean; // output to the cell as it is produced (else all of it comes back in the result)
+  allowNet: string[]; // SandboxKernel.allow_net, as the guest's guards hold it
+}
+
+/** Its outcome (JSON); stdout and stderr hold what was not streamed. */
+export interface ShellResult {
+  stdout: string;
+  stderr: string;
+  exitCode: number;
+  interrupted: boolean;
+}
+
+/** A Python function (a PyProxy) that runs `python3 ARGS...` in this sandbox: JSON in, JSON of an ExecResult out. */
+export interface PythonCommand {
+  callPromising(argv: string, stdin: string, cwd: string, env: string): Promise<string>;
+}
+
+/** Limits counted in commands and loops are off: cell_timeout and interrupts stop a shell, as they stop Python. */
+const UNCOUNTED = {
+  maxCommandCount: Number.MAX_SAFE_INTEGER,
+  maxLoopIterations: Number.MAX_SAFE_INTEGER,
+  maxWorkUnits: Number.MAX_SAFE_INTEGER,
+  maxAwkIterations: Number.MAX_SAFE_INTEGER,
+  maxSedIterations: Number.MAX_SAFE_INTEGER,
+  maxExecutionTimeMs: Number.MAX_SAFE_INTEGER,
+};
+/** Commands left out: sqlite3 cannot run in a Deno worker; the network ones come with `fetch`. */
+const LEFT_OUT = new Set(["sqlite3", "python", "python3", "js-exec"]);
+
+/** `url`'s host may be reached under `allowNet` (entries "host" or "host:port"); else why not. */
+export function netRefusal(url: string, allowNet: string[]): string | null {
+  let parsed: URL;
+  try {
+    parsed = new URL(url);
+  } catch {
+    return `${url} is not a URL`;
+  }
+  if (parsed.protocol !== "http:" && parsed.protocol !== "https:") return `only http and https URLs can be fetched`;
+  const host = parsed.hostname.toLowerCase().replace(/^\[|\]$/g, "");
+  const port = parsed.port || (parsed.protocol === "https:" ? "443" : "80");
+  const allowed = allowNet.some((entry) => {
+    const [name, entryPort] = entry.toLowerCase().split(/:(?=\d+$)/);
+    return name.replace(/^\[|\]$/g, "") === host && (entryPort === undefined || entryPort === port);
+  });
+  if (allowed) return null;
+  const hosts = allowNet.length ? `only ${allowNet.join(", ")}` : "no host";
+  return `network access to ${host}:${port} is refused: the sandbox may reach ${hosts} (SandboxKernel.allow_net)`;
+}
+
+/** The worker's fetch behind the host check, each redirect hop checked again. */
+function checkedFetch(allowNet: () => string[]): SecureFetch {
+  const fetchNow = globalThis.fetch.bind(globalThis);
+  return async (url, options = {}) => {
+    let target = url;
+    for (let hop = 0; hop <= (options.maxRedirects ?? 10); hop++) {
+      const refused = netRefusal(target, allowNet());
+      if (refused) throw new Error(refused);
+      const response = await fetchNow(target, {
+        method: options.method ?? "GET",
+        headers: options.headers,
+        body: options.body,
+        redirect: "manual",
+        signal: options.signal,
+      });
+      const location = response.headers.get("location");
+      if (options.followRedirects !== false && response.status >= 300 && response.status < 400 && location) {
+        target = new URL(location, target).href;
+        continue;
+      }
+      return {
+        status: response.status,
+        statusText: response.statusText,
+        headers: Object.fromEntries(response.headers.entries()),
+        body: new Uint8Array(await response.arrayBuffer()),
+        url: target,
+      };
+    }
+    throw new Error(`too many redirects from ${url}`);
+  };
+}
+
+/** An AbortSignal whose `aborted` reads the interrupt word: just-bash checks it between statements. */
+function interruptSignal(interrupt: Int32Array): AbortSignal {
+  const signal = new AbortController().signal;
+  Object.defineProperty(signal, "aborted", { get: () => Atomics.load(interrupt, 0) !== 0 });
+  return signal;
+}
+
+/** `sleep` that an interrupt cuts short (just-bash's own would wait for an abort event that never comes). */
+function interruptibleSleep(interrupt: Int32Array): (ms: number) => Promise<void> {
+  return async (ms) => {
+    const end = performance.now() + ms;
+    while (Atomics.load(interrupt, 0) === 0) {
+      const left = end - performance.now();
+      if (left <= 0) return;
+      const waited = Atomics.waitAsync(interrupt, 0, 0, Math.min(left, 1000));
+      if (waited.async) await waited.value;
+    }
+  };
+}
+
+export class Shell {
+  private constructor(
+    private readonly bash: Bash,
+    private readonly stream: StreamPlugin,
+    private readonly links: ShellLinks,
+    private readonly net: { allow: string[] },
+  ) {}
+
+  /** Import just-bash and make the shell (once per sandbox, on the first shell command). */
+  static async load(links: ShellLinks, python: PythonCommand): Promise<Shell> {
+    const { Bash, defineCommand, getCommandNames, latin1FromBytes } = await import("just-bash");
+    const net = { allow: [] as string[] };
+    const sinks: Record<string, "stdout" | "stderr"> = { [STDOUT_SINK]: "stdout", [STDERR_SINK]: "stderr" };
+    const fs = new SinkFs(links, sinks);
+    const runPython = async (args: string[], ctx: Parameters<Command["execute"]>[1]): Promise<ExecResult> => {
+      const env = JSON.stringify(Object.fromEntries(ctx.env));
+      const answer = await python.callPromising(JSON.stringify(args), latin1FromBytes(ctx.stdin), ctx.cwd, env);
+      return JSON.parse(answer) as ExecResult;
+    };
+    const bash = new Bash({
+      fs,
+      cwd: "/",
+      commands: getCommandNames().filter((name) => !LEFT_OUT.has(name)) as CommandName[],
+      customCommands: [defineCommand("python3", runPython), defineCommand("python", runPython)],
+      fetch: checkedFetch(() => net.allow),
+      sleep: interruptibleSleep(links.interrupt),
+      executionLimits: UNCOUNTED,
+      defenseInDepth: false, // it guards a host process; here the whole worker is the guest's already
+    });
+    const stream = new StreamPlugin();
+    bash.registerTransformPlugin(stream);
+    return new Shell(bash, stream, links, net);
+  }
+
+  /** Run one script for the glue; never rejects (an error is the script's stderr and exit code 1). */
+  async run(request: ShellRequest): Promise<ShellResult> {
+    this.net.allow = request.allowNet;
+    this.stream.armed = request.stream;
+    let result: ExecResult;
+    try {
+      result = await this.bash.exec(request.script, {
+        cwd: request.cwd,
+        env: request.env,
+        replaceEnv: true,
+        stdin: request.stdin,
+        stdinKind: "bytes",
+        rawScript: true,
+        signal: interruptSignal(this.links.interrupt),
+      });
+    } catch (error) {
+      result = { stdout: "", stderr: `bash: ${String((error as Error)?.message ?? error)}\n`, exitCode: 1 };
+    } finally {
+      this.stream.armed = false;
+    }
+    // Taken here, before Python resumes: the glue raises KeyboardInterrupt itself, inside the cell.
+    const interrupted = Atomics.exchange(this.links.interrupt, 0, 0) !== 0;
+    return { stdout: result.stdout, stderr: result.stderr, exitCode: result.exitCode, interrupted };
+  }
+}
+
+/** Pyodide's file system, with the two sink paths of shell_stream.ts writing to the cell. */
+class SinkFs extends PyodideFs {
+  constructor(private readonly links: ShellLinks, private readonly sinks: Record<string, "stdout" | "stderr">) {
+    super(links.fs, links.errnoCodes, links.refusal);
+  }
+  #sink(path: string, content: string | Uint8Array): boolean {
+    const stream = this.sinks[path];
+    if (stream) this.links.out(stream, typeof content === "string" ? content : new TextDecoder().decode(content));
+    return stream !== undefined;
+  }
+  override async writeFile(path: string, content: string | Uint8Array, options?: unknown): Promise<void> {
+    if (!this.#sink(path, content)) await super.writeFile(path, content, options);
+  }
+  override async appendFile(path: string, content: string | Uint8Array, options?: unknown): Promise<void> {
+    if (!this.#sink(path, content)) await super.appendFile(path, content, options);
+  }
+  override exists(path: string): Promise<boolean> {
+    return path in this.sinks ? Promise.resolve(true) : super.exists(path);
+  }
+  override stat(path: string) {
+    return path in this.sinks ? Promise.resolve(SINK_STAT()) : super.stat(path);
+  }
+  override lstat(path: string) {
+    return path in this.sinks ? Promise.resolve(SINK_STAT()) : super.lstat(path);
+  }
+}
+
+const SINK_STAT = () => ({
+  isFile: true,
+  isDirectory: false,
+  isSymbolicLink: false,
+  mode: 0o666,
+  size: 0,
+  mtime: new Date(0),
+});

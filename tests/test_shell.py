@@ -1,0 +1,132 @@
+"""The sandbox's shell (issue 25): IPython's shell forms run just-bash on the guest's own files, output streamed,
+stopped by interrupts and cell_timeout; `python3` in it runs in the same sandbox."""
+
+from __future__ import annotations
+
+import pytest
+
+from conftest import execute, once_running, start_kernel, stop_kernel, value
+
+
+@pytest.fixture(scope="module")
+def shell_kernel():
+    km, kc = start_kernel(["--SandboxKernel.cell_timeout=20"])
+    yield km, kc
+    stop_kernel(km, kc)
+
+
+@pytest.fixture
+def kc(shell_kernel):
+    return shell_kernel[1]
+
+
+def test_bang_runs_a_command_on_the_files_python_wrote(kc):
+    execute(
+        kc,
+        "import os; os.makedirs('/tmp/sh', exist_ok=True)\nfor n in 'abc': open(f'/tmp/sh/{n}.txt', 'w').write(n * 3 + '\\n')",
+    )
+    run = execute(kc, "!cat /tmp/sh/b.txt && ls /tmp/sh | wc -l")
+    assert run.content["status"] == "ok", run.content
+    assert run.stream() == "bbb\n3\n"
+
+
+def test_bang_assignment_gives_an_slist_with_stderr_in_order(kc):
+    run = execute(kc, "files = !cd /tmp/sh && ls *.txt; echo oops >&2\n(type(files).__name__, list(files))")
+    assert value(run) == "('SList', ['a.txt', 'b.txt', 'c.txt', 'oops'])"
+
+
+def test_python_variables_and_expressions_expand_as_in_ipython(kc):
+    run = execute(kc, "name = 'world'\n!echo hello $name {6*7}")
+    assert run.stream() == "hello world 42\n"
+
+
+def test_the_exit_code_lands_in_exit_code(kc):
+    run = execute(kc, "!grep -q zzz /tmp/sh/a.txt\n_exit_code")
+    assert value(run) == "1"
+
+
+def test_bash_cell_magic_has_loops_pipes_heredocs_and_substitution(kc):
+    cell = """%%bash
+total=0
+for f in /tmp/sh/*.txt; do total=$((total + $(wc -c < "$f"))); done
+echo "bytes: $total"
+cat <<EOF | tr a-z A-Z
+heredoc $(basename /tmp/sh/c.txt .txt)
+EOF
+if [ -f /tmp/sh/a.txt ]; then echo yes; else echo no; fi
+"""
+    run = execute(kc, cell)
+    assert run.content["status"] == "ok", run.content
+    assert run.stream() == "bytes: 12\nHEREDOC C\nyes\n"
+
+
+def test_the_shell_writes_files_python_reads(kc):
+    execute(kc, "%%sh\nprintf 'x,1\\ny,2\\n' > /tmp/sh/t.csv\nsort -r /tmp/sh/t.csv | cut -d, -f1 > /tmp/sh/keys")
+    assert value(execute(kc, "open('/tmp/sh/keys').read()")) == "'y\\nx\\n'"
+
+
+def test_script_bash_with_out_captures_into_a_variable(kc):
+    run = execute(kc, "%%script bash --out captured\necho inside\n")
+    assert run.stream() == ""
+    assert value(execute(kc, "captured")) == "'inside\\n'"
+
+
+def test_os_system_runs_in_the_shell_and_returns_the_wait_status(kc):
+    run = execute(kc, "import os\nos.system('mkdir -p /tmp/sh/out && echo made'), os.system('exit 3')")
+    assert run.stream() == "made\n"
+    assert value(run) == "(0, 768)"
+
+
+def test_python3_from_the_shell_runs_in_this_sandbox_in_a_fresh_namespace(kc):
+    execute(kc, "secret_in_the_notebook = 1")
+    run = execute(
+        kc, "!python3 -c \"import sys; print(6 * 7, 'secret_in_the_notebook' in dir(), sys.argv)\" | tr a-z A-Z"
+    )
+    assert run.stream() == "42 FALSE ['-C']\n"
+    run = execute(kc, "!python3 -c 'import sys; sys.exit(4)'; echo rc=$?")
+    assert run.stream() == "rc=4\n"
+
+
+def test_a_native_program_is_not_found_with_a_clear_message(kc):
+    run = execute(kc, "!gcc --version")
+    assert "gcc: command not found" in run.stream("stderr")
+    assert value(execute(kc, "_exit_code")) == "127"
+
+
+def test_output_streams_as_it_is_produced(kc):
+    run = execute(kc, "%%bash\nfor i in 1 2 3; do echo $i; sleep 0.4; done")
+    chunks = [m for m in run.outputs if m["msg_type"] == "stream"]
+    assert "".join(m["content"]["text"] for m in chunks) == "1\n2\n3\n"
+    assert chunks[-1]["received"] - chunks[0]["received"] > 0.6, "all output came at once, at the end"
+
+
+def test_an_interrupt_stops_a_shell_loop_and_the_kernel_goes_on(shell_kernel):
+    km, kc = shell_kernel
+    run = execute(kc, "!echo started; while true; do :; done", on_output=once_running(km.interrupt_kernel))
+    assert run.content["ename"] == "KeyboardInterrupt", run.content
+    assert value(execute(kc, "1 + 1")) == "2"
+
+
+def test_an_interrupt_cuts_a_shell_sleep_short(shell_kernel):
+    km, kc = shell_kernel
+    run = execute(kc, "!echo started; sleep 100", timeout=30, on_output=once_running(km.interrupt_kernel))
+    assert run.content["ename"] == "KeyboardInterrupt", run.content
+    assert run.stream() == "started\n"  # streamed before the interrupt, and kept
+
+
+def test_cell_timeout_stops_a_shell_loop_and_keeps_the_variables():
+    km, kc = start_kernel(["--SandboxKernel.cell_timeout=3"])
+    try:
+        execute(kc, "kept = 5")
+        run = execute(kc, "%%bash\nwhile true; do :; done", timeout=60)
+        assert run.content["ename"] == "SandboxTimeout", run.content
+        assert value(execute(kc, "kept")) == "5"
+    finally:
+        stop_kernel(km, kc)
+
+
+def test_bang_pip_install_is_percent_pip_install(kc):
+    bang = execute(kc, "!pip install sandbox-kernel-no-such-package-xyz")
+    percent = execute(kc, "%pip install sandbox-kernel-no-such-package-xyz")
+    assert bang.content["status"] == percent.content["status"]
+    assert bang.stream("stderr") + bang.stream() == percent.stream("stderr") + percent.stream()
