@@ -18,6 +18,7 @@ from typing import Any
 from . import _host
 
 _python_command: Any = None  # the PyProxy of run_python_command the shell calls back (made once)
+_interrupted_in_python = False  # a `python3` run inside the script took the interrupt (Python consumed its word)
 
 
 @dataclass(frozen=True)
@@ -46,7 +47,8 @@ def run(
 
     from .guards import LIMITS
 
-    global _python_command
+    global _python_command, _interrupted_in_python
+    _interrupted_in_python = False
     if _python_command is None:
         _python_command = create_proxy(run_python_command)
     _host.flush_streams()
@@ -59,7 +61,7 @@ def run(
         "allowNet": list(LIMITS.allow_net),
     }
     answer = json.loads(run_sync(_host.shell(json.dumps(request), _python_command)))
-    if answer["interrupted"]:
+    if answer["interrupted"] or _interrupted_in_python:
         raise KeyboardInterrupt
     return ShellRun(str(answer["stdout"]), str(answer["stderr"]), int(answer["exitCode"]))
 
@@ -98,6 +100,7 @@ def _exit_code(exit: SystemExit, err: io.StringIO) -> int:
 def run_python_command(argv_json: str, stdin: str, cwd: str, env_json: str) -> str:
     """`python3 ARGS...` from the shell: `-c CODE`, `-m MODULE`, `SCRIPT` or code on stdin, in a fresh `__main__`
     namespace of this interpreter (no new process). Returns the JSON of just-bash's ExecResult."""
+    global _interrupted_in_python
     args: list[str] = json.loads(argv_json)
     env: dict[str, str] = json.loads(env_json)
     if args[:1] == ["-c"] and len(args) > 1:
@@ -120,6 +123,7 @@ def run_python_command(argv_json: str, stdin: str, cwd: str, env_json: str) -> s
         except SystemExit as exit:
             code = _exit_code(exit, err)
         except KeyboardInterrupt:
+            _interrupted_in_python = True
             raise
         except BaseException:
             traceback.print_exc(file=err)
