@@ -130,3 +130,27 @@ def test_bang_pip_install_is_percent_pip_install(kc):
     percent = execute(kc, "%pip install sandbox-kernel-no-such-package-xyz")
     assert bang.content["status"] == percent.content["status"]
     assert bang.stream("stderr") + bang.stream() == percent.stream("stderr") + percent.stream()
+
+
+SUBPROCESS_FORMS = """
+import os, subprocess, sys
+r = subprocess.run(["wc", "-l"], input="a\\nb\\n", capture_output=True, text=True)
+out = subprocess.check_output("echo $((6*7))", shell=True)
+rc = subprocess.call(["false"])
+try:
+    subprocess.run(["grep", "zz", "/tmp/sh/a.txt"], check=True)
+except subprocess.CalledProcessError as e:
+    failed = e.returncode
+try:
+    subprocess.run(["gcc", "x.c"])
+except FileNotFoundError as e:
+    missing = e.filename
+py = subprocess.run([sys.executable, "-c", "print('hi')"], capture_output=True).stdout
+with subprocess.Popen(["sort"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True) as p:
+    sorted_out, _ = p.communicate("b\\na\\n")
+(r.stdout.strip(), r.returncode, out, rc, failed, missing, py, sorted_out, os.popen("echo popen").read())
+"""
+
+
+def test_subprocess_and_os_popen_run_in_the_shell(kc):
+    assert value(execute(kc, SUBPROCESS_FORMS)) == ("('2', 0, b'42\\n', 1, 1, 'gcc', b'hi\\n', 'a\\nb\\n', 'popen\\n')")

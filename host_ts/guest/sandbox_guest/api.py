@@ -84,6 +84,9 @@ def boot() -> None:
     getpass.getpass = _getpass
     time.sleep = _host.sleep
     os.system = posix.system = _system
+    from . import processes
+
+    processes.install()
     _shell = make_shell()
 
 
