@@ -35,6 +35,7 @@ class FakeHost:
         self.interrupt_sleep = False
         self.log: list[tuple[Any, ...]] = []
         self.on_write: Callable[[str], None] | None = None
+        self.shell_results: list[dict[str, Any]] = []  # what `shell` answers, in order (ShellResult's fields)
 
     # -- the JS functions -------------------------------------------------------------------------------------
     def write(self, kind: int, text: str, rid: int = 0) -> None:
@@ -72,6 +73,12 @@ class FakeHost:
     def sleep(self, ms: float) -> bool:
         self.log.append(("sleep", ms))
         return self.interrupt_sleep
+
+    async def shell(self, request: str, python: Any) -> str:
+        self.log.append(("shell", json.loads(request), python))
+        assert self.shell_results, f"no shell result scripted for {json.loads(request)['script']!r}"
+        result = {"stdout": "", "stderr": "", "exitCode": 0, "interrupted": False, **self.shell_results.pop(0)}
+        return json.dumps(result)
 
     # -- what the tests read ----------------------------------------------------------------------------------
     def events(self, type_: str | None = None) -> list[dict[str, Any]]:

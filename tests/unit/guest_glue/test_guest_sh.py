@@ -1,0 +1,119 @@
+"""The glue's shell runs (sh.py) and subprocess routing (processes.py) under CPython, with a fake host's shell."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+from sandbox_guest import processes, sh
+
+
+@pytest.fixture
+def shell(host, fake_pyodide, monkeypatch):
+    """The fake host, with sh's proxy forgotten between tests."""
+    monkeypatch.setattr(sh, "_python_command", None)
+    return host
+
+
+def sent(host) -> list[dict]:
+    return [entry[1] for entry in host.log if entry[0] == "shell"]
+
+
+def test_a_run_sends_the_script_with_pythons_cwd_env_stdin_and_allowed_hosts(shell, tmp_path, monkeypatch):
+    from sandbox_guest import guards
+
+    monkeypatch.setattr(guards.LIMITS, "allow_net", ["pypi.org:443"])
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("SBK_TEST", "1")
+    shell.shell_results = [{"stdout": "out", "stderr": "err", "exitCode": 3}]
+    result = sh.run("echo hi", stdin=b"\xff\x00", stream=True)
+    assert result == sh.ShellRun("out", "err", 3)
+    [request] = sent(shell)
+    assert request["script"] == "echo hi" and request["cwd"] == str(tmp_path) and request["stream"] is True
+    assert request["env"]["SBK_TEST"] == "1"
+    assert request["stdin"] == "\xff\x00"  # bytes as latin-1: one char per byte
+    assert request["allowNet"] == ["pypi.org:443"]
+
+
+def test_an_interrupted_run_raises_keyboardinterrupt_in_the_cell(shell):
+    shell.shell_results = [{"interrupted": True, "exitCode": 124}]
+    with pytest.raises(KeyboardInterrupt):
+        sh.run("while true; do :; done")
+
+
+def test_python3_runs_code_in_a_fresh_main_and_puts_everything_back(tmp_path):
+    before = (list(sys.argv), os.getcwd(), dict(os.environ))
+    code = "import os, sys; print(sys.argv, os.getcwd(), os.environ.get('X'), 'before' in dir()); sys.exit(5)"
+    answer = json.loads(sh.run_python_command(json.dumps(["-c", code, "a"]), "", str(tmp_path), '{"X": "y"}'))
+    assert answer == {"stdout": f"['-c', 'a'] {tmp_path} y False\n", "stderr": "", "exitCode": 5}
+    assert (list(sys.argv), os.getcwd(), dict(os.environ)) == before
+
+
+def test_python3_reads_code_from_stdin_and_reports_a_traceback(tmp_path):
+    answer = json.loads(sh.run_python_command("[]", "print(1)\n1/0\n", str(tmp_path), "{}"))
+    assert answer["stdout"] == "1\n" and answer["exitCode"] == 1
+    assert answer["stderr"].rstrip().endswith("ZeroDivisionError: division by zero")
+
+
+def test_python3_runs_a_script_with_its_arguments(tmp_path):
+    (tmp_path / "s.py").write_text("import sys\nprint(sys.argv[1:], __name__)\nraise SystemExit('bad')\n")
+    answer = json.loads(sh.run_python_command('["s.py", "x"]', "", str(tmp_path), "{}"))
+    assert answer == {"stdout": "['x'] __main__\n", "stderr": "bad\n", "exitCode": 1}
+
+
+@pytest.mark.parametrize(
+    ("args", "shell_", "script"),
+    [
+        (["grep", "-r", "a b", "."], False, "grep -r 'a b' ."),
+        ("ls -la | wc -l", True, "ls -la | wc -l"),
+        ([sys.executable, "-c", "print(1)"], False, "python3 -c 'print(1)'"),
+        (["/usr/bin/python3.12", "x.py"], False, "python3 x.py"),
+        ("wc", False, "wc"),
+    ],
+)
+def test_popen_args_become_the_shells_script(args, shell_, script):
+    assert processes.command_line(args, shell_)[0] == script
+
+
+def test_run_with_capture_and_input_and_check(shell):
+    shell.shell_results = [{"stdout": "2\n"}, {"stderr": "nope\n", "exitCode": 1}]
+    done = processes.SandboxPopen(["wc", "-l"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert done.communicate("a\nb\n") == ("2\n", None)
+    assert done.returncode == 0 and sent(shell)[0]["stdin"] == "a\nb\n"
+    failed = processes.SandboxPopen(["grep", "x", "f"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert failed.communicate() == (b"", b"nope\n") and failed.returncode == 1
+
+
+def test_stderr_to_stdout_merges_in_the_shell(shell):
+    shell.shell_results = [{"stdout": "both\n"}]
+    merged = processes.SandboxPopen("make", shell=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    assert merged.stdout is not None and merged.stdout.read() == b"both\n"
+    assert sent(shell)[0]["script"] == "{ make\n} 2>&1"
+
+
+def test_a_missing_program_raises_file_not_found_as_cpython_does(shell):
+    shell.shell_results = [{"stderr": "bash: gcc: command not found\n", "exitCode": 127}]
+    with pytest.raises(FileNotFoundError) as raised:
+        processes.SandboxPopen(["gcc", "x.c"])
+    assert raised.value.filename == "gcc" and "runs no native programs" in raised.value.strerror
+
+
+def test_a_pipe_stdin_runs_the_command_when_the_input_is_complete(shell):
+    shell.shell_results = [{"stdout": "a\nb\n"}]
+    sort = processes.SandboxPopen(["sort"], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    assert sent(shell) == [] and sort.poll() is None
+    assert sort.stdin is not None
+    sort.stdin.write(b"b\na\n")
+    sort.stdin.close()
+    assert sort.poll() == 0 and sent(shell)[0]["stdin"] == "b\na\n"
+
+
+def test_os_popen_reads_the_output_and_close_gives_the_status(shell):
+    shell.shell_results = [{"stdout": "x\n", "exitCode": 2}]
+    pipe = processes.popen("false")
+    assert pipe.read() == "x\n" and pipe.close() == 512
+    with pytest.raises(ValueError, match="mode 'r'"):
+        processes.popen("cat", "w")
