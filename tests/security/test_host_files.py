@@ -275,23 +275,12 @@ PROCESS_ATTACKS = {
         "JsException",
         "NotCapable: Requires env access",
     ),
-    "os.system": (
-        lambda m: f"import os\nos.system('touch ' + {q(m)})",
-        "ShellUnavailableError",
-        "there is no shell in the sandbox (no processes can be started)",
-    ),
-    "subprocess.run": (py_subprocess_touch, "OSError", "emscripten does not support processes"),
     "os.posix_spawn": (
         lambda m: f"import os\nos.posix_spawn('/usr/bin/touch', ['touch', {q(m)}], {{}})",
         "AttributeError",
         "module 'os' has no attribute 'posix_spawn'",
     ),
     "os.fork": (lambda m: "import os\nos.fork()", "OSError", "Function not implemented"),
-    "shell-escape": (
-        lambda m: f"!touch {m}",
-        "ShellUnavailableError",
-        "there is no shell in the sandbox (no processes can be started)",
-    ),
 }
 
 
@@ -303,6 +292,28 @@ def test_no_process_can_be_started(target, host, tmp_path, how):
     run = attack(kc, make(marker), *needles(host, km))
     assert_refused(run, [ename], message)
     assert not marker.exists(), "LEAK: a process ran on the host"
+
+
+SHELL_COMMANDS = {
+    "os.system": lambda path: f"import os\nos.system('touch ' + {q(path)})",
+    "subprocess.run": py_subprocess_touch,
+    "shell-escape": lambda path: f"!touch {path}",
+    "bash-cell": lambda path: f"%%bash\ntouch {path}",
+}
+
+
+@pytest.mark.parametrize("how", list(SHELL_COMMANDS))
+def test_shell_commands_touch_only_the_sandboxs_own_files(target, host, tmp_path, how):
+    """The shell runs in the sandbox, on its file system: a host path is not there; a path the sandbox has is
+    changed there, and the host's file of the same name is not."""
+    km, kc = target
+    marker = tmp_path / "pwned"
+    attack(kc, SHELL_COMMANDS[how](marker), *needles(host, km))
+    assert not marker.exists(), "LEAK: a shell command wrote a host file"
+    inside = Path("/tmp") / token(f"shell-{how}")
+    run = execute(kc, SHELL_COMMANDS[how](inside))
+    assert result(execute(kc, f"import os; os.path.exists({q(inside)})")) == "True", run.content
+    assert not inside.exists(), "LEAK: a shell command wrote a host file"
 
 
 def test_ffi_is_refused(target, host):

@@ -24,9 +24,16 @@ _pids = itertools.count(1000)
 _PYTHON = re.compile(r"^(?:.*/)?python(?:3(?:\.\d+)?)?$")
 
 
+_BIN = re.compile(r"^/(?:usr/(?:local/)?)?s?bin/(?P<name>[^/]+)$")
+
+
 def _program(name: str) -> str:
-    """The shell's name for `name`: Python itself, by any of its paths, is `python3`."""
-    return "python3" if name == sys.executable or _PYTHON.match(name) else name
+    """The shell's name for `name`: Python itself, by any of its paths, is `python3`; `/bin/sh`, `/usr/bin/grep`
+    and the like are the shell's own commands of that name."""
+    if name == sys.executable or _PYTHON.match(name):
+        return "python3"
+    in_bin = _BIN.match(name)
+    return in_bin["name"] if in_bin else name
 
 
 def command_line(args: Any, shell: bool) -> tuple[str, str]:

