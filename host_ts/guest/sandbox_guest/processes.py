@@ -111,12 +111,12 @@ class SandboxPopen:
         script = self._script if err != subprocess.STDOUT else f"{{ {self._script}\n}} 2>&1"
         stream = out is None and err in (None, subprocess.STDOUT)
         stdin = self._input.getvalue() if self.stdin is not None else self._read_given_stdin()
-        result = sh.run(script, stdin=stdin, cwd=self._where[0], env=self._where[1], stream=stream)
-        if not self._shell and result.returncode == 127 and f"{self._name}: command not found" in result.stderr:
+        if not self._shell and sh.run(f"command -v {shlex.quote(_program(self._name))}").returncode != 0:
             raise FileNotFoundError(
                 2, f"No such file or directory (the sandbox runs no native programs; {self._name!r} is not a command "
                 "of its shell)", self._name,
             )  # fmt: skip
+        result = sh.run(script, stdin=stdin, cwd=self._where[0], env=self._where[1], stream=stream)
         self.returncode = result.returncode
         self.stdout = self._deliver(out, result.stdout, sys.stdout)
         self.stderr = self._deliver(err, result.stderr, sys.stderr)
