@@ -89,7 +89,7 @@ def test_curl_reaches_a_listed_host():
     server = Listener()
     km, kc = start_kernel([f"--SandboxKernel.allow_net=['127.0.0.1:{server.port}']"])
     try:
-        assert shell_out(kc, f"curl -s http://127.0.0.1:{server.port}/") == "hello"
+        assert shell_out(kc, f"curl -s http://127.0.0.1:{server.port}/") == "'hello'"
     finally:
         stop_kernel(km, kc)
         server.close()

@@ -226,7 +226,7 @@ class SandboxShell(InteractiveShell):
         if cmd.rstrip().endswith("&"):
             raise no_shell(f"!{cmd} (a job in the background)")
         expanded = self.var_expand(cmd, depth=1)
-        pip = pip_install_args(expanded)
+        pip = pip_install_args(expanded.replace(sys.executable, "python"))  # `!{sys.executable} -m pip ...` too
         if pip is not None:  # as %pip install does (into the sandbox, replayed after a restart)
             self.run_line_magic("pip", f"install {pip}")
             self.user_ns["_exit_code"] = 0
