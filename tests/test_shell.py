@@ -3,6 +3,8 @@ stopped by interrupts and cell_timeout; `python3` in it runs in the same sandbox
 
 from __future__ import annotations
 
+import subprocess
+
 import pytest
 
 from conftest import execute, once_running, start_kernel, stop_kernel, value
@@ -154,3 +156,48 @@ with subprocess.Popen(["sort"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, t
 
 def test_subprocess_and_os_popen_run_in_the_shell(kc):
     assert value(execute(kc, SUBPROCESS_FORMS)) == ("('2', 0, b'42\\n', 1, 1, 'gcc', b'hi\\n', 'a\\nb\\n', 'popen\\n')")
+
+
+INPUT = "banana 3\napple 10\ncherry 7\napple 10\ndate 1\n"
+# Commands run on the same input in the sandbox and by the host's GNU tools: their outputs must match.
+SAME_AS_GNU = [
+    "sort input.txt",
+    "sort -k2 -n input.txt",
+    "sort -u input.txt",
+    "uniq input.txt",
+    "wc -l input.txt",
+    "head -n 2 input.txt",
+    "tail -n 2 input.txt",
+    "cut -d' ' -f1 input.txt",
+    "tr a-z A-Z < input.txt",
+    "sed 's/a/A/g' input.txt",
+    "awk '{s += $2} END {print s}' input.txt",
+    "grep -n apple input.txt",
+    "grep -c an input.txt",
+    "base64 input.txt",
+    "md5sum input.txt",
+    "sha256sum input.txt",
+    "rev input.txt",
+    "tac input.txt",
+    "paste -d, input.txt input.txt",
+    "seq 3 3 12",
+    "printf '%05.1f|%s\\n' 3.14159 x",
+    "echo $((7 * 6)) ${#HOME}",
+    "fold -w 5 input.txt",
+    "sort input.txt | uniq | wc -l",
+    "cat input.txt | awk '$2 > 5' | sort -r",
+]
+
+
+@pytest.mark.parametrize("command", SAME_AS_GNU)
+def test_commands_give_what_gnu_tools_give(kc, tmp_path, command):
+    (tmp_path / "input.txt").write_text(INPUT)
+    host = subprocess.run(
+        ["bash", "-c", command], cwd=tmp_path, capture_output=True, text=True, env={"HOME": "/home/pyodide"}
+    )
+    assert host.returncode == 0, host.stderr
+    setup = f"import os; os.makedirs('/tmp/gnu', exist_ok=True); open('/tmp/gnu/input.txt', 'w').write({INPUT!r})"
+    execute(kc, setup)
+    run = execute(kc, f"%%bash\ncd /tmp/gnu\n{command}")
+    assert run.content["status"] == "ok", run.content
+    assert run.stream() == host.stdout
