@@ -254,7 +254,6 @@ def test_capture_magic(kc: BlockingKernelClient) -> None:
 @pytest.mark.parametrize(
     ("code", "refused"),
     [
-        ("!sleep 5 &", "!sleep 5 & (a job in the background)"),
         ("%%bash --bg\nls", "%%bash --bg"),
         ("%%perl\nprint 1", "%%perl"),
         ("%%script ruby\nputs 1", "%%script ruby"),

@@ -8,6 +8,7 @@ import pytest
 from attack_kit import assert_alive, token
 
 from conftest import Listener, execute, start_kernel, stop_kernel, value
+from sandbox_kernel.sandbox.launch_plan import TEST_DENO_ALL
 
 
 @pytest.fixture(scope="module")
@@ -80,6 +81,7 @@ def test_tool_files_in_an_rw_mount_are_refused_to_the_shell(sandbox, host):
 
 def test_curl_reaches_only_allow_net(sandbox, listener):
     _, kc = sandbox
+    listener.hits.clear()
     out = shell_out(kc, f"curl -sS http://127.0.0.1:{listener.port}/; curl -sS https://pypi.org/")
     assert "network access to 127.0.0.1" in out and "SandboxKernel.allow_net" in out, out
     assert listener.settle() == []
@@ -110,5 +112,31 @@ def test_a_flood_of_output_is_cut_at_max_output_bytes():
         shown = sum(len(m["content"].get("text", "")) for m in run.outputs if m["msg_type"] == "stream")
         assert shown <= 110_000, shown
         assert value(execute(kc, "1 + 1")) == "2"
+    finally:
+        stop_kernel(km, kc)
+
+
+@pytest.mark.parametrize("layer", ["none", "landlock", "seccomp", "namespaces"])
+def test_each_os_layer_alone_keeps_the_shells_curl_off_the_host(layer, listener):
+    """Deno's checks off (its --allow-all, the worker inheriting it) and the kernel's host check lifted by the guest
+    itself: each OS layer alone still keeps `curl` from the host's loopback listener ('none', the control: it gets
+    through, so the attack is real)."""
+    layers = ["--SandboxKernel.os_sandbox=off"] if layer == "none" else [
+        "--SandboxKernel.os_sandbox=required", f"--SandboxKernel.os_layers={layer}"
+    ]  # fmt: skip
+    listener.hits.clear()
+    km, kc = start_kernel(layers, env={TEST_DENO_ALL: "1"})
+    try:
+        code = (
+            f"from sandbox_guest import guards\nguards.LIMITS.allow_net = ['127.0.0.1:{listener.port}']\n"
+            f"_r = !curl -sS http://127.0.0.1:{listener.port}/ 2>&1\n'\\n'.join(_r)"
+        )
+        out = value(execute(kc, code))
+        hits = listener.settle()
+        if layer == "none":
+            assert "hello" in out and hits, out
+        else:
+            assert "hello" not in out and "curl:" in out, out  # it tried, and was stopped below Deno
+            assert hits == []
     finally:
         stop_kernel(km, kc)

@@ -24,7 +24,8 @@ if TYPE_CHECKING:
 
 
 class ShellUnavailableError(RuntimeError):
-    """Raised for what needs a real process (a native program, a job in the background): the sandbox has none."""
+    """Raised for what needs a real process (a native program's magic, a job in the background): the sandbox has
+    none."""
 
     def _render_traceback_(self) -> list[str]:
         """IPython shows just the message: the frames would only be the sandbox's own."""
@@ -224,7 +225,7 @@ class SandboxShell(InteractiveShell):
         from . import sh
 
         if cmd.rstrip().endswith("&"):
-            raise no_shell(f"!{cmd} (a job in the background)")
+            raise OSError("Background processes not supported.")  # IPython's own words: it runs none either
         expanded = self.var_expand(cmd, depth=1)
         pip = pip_install_args(expanded.replace(sys.executable, "python"))  # `!{sys.executable} -m pip ...` too
         if pip is not None:  # as %pip install does (into the sandbox, replayed after a restart)
@@ -246,7 +247,7 @@ class SandboxShell(InteractiveShell):
 
         expanded = self.var_expand(cmd, depth=depth + 1)
         if expanded.rstrip().endswith("&"):
-            raise no_shell(f"!{cmd} (a job in the background)")
+            raise OSError("Background processes not supported.")  # IPython's own words: it runs none either
         out = sh.run(f"{{ {expanded}\n}} 2>&1").stdout
         return SList(out.splitlines()) if split else LSString(out)
 
