@@ -129,6 +129,20 @@ function interruptibleSleep(interrupt: Int32Array): (ms: number) => Promise<void
   };
 }
 
+/** Node's `process.env` as an empty object: just-bash's modules (minimatch, debug) read variables as they load,
+ * and the sandbox has no env permission (Deno.env stays refused; the shell has its own environment). */
+function quietProcessEnv(): void {
+  const process = (globalThis as { process?: { env?: unknown } }).process;
+  if (process === undefined) return;
+  const empty = new Proxy({}, {
+    get: () => undefined,
+    has: () => false,
+    ownKeys: () => [],
+    getOwnPropertyDescriptor: () => undefined,
+  });
+  Object.defineProperty(process, "env", { value: empty, configurable: true, writable: true });
+}
+
 export class Shell {
   private constructor(
     private readonly bash: Bash,
@@ -139,6 +153,7 @@ export class Shell {
 
   /** Import just-bash and make the shell (once per sandbox, on the first shell command). */
   static async load(links: ShellLinks, python: PythonCommand): Promise<Shell> {
+    quietProcessEnv();
     const { Bash, defineCommand, getCommandNames, latin1FromBytes } = await import("just-bash");
     const net = { allow: [] as string[] };
     const sinks: Record<string, "stdout" | "stderr"> = { [STDOUT_SINK]: "stdout", [STDERR_SINK]: "stderr" };

@@ -46,11 +46,6 @@ def _deno_checks_off() -> bool:
     return os.environ.get(TEST_DENO_ALL) == "1"
 
 
-# Environment variables the shell's modules read when they load (minimatch, debug), answered "unset" by Deno: the
-# process reads no environment (no env permission), and these reads must not fail the shell.
-IGNORED_ENV = ("__MINIMATCH_TESTING_PLATFORM__", "DEBUG")
-
-
 @dataclass(frozen=True)
 class LaunchPlan:
     """What one sandbox process may read, write, connect to and run; made once per sandbox."""
@@ -142,7 +137,7 @@ class LaunchPlan:
         v8 = [f"--wasm-max-mem-pages={mb * 16}", f"--max-old-space-size={mb}", *V8_MEMORY_FLAGS, *self.v8_flags]
         return [
             paths.deno_executable(), "run", "--no-prompt", "--cached-only", f"--config={self.host / 'deno.json'}",
-            "--unstable-worker-options", *flags, f"--ignore-env={','.join(IGNORED_ENV)}",
+            "--unstable-worker-options", *flags,
             "--v8-flags=" + ",".join(v8), str(self.host / "main.ts"),
         ]  # fmt: skip
 
