@@ -8,7 +8,8 @@
  */
 import type { Bash, Command, CommandName, ExecResult, SecureFetch } from "just-bash";
 import { type EmscriptenFS, PyodideFs } from "./pyodide_fs.ts";
-import { STDERR_SINK, STDOUT_SINK, StreamPlugin } from "./shell_stream.ts";
+import { columnsApply, inColumns } from "./ls_columns.ts";
+import { STDERR_SINK, STDOUT_SINK, StreamPlugin, TERMINAL_LS } from "./shell_stream.ts";
 
 /** What the shell needs from the worker. */
 export interface ShellLinks {
@@ -143,6 +144,13 @@ function quietProcessEnv(): void {
   Object.defineProperty(process, "env", { value: empty, configurable: true, writable: true });
 }
 
+/** `ls` whose output is the cell, as GNU ls on ipykernel's pseudo-terminal: names in columns (ls_columns.ts). */
+async function lsOnTerminal(args: string[], ctx: Parameters<Command["execute"]>[1]): Promise<ExecResult> {
+  const listed = await ctx.exec!("ls", { cwd: ctx.cwd, env: Object.fromEntries(ctx.env), replaceEnv: true, args });
+  const columns = listed.exitCode === 0 && columnsApply(args) ? inColumns(listed.stdout) : undefined;
+  return columns === undefined ? listed : { ...listed, stdout: columns };
+}
+
 export class Shell {
   private constructor(
     private readonly bash: Bash,
@@ -167,7 +175,11 @@ export class Shell {
       fs,
       cwd: "/",
       commands: getCommandNames().filter((name) => !LEFT_OUT.has(name)) as CommandName[],
-      customCommands: [defineCommand("python3", runPython), defineCommand("python", runPython)],
+      customCommands: [
+        defineCommand("python3", runPython),
+        defineCommand("python", runPython),
+        defineCommand(TERMINAL_LS, lsOnTerminal),
+      ],
       fetch: checkedFetch(() => net.allow),
       sleep: interruptibleSleep(links.interrupt),
       executionLimits: UNCOUNTED,
@@ -186,7 +198,7 @@ export class Shell {
     try {
       result = await this.bash.exec(request.script, {
         cwd: request.cwd,
-        env: request.env,
+        env: { BASH: "/bin/bash", ...request.env }, // $BASH: the shell's path, as bash sets it
         replaceEnv: true,
         stdin: request.stdin,
         stdinKind: "bytes",

@@ -20,6 +20,8 @@ import type {
 
 export const STDOUT_SINK = "/dev/sandbox-stdout";
 export const STDERR_SINK = "/dev/sandbox-stderr";
+/** The command a top-level `ls` writing to the cell becomes: `ls`, its names laid out as on a terminal. */
+export const TERMINAL_LS = "ls-on-terminal";
 
 interface Redirection {
   type: "Redirection";
@@ -36,6 +38,10 @@ const toSink = (fd: number | null, path: string): Redirection => ({
   operator: ">>",
   target: word(path),
 });
+const isWord = (node: unknown, value: string) => {
+  const parts = (node as { parts?: { type: string; value?: string }[] } | null)?.parts;
+  return parts?.length === 1 && parts[0].type === "Literal" && parts[0].value === value;
+};
 const INPUT_OPERATORS = new Set(["<", "<<", "<<-", "<<<", "<&"]);
 const redirectsOutput = (command: WithRedirections) =>
   command.redirections.some((r) => !INPUT_OPERATORS.has(r.operator));
@@ -77,8 +83,12 @@ function streamStatements(list: StatementNode[]): void {
         if (inner.length && last && !stderrPiped && !redirectsOutput(withRedirections)) {
           return inner.forEach(streamStatements);
         }
+        const toCell = last && !redirectsOutput(withRedirections);
         const sinks = [...(last ? [toSink(null, STDOUT_SINK)] : []), ...(stderrPiped ? [] : [toSink(2, STDERR_SINK)])];
         withRedirections.redirections?.unshift(...sinks);
+        if (toCell && command.type === "SimpleCommand" && isWord(command.name, "ls")) {
+          command.name = word(TERMINAL_LS) as typeof command.name; // the cell is ls's terminal: names in columns
+        }
       });
     }
   }

@@ -33,15 +33,45 @@ def tour(tmp_path) -> Path:
     return path
 
 
-def test_only_the_cell_the_sandbox_forbids_differs_and_it_says_why(tour):
+def test_the_tour_gives_what_ipykernel_gives(tour):
+    """`!ls` lists the files in columns as ipykernel's terminal does; `!sleep 0 &` is refused in IPython's words."""
     result = compare(tour, ["--SandboxKernel.working_folder=ro"])
     assert result.failure is None and result.cells == 5
-    # `!sleep 0 &` is refused in both, with IPython's words; `!ls` lists the same files, one per line here and in
-    # columns under ipykernel (its shell runs on a terminal).
-    assert [d.index for d in result.differences] == [3], result.differences
-    (difference,) = result.differences
-    assert difference.source == "!ls"
-    assert difference.ours == ["stdout: data.txt\ntour.ipynb"], difference.ours
+    assert result.differences == [], result.differences
+
+
+# The shell cells of two tutorials, in order: the Python Data Science Handbook's "IPython and Shell Commands"
+# (jakevdp/PythonDataScienceHandbook, notebooks/01.05, its session) and IPython's own examples/IPython Kernel/
+# "Script Magics.ipynb" (without the cells for programs neither kernel has here: python2, ruby).
+TUTORIAL_CELLS = [
+    '!echo "hello world"', "!pwd", "!ls", "%cd projects", "!pwd", "!ls", "!mkdir myproject", "%cd myproject",
+    "!mv ../myproject.txt ./", "!ls", '!echo "printing from the shell"', "contents = !ls", "print(contents)",
+    "directory = !pwd", "print(directory)", "type(directory)", 'message = "hello from Python"', "!echo {message}",
+    "!pwd", "!cd ..", "!pwd", "%cd ..", "cd myproject", "mkdir tmp", "ls", "cp myproject.txt tmp/", "ls tmp",
+    "rm -r tmp", "ls",
+    "import sys", "%%script python3\nimport sys\nprint('hello from Python: %s' % sys.version_info[0])",
+    '%%bash\necho "hi, stdout"\necho "hello, stderr" >&2\n',
+    '%%bash --out output --err error\necho "hi, stdout"\necho "hello, stderr" >&2', "print(error)\nprint(output)",
+]  # fmt: skip
+
+
+def test_the_shell_cells_of_real_tutorials_give_what_ipykernel_gives(tmp_path):
+    """Cell by cell the same output, except the working folder's path: the sandbox's is /work."""
+    (tmp_path / "projects").mkdir()
+    (tmp_path / "projects" / "myproject.txt").write_text("my project\n")
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(source) for source in TUTORIAL_CELLS]
+    nbformat.write(nb, tmp_path / "tutorials.ipynb")
+    result = compare(tmp_path / "tutorials.ipynb", ["--SandboxKernel.working_folder=rw"])
+    assert result.failure is None and result.cells == len(TUTORIAL_CELLS)
+    (first_pwd,) = [d for d in result.differences if d.source == "!pwd"][:1]
+    host_folder = first_pwd.reference[0].removeprefix("stdout: ")
+    assert first_pwd.ours == ["stdout: /work"], first_pwd.ours
+    for difference in result.differences:
+        assert [o.replace("/work", host_folder) for o in difference.ours] == difference.reference, difference
+    shown = [d.source for d in result.differences]
+    assert shown == ["!pwd", "%cd projects", "!pwd", "%cd myproject", "print(directory)", "!pwd", "!pwd", "%cd ..",
+                     "cd myproject"], shown  # fmt: skip
 
 
 def test_without_the_working_folder_the_file_cell_differs_with_the_hint(tour):
@@ -64,7 +94,7 @@ def test_the_command_prints_the_report_and_says_one_line_for_a_missing_notebook(
         "sandbox-kernel compare: warning: runs each notebook a second time under plain ipykernel, on this machine, "
         "with no sandbox: only for notebooks you trust"
     )
-    assert "| tour.ipynb | 5 | 4 | 1 |" in done.stdout and written.read_text() == done.stdout
+    assert "| tour.ipynb | 5 | 5 | 0 |" in done.stdout and written.read_text() == done.stdout
     missing = subprocess.run([CLI, "compare", str(tmp_path / "nope.ipynb")], capture_output=True, text=True)
     assert missing.returncode == 2
     assert missing.stderr.strip() == f"sandbox-kernel compare: no such notebook: {tmp_path / 'nope.ipynb'}"

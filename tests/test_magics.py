@@ -10,7 +10,7 @@ import pytest
 from conftest import execute, start_kernel, stop_kernel
 
 ANSWER_WITHIN = 20.0  # seconds for one magic (measured: well under a second each, %timeit ~2 s)
-NEED_A_PROCESS = ("python", "python2", "python3", "pypy", "perl", "ruby")  # the shell's own run (test_shell.py)
+NEED_A_PROCESS = ("python2", "pypy", "perl", "ruby")  # %%python and %%python3 run in the sandbox (test_shell.py)
 # Harmless arguments where an empty line would do nothing useful (or would ask a question).
 LINE_ARGS = {"reset": "-f", "reset_selective": "-f nothing_matches_this", "timeit": "-n1 -r1 pass", "time": "pass",
              "prun": "-q pass", "logstart": "-q /tmp/sbk-magic-log.py", "cd": "/tmp", "pushd": "/tmp",

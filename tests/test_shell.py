@@ -201,3 +201,27 @@ def test_commands_give_what_gnu_tools_give(kc, tmp_path, command):
     run = execute(kc, f"%%bash\ncd /tmp/gnu\n{command}")
     assert run.content["status"] == "ok", run.content
     assert run.stream() == host.stdout
+
+
+def test_python_script_magics_run_the_cell_in_this_sandbox_in_a_fresh_namespace(kc):
+    """%%python3, %%python and %%script python3, as IPython's script magics: the cell is the program's stdin."""
+    execute(kc, "secret_in_the_notebook = 1")
+    for magic in ("%%python3", "%%python", "%%script python3", "%%script --out said python3"):
+        run = execute(kc, f"{magic}\nimport sys\nprint(6 * 7, 'secret_in_the_notebook' in dir(), sys.argv)\n")
+        assert run.content["status"] == "ok", (magic, run.content)
+        if "--out" in magic:
+            assert value(execute(kc, "said")) == "\"42 False ['-']\\n\"", magic
+        else:
+            assert run.stream() == "42 False ['-']\n", (magic, run.stream())
+
+
+def test_bash_names_itself_and_ls_aliases_work(kc):
+    """$BASH as bash sets it; IPython's `ls`/`ll` aliases (typed without %) use options the sandbox's ls has."""
+    assert execute(kc, '%%bash\necho "hello from $BASH"').stream() == "hello from /bin/bash\n"
+    execute(kc, "!mkdir -p /tmp/sh/aliases/sub && touch /tmp/sh/aliases/a.txt")
+    assert execute(kc, "ls /tmp/sh/aliases").stream() == "a.txt  sub/\n"
+    listed = execute(kc, "ll /tmp/sh/aliases").stream().splitlines()
+    assert [line.split()[0] for line in listed] == ["total", "-rw-r--r--", "drwxr-xr-x"], listed
+    assert [line.split()[-1] for line in listed[1:]] == ["a.txt", "sub/"], listed
+    (folder,) = execute(kc, "ldir /tmp/sh/aliases").stream().splitlines()
+    assert folder.startswith("drwxr-xr-x") and folder.endswith(" sub/"), folder

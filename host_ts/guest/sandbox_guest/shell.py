@@ -36,6 +36,16 @@ _PIP_INSTALL = re.compile(
     r"^!!?\s*(?:(?:\S*python[0-9.]*|\{sys\.executable\})\s+)?(?:-m\s+)?pip3?\s+install\s+(?P<args>.+)$"
 )
 _SHELLS = frozenset({"bash", "sh", "/bin/bash", "/bin/sh", "/usr/bin/bash", "/usr/bin/env bash", "/usr/bin/env sh"})
+_PYTHON = re.compile(r"^(?:/usr/bin/env\s+)?(?:\S*/)?python(?:3(?:\.\d+)?)?$")  # python, python3, /usr/bin/python3.14
+# IPython's Linux aliases (`ls`, `ll`, ... typed without `%`), in options the sandbox's `ls` has (no --color, -o).
+SHELL_ALIASES = (
+    ("ls", "ls -F"),
+    ("ll", "ls -F -l"),
+    ("lf", "ls -F -l %l | grep ^-"),
+    ("lk", "ls -F -l %l | grep ^l"),
+    ("ldir", "ls -F -l %l | grep /$"),
+    ("lx", "ls -F -l %l | grep ^-..x"),
+)
 
 
 def no_shell(what: str) -> ShellUnavailableError:
@@ -52,45 +62,60 @@ def pip_install_args(command: str) -> str | None:
 
 
 def _parse_script_options(line: str, magic: str) -> dict[str, Any]:
-    """IPython's options of %%bash / %%script: --out VAR, --err VAR, --raise-error (--bg and --proc need jobs)."""
+    """IPython's options of %%bash / %%script, wherever they stand (as its parse_known_args): --out VAR, --err VAR,
+    --raise-error; the other words are the command (program and arguments). --bg and --proc need jobs."""
     words = shlex.split(line)
-    options: dict[str, Any] = {"out": None, "err": None, "raise_error": False, "program": None}
+    options: dict[str, Any] = {"out": None, "err": None, "raise_error": False, "program": None, "args": []}
+    command: list[str] = []
     i = 0
     while i < len(words):
         word = words[i]
-        if word in ("--out", "--err") and i + 1 < len(words):
+        if word in ("--out", "--err", "--proc"):
+            if i + 1 >= len(words):
+                raise UsageError(f"%%{magic}: {word} needs a variable name")
+            if word == "--proc":
+                raise no_shell(f"%%{magic} --proc")
             options[word[2:]] = words[i + 1]
             i += 2
             continue
         if word == "--raise-error":
             options["raise_error"] = True
-        elif word in ("--bg", "--proc", "--no-raise-error"):
-            if word != "--no-raise-error":
-                raise no_shell(f"%%{magic} {word}")
-        elif options["program"] is None and not word.startswith("-"):
-            options["program"] = word
-        else:
-            raise UsageError(f"%%{magic}: unknown option {word!r} (allowed: --out VAR, --err VAR, --raise-error)")
+        elif word == "--bg":
+            raise no_shell(f"%%{magic} --bg")
+        elif word != "--no-raise-error":
+            command.append(word)
         i += 1
+    if command:
+        options["program"], options["args"] = command[0], command[1:]
     return options
 
 
 @magics_class
 class ShellMagics(Magics):
-    """%%bash, %%sh and %%script bash: the cell runs in the sandbox's shell, its output streamed as it comes."""
+    """%%bash, %%sh, %%python3 and %%script bash|python3: the cell runs in the sandbox's shell (Python in a fresh
+    namespace), its output streamed as it comes."""
 
     def _run_script(self, magic: str, line: str, cell: str) -> None:
         from . import sh
 
         options = _parse_script_options(line, magic)
-        if magic == "script":
-            program = options["program"]
-            if program is None:
-                raise UsageError("%%script needs the program to run the cell, e.g. %%script bash")
-            if program not in _SHELLS:
-                raise no_shell(f"%%script {program}")
+        if magic == "script" and options["program"] is None:
+            raise UsageError("%%script needs the program to run the cell, e.g. %%script bash")
+        program = magic if magic != "script" else options["program"]
+        if magic != "script" and options["program"] is not None:  # %%python3 -c ...: the words are the program's
+            options["args"] = [options["program"], *options["args"]]
         captured = options["out"] is not None or options["err"] is not None
-        result = sh.run(cell, stream=not captured)
+        if _PYTHON.match(program):
+            command = shlex.join(["python3", *options["args"]])
+            result = sh.run(command, stdin=cell.encode(), stream=not captured)
+        elif program in _SHELLS and options["args"]:  # the cell is the program's stdin, as for any program
+            result = sh.run(
+                shlex.join([program.split()[-1], *options["args"]]), stdin=cell.encode(), stream=not captured
+            )
+        elif program in _SHELLS:
+            result = sh.run(cell, stream=not captured)
+        else:
+            raise no_shell(f"%%script {program}")
         for name, text, stream in (("out", result.stdout, sys.stdout), ("err", result.stderr, sys.stderr)):
             if options[name] is not None:
                 assert self.shell is not None
@@ -111,6 +136,14 @@ class ShellMagics(Magics):
     @cell_magic
     def script(self, line: str, cell: str) -> None:
         self._run_script("script", line, cell)
+
+    @cell_magic
+    def python(self, line: str, cell: str) -> None:
+        self._run_script("python", line, cell)
+
+    @cell_magic
+    def python3(self, line: str, cell: str) -> None:
+        self._run_script("python3", line, cell)
 
 
 @magics_class
@@ -133,7 +166,7 @@ class KernelMagics(Magics):
 
 
 PROCESS_MAGICS = frozenset(
-    {"python", "python2", "python3", "pypy", "perl", "ruby", "killbgscripts", "edit", "ed"}
+    {"python2", "pypy", "perl", "ruby", "killbgscripts", "edit", "ed"}
 )  # fmt: skip
 PROMPT_MAGICS = frozenset({"debug"})  # the debugger reads commands at a prompt until told to quit
 
@@ -149,6 +182,12 @@ class SandboxShell(InteractiveShell):
     last_error: dict[str, Any] | None = None
     interrupt_requested = False
     allow_stdin = False  # whether the current request's frontend answers prompts
+
+    def init_alias(self) -> None:
+        super().init_alias()
+        assert self.alias_manager is not None
+        for name, command in SHELL_ALIASES:  # (IPython picked BSD's `ls -G` for Pyodide's platform, emscripten)
+            self.alias_manager.define_alias(name, command)
 
     def init_magics(self) -> None:
         super().init_magics()
