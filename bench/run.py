@@ -398,11 +398,60 @@ def file_rows(trials: int) -> list[Row]:
     return rows
 
 
+SHELL_HEADING = "## The shell"
+SHELL_WORK = {
+    "`!echo hi`": "!echo hi",
+    "`!ls | wc -l`": "!ls | wc -l",
+    "`subprocess.run(['wc', '-l'], input=..., capture_output=True)`": (
+        "import subprocess\nsubprocess.run(['wc', '-l'], input=b'a\\nb\\n', capture_output=True).stdout"
+    ),
+}
+
+
+def shell_rows(trials: int) -> list[Row]:
+    """The sandbox's shell (just-bash, loaded on first use) beside ipykernel's processes (issue 25)."""
+
+    def first(kernel: str) -> tuple[float, float]:
+        km, kc = start(kernel)
+        try:
+            run(kc, "1+1")  # the sandbox is up: what follows is the shell's own cost
+            before = tree_pss_mb(kernel_pid(km))
+            seconds = timed(kc, "!echo hi")
+            return seconds, tree_pss_mb(kernel_pid(km)) - before
+        finally:
+            stop(km, kc)
+
+    ours_first = [first(OURS) for _ in range(trials)]
+    ref_first = [first(REFERENCE) for _ in range(trials)]
+    rows = [
+        Row("first shell command in a new kernel (`!echo hi`)", "s",
+            statistics.median(t for t, _ in ours_first), statistics.median(t for t, _ in ref_first),
+            "ours loads just-bash on first use; ipykernel starts a process"),
+        Row("memory the first shell command adds", "MiB PSS",
+            statistics.median(m for _, m in ours_first), statistics.median(m for _, m in ref_first),
+            "kernel and its children, before and after"),
+    ]  # fmt: skip
+    samples = max(20, trials * 4)
+    ours_km, ours = start(OURS)
+    ref_km, ref = start(REFERENCE)
+    try:
+        for name, code in SHELL_WORK.items():
+            ms = ([1000 * t for t in warm_round_trips(ours, code, samples)],
+                  [1000 * t for t in warm_round_trips(ref, code, samples)])  # fmt: skip
+            rows.append(Row(f"warm {name}", "ms", statistics.median(ms[0]), statistics.median(ms[1]),
+                            f"{samples} samples after 5 warm-up cells", p90(ms[0]), p90(ms[1])))  # fmt: skip
+    finally:
+        stop(ours_km, ours)
+        stop(ref_km, ref)
+    return rows
+
+
 # ---- report --------------------------------------------------------------------------------
 
 SECTIONS: dict[str, tuple[str, Callable[[int], list[Row]]]] = {
     "checkpoint": (CHECKPOINT_HEADING, checkpoint_rows),
     "files": (FILES_HEADING, file_rows),
+    "shell": (SHELL_HEADING, shell_rows),
 }
 
 
@@ -435,7 +484,7 @@ def main() -> None:
     parser.add_argument("--output", type=Path, default=Path(__file__).parent / "RESULTS.md")
     parser.add_argument(
         "--only",
-        choices=["checkpoint", "files"],
+        choices=sorted(SECTIONS),
         help="measure these rows only; they replace their section of RESULTS.md",
     )
     args = parser.parse_args()
@@ -524,6 +573,7 @@ def main() -> None:
         rows.append(Row("memory after the streaming test", "MiB PSS", *streamed))
         rows += checkpoint_rows(trials)
         rows += file_rows(trials)
+        rows += shell_rows(trials)
     finally:
         stop(ours_km, ours)
         stop(ref_km, ref)

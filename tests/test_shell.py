@@ -158,6 +158,24 @@ def test_subprocess_and_os_popen_run_in_the_shell(kc):
     assert value(execute(kc, SUBPROCESS_FORMS)) == ("('2', 0, b'42\\n', 1, 1, 'gcc', b'hi\\n', 'a\\nb\\n', 'popen\\n')")
 
 
+BINARY_FORMS = """
+import gzip, subprocess
+original = bytes(range(256)) * 4
+with open("/tmp/sh/blob.bin", "wb") as f:
+    f.write(original)
+packed = subprocess.run(["gzip", "-c", "/tmp/sh/blob.bin"], capture_output=True, check=True).stdout
+raw = subprocess.check_output(["cat", "/tmp/sh/blob.bin"])
+with open("/tmp/sh/copy.gz", "wb") as target:
+    subprocess.run(["gzip", "-c", "/tmp/sh/blob.bin"], stdout=target, check=True)
+(gzip.decompress(packed) == original, raw == original, gzip.decompress(open("/tmp/sh/copy.gz", "rb").read()) == original)
+"""
+
+
+def test_subprocess_gives_a_commands_binary_output_byte_for_byte(kc):
+    """Bytes mode, to a pipe or a binary file: gzip's output decompresses to what went in (all 256 byte values)."""
+    assert value(execute(kc, BINARY_FORMS)) == "(True, True, True)"
+
+
 INPUT = "banana 3\napple 10\ncherry 7\napple 10\ndate 1\n"
 # Commands run on the same input in the sandbox and by the host's GNU tools: their outputs must match.
 SAME_AS_GNU = [

@@ -8,6 +8,7 @@ getstatusoutput are CPython's own, built on this Popen.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import itertools
 import os
@@ -21,6 +22,7 @@ from typing import IO, Any
 from . import sh
 
 _pids = itertools.count(1000)
+_CAPTURE_FOLDER = "/tmp/.sandbox-subprocess"  # what a command's output is caught in, for the caller to read
 _PYTHON = re.compile(r"^(?:.*/)?python(?:3(?:\.\d+)?)?$")
 
 
@@ -108,7 +110,7 @@ class SandboxPopen:
         if self.returncode is not None:
             return
         out, err = self._targets
-        script = self._script if err != subprocess.STDOUT else f"{{ {self._script}\n}} 2>&1"
+        script, out_file, err_file = self._redirected(out, err)
         stream = out is None and err in (None, subprocess.STDOUT)
         stdin = self._input.getvalue() if self.stdin is not None else self._read_given_stdin()
         if not self._shell and sh.run(f"command -v {shlex.quote(_program(self._name))}").returncode != 0:
@@ -116,25 +118,52 @@ class SandboxPopen:
                 2, f"No such file or directory (the sandbox runs no native programs; {self._name!r} is not a command "
                 "of its shell)", self._name,
             )  # fmt: skip
-        result = sh.run(script, stdin=stdin, cwd=self._where[0], env=self._where[1], stream=stream)
+        try:
+            result = sh.run(script, stdin=stdin, cwd=self._where[0], env=self._where[1], stream=stream)
+            # (what the shell itself said, e.g. a syntax error, escaped the redirections: it still counts)
+            out_bytes = (_take(out_file) if out_file else b"") + result.stdout.encode()
+            err_bytes = (_take(err_file) if err_file else b"") + result.stderr.encode()
+        finally:
+            for path in (out_file, err_file):
+                if path:
+                    with contextlib.suppress(OSError):
+                        os.remove(path)
         self.returncode = result.returncode
-        self.stdout = self._deliver(out, result.stdout, sys.stdout)
-        self.stderr = self._deliver(err, result.stderr, sys.stderr)
+        self.stdout = self._deliver(out, out_bytes, sys.stdout)
+        self.stderr = self._deliver(err, err_bytes, sys.stderr)
 
-    def _deliver(self, target: Any, text: str, inherited: IO[str]) -> IO[Any] | None:
-        """Put `text` where the caller asked: a pipe (returned, to read), nowhere, a file, or the cell."""
+    def _redirected(self, out: Any, err: Any) -> tuple[str, str | None, str | None]:
+        """The script with its output sent where the caller asked, and the files that catch what Python reads.
+
+        What Python takes goes through a file: the shell hands a script's own output back as text, but writes a
+        command's bytes to a file unchanged (so `gzip -c` gives its bytes). A `shell=True` script is a group
+        (`{ ...; }`), whose binary output the shell decodes; a command from an argument list is redirected itself."""
+        if out is None and err in (None, subprocess.STDOUT):  # the cell gets it, as it comes
+            return (self._script if err is None else f"{{ {self._script}\n}} 2>&1"), None, None
+        os.makedirs(_CAPTURE_FOLDER, exist_ok=True)
+        out_file = f"{_CAPTURE_FOLDER}/{self.pid}.out" if out is not None else None
+        err_file = f"{_CAPTURE_FOLDER}/{self.pid}.err" if err not in (None, subprocess.STDOUT) else None
+        redirections = [f"> {out_file}"] if out_file else []
+        redirections += ["2>&1"] if err == subprocess.STDOUT else [f"2> {err_file}"] if err_file else []
+        body = f"{{ {self._script}\n}}" if self._shell else self._script
+        return f"{body} {' '.join(redirections)}", out_file, err_file
+
+    def _deliver(self, target: Any, data: bytes, inherited: IO[str]) -> IO[Any] | None:
+        """Put `data` where the caller asked: a pipe (returned, to read), nowhere, a file, or the cell."""
         if target == subprocess.PIPE:
-            return io.StringIO(text) if self._text else io.BytesIO(text.encode(self._encoding, self._errors))
-        if target in (subprocess.DEVNULL, subprocess.STDOUT) or not text:
+            if self._text:  # as CPython's text mode: decoded, universal newlines
+                return io.StringIO(io.TextIOWrapper(io.BytesIO(data), self._encoding, self._errors).read())
+            return io.BytesIO(data)
+        if target in (subprocess.DEVNULL, subprocess.STDOUT) or not data:
             return None
         if target is None:
-            inherited.write(text)
+            inherited.write(data.decode("utf-8", "replace"))
         elif isinstance(target, int):
-            os.write(target, text.encode())
+            os.write(target, data)
         elif "b" in getattr(target, "mode", "") or isinstance(target, (io.BytesIO, io.BufferedIOBase)):
-            target.write(text.encode())
+            target.write(data)
         else:
-            target.write(text)
+            target.write(data.decode(getattr(target, "encoding", None) or "utf-8", "replace"))
         return None
 
     # ---- Popen's interface --------------------------------------------------------------------------------------
@@ -165,6 +194,15 @@ class SandboxPopen:
 
     def __repr__(self) -> str:
         return f"<SandboxPopen: returncode: {self.returncode} args: {self.args!r}>"
+
+
+def _take(path: str) -> bytes:
+    """The bytes a command wrote to `path` (none if it never ran far enough to open it)."""
+    try:
+        with open(path, "rb") as caught:
+            return caught.read()
+    except FileNotFoundError:
+        return b""
 
 
 class _InputPipe(io.RawIOBase):

@@ -77,7 +77,10 @@ class FakeHost:
     async def shell(self, request: str, python: Any) -> str:
         self.log.append(("shell", json.loads(request), python))
         assert self.shell_results, f"no shell result scripted for {json.loads(request)['script']!r}"
-        result = {"stdout": "", "stderr": "", "exitCode": 0, "interrupted": False, **self.shell_results.pop(0)}
+        scripted = self.shell_results.pop(0)
+        if callable(scripted):  # acts on the request (e.g. writes the file a redirection names)
+            scripted = scripted(json.loads(request))
+        result = {"stdout": "", "stderr": "", "exitCode": 0, "interrupted": False, **scripted}
         return json.dumps(result)
 
     # -- what the tests read ----------------------------------------------------------------------------------

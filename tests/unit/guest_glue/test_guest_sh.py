@@ -12,9 +12,10 @@ from sandbox_guest import processes, sh
 
 
 @pytest.fixture
-def shell(host, fake_pyodide, monkeypatch):
-    """The fake host, with sh's proxy forgotten between tests."""
+def shell(host, fake_pyodide, monkeypatch, tmp_path):
+    """The fake host, with sh's proxy forgotten between tests, and captured output caught under tmp_path."""
     monkeypatch.setattr(sh, "_python_command", None)
+    monkeypatch.setattr(processes, "_CAPTURE_FOLDER", str(tmp_path / "caught"))
     return host
 
 
@@ -91,7 +92,30 @@ def test_stderr_to_stdout_merges_in_the_shell(shell):
     shell.shell_results = [{"stdout": "both\n"}]
     merged = processes.SandboxPopen("make", shell=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     assert merged.stdout is not None and merged.stdout.read() == b"both\n"
-    assert sent(shell)[0]["script"] == "{ make\n} 2>&1"
+    assert sent(shell)[0]["script"] == f"{{ make\n}} > {processes._CAPTURE_FOLDER}/{merged.pid}.out 2>&1"
+
+
+def test_captured_output_is_the_commands_bytes_from_the_files_its_redirections_name(shell):
+    """The shell decodes a script's own output; a command redirected to a file writes its bytes unchanged. What the
+    shell itself said (outside the redirections) follows; text mode decodes with universal newlines."""
+    gzip_bytes = b"\x1f\x8b\x08\x00\xe9\xff"
+
+    def gzip(request: dict) -> dict:
+        out, err = (word for word in request["script"].split() if word.startswith(processes._CAPTURE_FOLDER))
+        with open(out, "wb") as f:
+            f.write(gzip_bytes)
+        with open(err, "wb") as f:
+            f.write(b"warn\r\n")
+        return {"stderr": "bash: said after\n"}
+
+    shell.shell_results = [{}, gzip, {}, gzip]
+    done = processes.SandboxPopen(["gzip", "-c", "f"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert sent(shell)[1]["script"].startswith("gzip -c f > ")  # the command itself is redirected, not a group
+    assert done.communicate() == (gzip_bytes, b"warn\r\nbash: said after\n")
+    text = processes.SandboxPopen(["gzip", "-c", "f"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                  encoding="latin-1")  # fmt: skip
+    assert text.communicate() == (gzip_bytes.decode("latin-1"), "warn\nbash: said after\n")
+    assert os.listdir(processes._CAPTURE_FOLDER) == []  # the files are gone
 
 
 def test_a_missing_program_raises_file_not_found_as_cpython_does(shell):
