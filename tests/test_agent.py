@@ -299,3 +299,25 @@ def test_os_layers_are_reported_to_agents(sandbox):
     assert set(layers["layers"]) >= {"namespaces", "landlock", "seccomp", "no_new_privs"}, layers
     assert "net" in layers["layers"]["namespaces"]  # no allow_net: no network namespace to reach
     assert layers["missing"] == {}
+
+
+def test_an_agent_explores_a_project_with_the_shell_it_expects(tmp_path):
+    """What agent transcripts do first: list, find, grep, count, read a head; and subprocess from Python."""
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "app.py").write_text("def main():\n    pass  # TODO: parse args\n")
+    (tmp_path / "src" / "util.py").write_text("X = 1\n# TODO: remove\n")
+    (tmp_path / "notes.md").write_text("# Notes\none\ntwo\nthree\n")
+    with Sandbox(mounts=[f"{tmp_path}:/project:ro"], cell_timeout=60) as sb:
+        listed = sb.run("!ls /project")
+        assert listed.ok and listed.stdout == "notes.md  src\n", listed.stdout
+        found = sb.run("!cd /project && find . -name '*.py' | sort && grep -rn TODO src | sort && head -n 2 notes.md")
+        assert found.stdout == (
+            "./src/app.py\n./src/util.py\n"
+            "src/app.py:2:    pass  # TODO: parse args\nsrc/util.py:2:# TODO: remove\n"
+            "# Notes\none\n"
+        ), found.stdout
+        counted = sb.run("import subprocess\nsubprocess.run(['wc', '-l', '/project/notes.md'], capture_output=True, "
+                         "text=True).stdout")  # fmt: skip
+        assert counted.text == repr("4 /project/notes.md\n"), counted
+        refused = sb.run("!touch /project/new.txt")
+        assert "new.txt" in refused.stderr and not (tmp_path / "new.txt").exists(), refused.stderr

@@ -89,6 +89,15 @@ def test_python3_from_the_shell_runs_in_this_sandbox_in_a_fresh_namespace(kc):
     assert run.stream() == "rc=4\n"
 
 
+def test_fork_exec_and_spawn_say_the_sandbox_starts_no_processes(kc):
+    code = (
+        "import os\nsaid = []\nfor call in (os.fork, lambda: os.execv('/bin/ls', ['ls']),"
+        " lambda: os.spawnv(os.P_WAIT, '/bin/ls', ['ls'])):\n"
+        "    try:\n        call()\n    except OSError as e:\n        said.append(str(e).split(':')[0])\nsaid"
+    )
+    assert value(execute(kc, code)) == repr(["[Errno 52] os.fork", "[Errno 52] os.execv", "[Errno 52] os.fork"])
+
+
 def test_a_native_program_is_not_found_with_a_clear_message(kc):
     run = execute(kc, "!gcc --version")
     assert "gcc: command not found" in run.stream("stderr")

@@ -9,6 +9,7 @@ getstatusoutput are CPython's own, built on this Popen.
 from __future__ import annotations
 
 import contextlib
+import errno
 import io
 import itertools
 import os
@@ -246,7 +247,27 @@ def popen(cmd: str, mode: str = "r", buffering: int = -1) -> IO[str]:
     return _PopenResult(result.stdout, (result.returncode & 0xFF) << 8)
 
 
+# The process primitives the guest's os has but cannot carry out (Emscripten answers ENOSYS or ENOEXEC): os.spawn*,
+# os.exec* and multiprocessing's fork all end in one of these.
+NO_PROCESS = ("fork", "forkpty", "execv", "execve")
+
+
+def _no_process(name: str) -> Any:
+    def refuse(*args: Any, **kwargs: Any) -> Any:
+        raise OSError(
+            errno.ENOSYS,
+            f"os.{name}: the sandbox starts no processes; its shell runs commands (subprocess.run, os.system, !cmd), "
+            "and python3 in it runs here",
+        )
+
+    refuse.__name__ = refuse.__qualname__ = name
+    return refuse
+
+
 def install() -> None:
-    """Route subprocess.Popen and os.popen to the shell (once, at boot)."""
+    """Route subprocess.Popen and os.popen to the shell, and make fork and exec say why they fail (once, at boot)."""
     subprocess.Popen = SandboxPopen  # type: ignore[misc, assignment]
     os.popen = popen  # type: ignore[assignment]
+    for name in NO_PROCESS:
+        if hasattr(os, name):  # (one the os lacks stays missing: code tests for it with hasattr)
+            setattr(os, name, _no_process(name))

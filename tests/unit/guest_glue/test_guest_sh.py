@@ -142,3 +142,13 @@ def test_os_popen_reads_the_output_and_close_gives_the_status(shell):
     assert pipe.read() == "x\n" and pipe.close() == 512
     with pytest.raises(ValueError, match="mode 'r'"):
         processes.popen("cat", "w")
+
+
+def test_fork_and_exec_say_the_sandbox_starts_no_processes():
+    """As ENOSYS OSErrors (what callers catch), naming the call and where commands run instead."""
+    import errno
+
+    with pytest.raises(OSError) as raised:
+        processes._no_process("fork")()
+    assert raised.value.errno == errno.ENOSYS
+    assert str(raised.value).startswith("[Errno 38] os.fork: the sandbox starts no processes; its shell runs commands")
