@@ -168,7 +168,8 @@ def test_subprocess_and_os_popen_run_in_the_shell(kc):
 
 
 BINARY_FORMS = """
-import gzip, subprocess
+import gzip, os, subprocess
+os.makedirs("/tmp/sh", exist_ok=True)
 original = bytes(range(256)) * 4
 with open("/tmp/sh/blob.bin", "wb") as f:
     f.write(original)
