@@ -280,7 +280,7 @@ PROCESS_ATTACKS = {
         "AttributeError",
         "module 'os' has no attribute 'posix_spawn'",
     ),
-    "os.fork": (lambda m: "import os\nos.fork()", "OSError", "Function not implemented"),
+    "os.fork": (lambda m: "import os\nos.fork()", "OSError", "os.fork: the sandbox starts no processes"),
 }
 
 
