@@ -401,7 +401,7 @@ def file_rows(trials: int) -> list[Row]:
 SHELL_HEADING = "## The shell"
 SHELL_WORK = {
     "`!echo hi`": "!echo hi",
-    "`!ls | wc -l`": "!ls | wc -l",
+    "`!ls \\| wc -l`": "!ls | wc -l",
     "`subprocess.run(['wc', '-l'], input=..., capture_output=True)`": (
         "import subprocess\nsubprocess.run(['wc', '-l'], input=b'a\\nb\\n', capture_output=True).stdout"
     ),
