@@ -245,6 +245,8 @@ def test_upload_and_download_inside_the_mounts(mcp: Client, folders: tuple[Path,
     mcp.text("upload_file", path="/data/dot.png", content=base64.b64encode(tiny_png()).decode(), encoding="base64")
     [image] = mcp.call("download_file", path="/data/dot.png").content
     assert isinstance(image, ImageContent) and base64.b64decode(image.data) == tiny_png()
+    # the transfers' helper code leaves nothing in the user's variables (a checkpoint would list it)
+    assert mcp.text("run_python", code="[n for n in ('base64', 'os', '_f', '_chunk') if n in dir()]") == "Out: []"
 
 
 def test_files_outside_the_mounts_are_refused(mcp: Client, folders: tuple[Path, Path]) -> None:
@@ -256,10 +258,10 @@ def test_files_outside_the_mounts_are_refused(mcp: Client, folders: tuple[Path, 
         )
     assert mcp.error("upload_file", path="/tmp/x.txt", content="x") == (
         "Error executing tool upload_file: '/tmp/x.txt' is not a file path inside a mount; files move only in "
-        f"the mounts: {mounts}"
-    )
+        "the mounts: /data (read-write)"
+    )  # an upload is told of the mounts it may write to
     assert mcp.error("upload_file", path="/ro/x.txt", content="x") == (
-        f"Error executing tool upload_file: /ro is mounted read-only; writable mounts: {mounts}"
+        "Error executing tool upload_file: /ro is mounted read-only; writable mounts: /data (read-write)"
     )
     assert mcp.error("upload_file", path="/data/x.bin", content="not base64!", encoding="base64").startswith(
         "Error executing tool upload_file: content is not valid base64: "
@@ -324,18 +326,18 @@ def test_download_takes_in_at_most_the_cap_plus_one_byte_from_a_lying_guest(tmp_
     arrives: a guest claiming 1 byte for 5 MiB gets the cap plus one byte across; one answering a read with
     5 MiB gets that one answer refused, and no read follows."""
     (tmp_path / "long.txt").write_bytes(b"x" * (MAX_FILE_BYTES + (1 << 20)))
-    received: list[tuple[str | None, int]] = []  # (what each helper call evaluated, characters of its answer)
+    received: list[tuple[str | None, int]] = []  # ("read" for a read, characters of its answer) per helper call
 
     async def scenario() -> tuple[OSError, OSError]:
         async with AsyncSandbox(mounts=[f"{tmp_path}:/data:ro"], cell_timeout=60) as sandbox:
-            honest_quiet = sandbox._quiet
+            honest_evaluate = sandbox._evaluate
 
-            async def counting(code: str, expression: bool = False, result: str | None = None) -> str:
-                answer = await honest_quiet(code, expression, result)
-                received.append((result, len(answer)))
+            async def counting(expression: str) -> str:
+                answer = await honest_evaluate(expression)
+                received.append(("read" if "f.read(" in expression else None, len(answer)))
                 return answer
 
-            sandbox._quiet = counting  # type: ignore[method-assign]
+            sandbox._evaluate = counting  # type: ignore[method-assign]
             await sandbox.run(LIAR.format(claimed=1, encode="_honest_b64encode"))
             with pytest.raises(OSError) as long:
                 await sandbox.download("/data/long.txt", MAX_FILE_BYTES)
@@ -345,7 +347,7 @@ def test_download_takes_in_at_most_the_cap_plus_one_byte_from_a_lying_guest(tmp_
             return long.value, flooded.value
 
     long, flooded = asyncio.run(asyncio.wait_for(scenario(), WAIT))
-    chunks = [length for result, length in received if result == "_chunk"]
+    chunks = [length for kind, length in received if kind == "read"]
     # the lying size: four reads of a whole MiB, then one of one byte (4 base64 characters), then refused
     assert chunks[:5] == [base64_length(1 << 20)] * 4 + [base64_length(1)]
     assert str(long).endswith(f"the read stopped at {MAX_FILE_BYTES + 1} bytes")

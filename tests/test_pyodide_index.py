@@ -262,3 +262,15 @@ def test_pip_installs_a_pep783_wheel_from_an_allowed_index(pypi_index):
     finally:
         stop_kernel(km, kc)
         index.close()
+
+
+def test_pip_install_takes_what_the_configured_index_has_without_network(pypi_index):
+    """`%pip install six` with six in SandboxKernel.pyodide_index and no allow_net: installed from the index."""
+    km, kc = start_kernel([f"--SandboxKernel.pyodide_index={pypi_index.as_uri()}"])
+    try:
+        run = execute(kc, "%pip install six", timeout=120)
+        assert run.content["status"] == "ok", run.content
+        assert "Loaded six" in run.stream() + run.stream("stderr"), (run.stream(), run.stream("stderr"))
+        assert value(execute(kc, "import six\nsix.PY3")) == "True"
+    finally:
+        stop_kernel(km, kc)

@@ -25,11 +25,11 @@ class FakeGuest(AsyncSandbox):
         self.reads: list[tuple[int, int]] = []  # (offset, bytes asked for)
         self.sent = 0  # characters of base64 handed to the host
 
-    async def _quiet(self, code: str, expression: bool = False, result: str | None = None) -> str:
-        if expression:
+    async def _evaluate(self, expression: str) -> str:
+        if ".path.getsize(" in expression:
             return str(len(self.content)) if self.size is None else self.size
-        found = re.search(r"_f\.seek\((\d+)\)\n.*_f\.read\((\d+)\)", code)
-        assert found and result == "_chunk", code
+        found = re.search(r"f\.seek\((\d+)\).*f\.read\((\d+)\)", expression)
+        assert found, expression
         offset, asked = int(found.group(1)), int(found.group(2))
         self.reads.append((offset, asked))
         data = self.content[offset : offset + asked] + b"\0" * self.extra

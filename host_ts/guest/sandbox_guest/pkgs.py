@@ -107,6 +107,7 @@ async def pip_install(specs: list[str], index_urls: list[str] | None = None, pre
     if not index_urls:  # an index named on the line is used as asked; otherwise Pyodide's index comes first
         try:
             await load_packages({"packages": specs})  # those in Pyodide's lock file, fetched by the host
+            return  # installed: the package index is not needed
         except PackageLoadError:
             if blocked:
                 raise

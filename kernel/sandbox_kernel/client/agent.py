@@ -309,16 +309,16 @@ class AsyncSandbox:
         return dict(reply.get("metadata", {}).get("sandbox_kernel", {}))
 
     async def upload(self, host_path: str | Path, guest_path: str) -> int:
-        """Copy a host file into the sandbox's own file system; returns the byte count."""
+        """Copy a host file into the sandbox's own file system; returns the byte count. (The helper code is all
+        expressions: it leaves no names in the user's namespace.)"""
         data = await asyncio.to_thread(Path(host_path).read_bytes)
-        await self._quiet(
-            f"import os\nos.makedirs(os.path.dirname({guest_path!r}) or '.', exist_ok=True)\nopen({guest_path!r}, 'wb').close()"
-        )
+        os_ = "__import__('os')"
+        folder = f"{os_}.path.dirname({guest_path!r}) or '.'"
+        await self._evaluate(f"{os_}.makedirs({folder}, exist_ok=True) or open({guest_path!r}, 'wb').close()")
         for start in range(0, len(data), CHUNK):
             chunk = base64.b64encode(data[start : start + CHUNK]).decode()
-            await self._quiet(
-                f"import base64\nwith open({guest_path!r}, 'ab') as _f:\n    _f.write(base64.b64decode({chunk!r}))"
-            )
+            write = f"f.write(__import__('base64').b64decode({chunk!r}))"
+            await self._evaluate(f"(lambda f: ({write}, f.close())[0])(open({guest_path!r}, 'ab'))")
         return len(data)
 
     async def download(self, guest_path: str, max_bytes: int | None = None) -> bytes:
@@ -326,8 +326,8 @@ class AsyncSandbox:
 
         Nothing the guest says is trusted: its reported size only refuses a file early; the bytes come in reads
         of a size chosen here, an answer longer than asked for is refused before it is decoded, and reading ends
-        at `max_bytes` + 1 bytes whatever size the guest claims."""
-        said = await self._quiet(f"import os\nos.path.getsize({guest_path!r})", expression=True)
+        at `max_bytes` + 1 bytes whatever size the guest claims. (Expressions only: no names are left behind.)"""
+        said = await self._evaluate(f"__import__('os').path.getsize({guest_path!r})")
         size = reported_size(said, guest_path)
         if max_bytes is not None and size > max_bytes:
             raise OSError(f"{guest_path} has {size} bytes, more than the {max_bytes} allowed")
@@ -335,8 +335,9 @@ class AsyncSandbox:
         total = 0
         while True:
             asked = CHUNK if max_bytes is None else min(CHUNK, max_bytes + 1 - total)
-            code = f"import base64\nwith open({guest_path!r}, 'rb') as _f:\n    _f.seek({total})\n    _chunk = base64.b64encode(_f.read({asked})).decode()"
-            chunk = chunk_bytes(await self._quiet(code, result="_chunk"), asked, guest_path)
+            read = (f"(lambda f: (f.seek({total}), __import__('base64').b64encode(f.read({asked})).decode(), "
+                    f"f.close())[1])(open({guest_path!r}, 'rb'))")  # fmt: skip
+            chunk = chunk_bytes(await self._evaluate(read), asked, guest_path)
             parts.append(chunk)
             total += len(chunk)
             if max_bytes is not None and total > max_bytes:
@@ -347,21 +348,15 @@ class AsyncSandbox:
             if len(chunk) < asked:
                 return b"".join(parts)
 
-    async def _quiet(self, code: str, expression: bool = False, result: str | None = None) -> str:
-        """Run helper code without touching history or the execution count; returns a value's str."""
-        lines = code.split("\n")
-        if expression:
-            code, result = "\n".join(lines[:-1]), lines[-1]
+    async def _evaluate(self, expression: str) -> str:
+        """The str of `expression`, evaluated in the guest as a user expression of an empty silent cell: no name is
+        bound, nothing enters the history or moves the execution count."""
         generation = await self._settled()
-        msg_id = self.kc.execute(
-            code, silent=True, store_history=False, user_expressions={"v": result} if result else {}
-        )
+        msg_id = self.kc.execute("", silent=True, store_history=False, user_expressions={"v": expression})
         reply = await self._shell_reply(msg_id, 120, generation)
         content = reply["content"]
         if content["status"] != "ok":
             raise OSError(f"{content.get('ename')}: {content.get('evalue')}")
-        if not result:
-            return ""
         value = content["user_expressions"]["v"]
         if value.get("status") != "ok":
             raise OSError(f"{value.get('ename')}: {value.get('evalue')}")

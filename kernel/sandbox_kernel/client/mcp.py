@@ -100,8 +100,9 @@ class SandboxSession:
     def mount_of(self, path: str, writing: bool) -> str:
         """`path` normalised, if it lies inside a mount (a writable one for `writing`); else a ToolError."""
         mounts = self.facts.get("mounts", [])
-        allowed = ", ".join(f"{m['guest']} ({'read-write' if m['writable'] else 'read-only'})" for m in mounts)
-        allowed = allowed or "none (SandboxKernel.mounts and working_folder name no folder)"
+        usable = [m for m in mounts if m["writable"] or not writing]
+        allowed = ", ".join(f"{m['guest']} ({'read-write' if m['writable'] else 'read-only'})" for m in usable)
+        allowed = allowed or "none (SandboxKernel.mounts and working_folder name no such folder)"
         guest = posixpath.normpath(path) if path.startswith("/") and not path.startswith("//") else ""
         for mount in mounts:
             if guest.startswith(mount["guest"].rstrip("/") + "/"):
