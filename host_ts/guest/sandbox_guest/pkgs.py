@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import re
 import shlex
 import sys
 import warnings
@@ -66,8 +67,9 @@ def _pip_help_for(error: BaseException, index_urls: list[str] | None) -> str:
     return text
 
 
-async def load_packages(request: dict[str, Any]) -> None:
-    """Have the host fetch Pyodide packages (by import or by name), then load them."""
+async def load_packages(request: dict[str, Any]) -> list[str]:
+    """Have the host fetch Pyodide packages (by import or by name), then load them; returns the names loaded (those
+    asked for that the index has, with their dependencies)."""
     reply = _host.request({"type": Event.LOAD_PACKAGES, **request})
     if not isinstance(reply, dict) or "error" in reply:
         error = reply.get("error") if isinstance(reply, dict) else None
@@ -82,6 +84,12 @@ async def load_packages(request: dict[str, Any]) -> None:
             await pyodide_js.loadPackage(to_js(names), to_js({"messageCallback": say}, dict_converter=_object))
         finally:
             say.destroy()
+    return [str(name) for name in names]
+
+
+def _canonical(requirement: str) -> str:
+    """A requirement's project name as the index names it (`Six>=1.1` -> `six`)."""
+    return re.sub(r"[-_.]+", "-", re.split(r"[<>=!~\[;@ ]", requirement.strip(), maxsplit=1)[0]).lower()
 
 
 def _blocked_hosts(index_urls: list[str] | None) -> list[str]:
@@ -106,8 +114,9 @@ async def pip_install(specs: list[str], index_urls: list[str] | None = None, pre
     blocked = _blocked_hosts(index_urls)
     if not index_urls:  # an index named on the line is used as asked; otherwise Pyodide's index comes first
         try:
-            await load_packages({"packages": specs})  # those in Pyodide's lock file, fetched by the host
-            return  # installed: the package index is not needed
+            loaded = await load_packages({"packages": specs})  # those in Pyodide's lock file, fetched by the host
+            if {_canonical(spec) for spec in specs} <= {_canonical(name) for name in loaded}:
+                return  # all installed: the package index is not needed
         except PackageLoadError:
             if blocked:
                 raise
