@@ -411,6 +411,20 @@ def test_a_spare_sandbox_makes_restarts_instant(timed_kernel):
     assert execute(kc, "device.TimeSkill.add_days('2024-01-01')").content["status"] == "ok"
 
 
+def test_the_first_cell_after_a_restart_is_as_quick_as_later_ones():
+    """A fresh sandbox runs its traceback machinery while it starts: its first NameError never eats a tight
+    cell_timeout (before, a restarted sandbox's first traceback took 0.4-1.6 s; later ones take 0.05 s)."""
+    km, kc = start_kernel(["--SandboxKernel.cell_timeout=1", "--SandboxKernel.interrupt_grace=1"])
+    try:
+        for _ in range(3):
+            assert execute(kc, "import js\njs.eval('while (true) {}')", timeout=60).content["ename"] == "SandboxTimeout"
+            first = execute(kc, "marker", timeout=60)
+            assert first.content["ename"] == "NameError", first.content
+            assert not [m for m in first.of_type("error") if m["ename"] == "SandboxTimeout"]
+    finally:
+        stop_kernel(km, kc)
+
+
 def sandbox_count_reaches(km, count: int, timeout: float = 60) -> bool:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

@@ -35,7 +35,8 @@ class SandboxSettings(LoggingConfigurable):
         None,
         allow_none=True,
         help="Seconds a cell may run. On expiry the cell is interrupted; if it does not stop "
-        "within interrupt_grace, the sandbox is restarted. None (default): no limit.",
+        "within interrupt_grace, the sandbox is restarted. A sandbox's start (and warm-up) is never counted. "
+        "None (default): no limit.",
     ).tag(config=True)
     interrupt_grace = Float(3.0, help="Seconds an interrupted cell gets to stop before the sandbox is restarted.").tag(
         config=True
