@@ -44,7 +44,7 @@ class Harness:
     def __init__(self, services: FakeServices, max_bytes: int | None = 10_000) -> None:
         self.sent: list[tuple[str, dict[str, Any], dict[str, Any]]] = []
         self.answers: list[tuple[int, dict[str, Any]]] = []
-        self.router = OutputRouter(lambda t, c, m: self.sent.append((t, c, m)), max_bytes)
+        self.router = OutputRouter(lambda t, c, m, b=None: self.sent.append((t, c, m)), max_bytes)
         self.dispatcher = RequestDispatcher(
             self.router,
             OutputSanitizer(),

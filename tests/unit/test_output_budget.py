@@ -10,7 +10,7 @@ from sandbox_kernel.jupyter.output import ENVELOPE_BYTES, OutputRouter, size_of
 def test_a_flood_of_tiny_messages_is_cut_by_count_and_the_notice_follows() -> None:
     async def flood() -> list[tuple[str, dict, dict]]:
         sent: list[tuple[str, dict, dict]] = []
-        router = OutputRouter(lambda t, c, m: sent.append((t, c, m)), max_bytes=10_000)
+        router = OutputRouter(lambda t, c, m, b=None: sent.append((t, c, m)), max_bytes=10_000)
         for _ in range(5_000):
             router.publish("clear_output", {"wait": False})
         router.flush()

@@ -43,12 +43,14 @@ class Op:
     CHECKPOINT: Final = "checkpoint"
     # bring back a saved state: its parts come first, as DATA frames
     RESTORE: Final = "restore"
+    # a frontend's comm_open, comm_msg or comm_close, for the guest's comm manager (widgets)
+    COMM: Final = "comm"
 
 
 class Event:
     """Events the glue sends the kernel (guest_messages.json declares each one's shape)."""
 
-    # an IOPub message (display_data, execute_result, error, ...)
+    # an IOPub message (display_data, execute_result, error, ...; comm_open, comm_msg, comm_close with base64 buffers)
     IOPUB: Final = "iopub"
     # input() or getpass(): the guest waits for the answer
     INPUT_REQUEST: Final = "input_request"

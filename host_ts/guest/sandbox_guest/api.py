@@ -14,7 +14,7 @@ import sys
 import time
 from typing import Any
 
-from . import _host, pkgs
+from . import _host, comms, pkgs
 from ._protocol import Event, Op
 from .cleantb import CleanTraceback
 from .shell import SandboxShell, StdinNotImplementedError, make_shell
@@ -88,6 +88,7 @@ def boot() -> None:
 
     processes.install()
     _shell = make_shell()
+    comms.install(_shell)
 
 
 def warm_up() -> None:
@@ -353,6 +354,7 @@ _HANDLERS = {
     Op.IS_COMPLETE: _is_complete,
     Op.CONFIGURE: _configure,
     Op.CHECKPOINT: _checkpoint,
+    Op.COMM: comms.serve,
 }
 
 
@@ -373,6 +375,7 @@ async def _serve(request_json: str, request_id: int, data: Any = None) -> str:
     global _task
     req = json.loads(request_json)
     _host.REQUEST.set(request_id)  # the cell's tasks (and their output) belong to this request
+    comms.KERNEL.parent_id = str(req.get("msg_id") or "")  # the frontend's message this request serves
     op = req.get("op")
     if op == Op.EXECUTE:
         _task = asyncio.ensure_future(_execute(req))

@@ -307,6 +307,9 @@ def make_shell() -> SandboxShell:
     config.HistoryManager.enabled = False
     config.InteractiveShell.colors = "neutral"  # readable on light (JupyterLab) and dark backgrounds
     config.InteractiveShell.xmode = "Context"
+    # Libraries tell a notebook from a terminal by this section, which ipykernel's app adds (tqdm.auto then draws
+    # widget bars, Plotly picks its notebook renderer): the sandbox's output goes to a notebook too.
+    config.IPKernelApp.sandboxed = True
     return SandboxShell.instance(
         config=config,
         displayhook_class=BridgeDisplayHook,

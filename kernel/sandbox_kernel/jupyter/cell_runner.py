@@ -123,6 +123,7 @@ class CellRunner:
         self.next_count = next_count  # the execution count the next stored cell gets (requests outside cells)
         self._interrupted = asyncio.Event()
         self._running = False
+        self._one_at_a_time = asyncio.Lock()  # a frontend's comm message waits for the running cell
 
     def on_sigint(self) -> None:
         """SIGINT (Jupyter's interrupt) reaches the running cell; between cells it does nothing."""
@@ -131,6 +132,10 @@ class CellRunner:
 
     async def run(self, request: CellRequest, router: OutputRouter) -> CellOutcome:
         """Run one cell (request `op`); its outcome, never an exception the kernel did not mean."""
+        async with self._one_at_a_time:
+            return await self._run(request, router)
+
+    async def _run(self, request: CellRequest, router: OutputRouter) -> CellOutcome:
         error = self.settings_error()
         if error:
             return CellOutcome(error_reply("SandboxSettingsError", error, router))

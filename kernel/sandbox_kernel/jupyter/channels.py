@@ -8,9 +8,10 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from sandbox_kernel.jupyter.guest_services import GuestServiceDesk, PipReplays, RequestContext
-from sandbox_kernel.jupyter.output import OutputRouter
+from sandbox_kernel.jupyter.output import OutputRouter, Send
 from sandbox_kernel.jupyter.sanitize import OutputSanitizer
 from sandbox_kernel.jupyter.stdin_gate import StdinGate
+from sandbox_kernel.jupyter.widget_guard import WidgetGuard
 from sandbox_kernel.packages import index as packages
 from sandbox_kernel.protocol.dispatcher import RequestDispatcher
 from sandbox_kernel.sandbox.process import SandboxProcess
@@ -32,8 +33,10 @@ class KernelChannels:
         pyodide_index: Callable[[], packages.PyodideIndex | None],
         max_output_bytes: int,
         request_bytes: int,
+        widgets: WidgetGuard,
     ) -> None:
         self.kernel = kernel
+        self.widgets = widgets  # the open comms, and the rules for widget state
         self.sanitizer = sanitizer
         self.skills = skills
         self.pip_replays = pip_replays
@@ -46,14 +49,24 @@ class KernelChannels:
         """Output of the current request, on IOPub, within max_output_bytes."""
         return OutputRouter(self._publisher(), self.max_output_bytes)
 
-    def _publisher(self) -> Callable[[str, dict[str, Any], dict[str, Any]], None]:
+    def _publisher(self) -> Send:
         kernel = self.kernel
         parent = kernel.get_parent("shell")
 
-        def send(msg_type: str, content: dict[str, Any], metadata: dict[str, Any]) -> None:
+        def send(
+            msg_type: str, content: dict[str, Any], metadata: dict[str, Any], buffers: list[bytes] | None = None
+        ) -> None:
             assert kernel.session is not None
             topic = kernel._topic(f"stream.{content['name']}" if msg_type == "stream" else msg_type)
-            kernel.session.send(kernel.iopub_socket, msg_type, content, parent, ident=topic, metadata=metadata)
+            kernel.session.send(
+                kernel.iopub_socket,
+                msg_type,
+                content,
+                parent,
+                ident=topic,
+                metadata=metadata,
+                buffers=list(buffers or []) or None,
+            )
 
         return send
 
@@ -96,6 +109,7 @@ class KernelChannels:
             kernel.log,
             self.request_bytes,
             on_broken=lambda why: sandbox.kill_soon(f"it broke the protocol ({why})"),
+            widgets=self.widgets,
         )
 
 

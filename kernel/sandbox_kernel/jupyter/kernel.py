@@ -24,6 +24,7 @@ from sandbox_kernel.checkpoints.cells import CheckpointFolder
 from sandbox_kernel.jupyter import settings
 from sandbox_kernel.jupyter.cell_runner import SIMPLE_REQUEST_TIMEOUT, CellOutcome, CellRequest, CellRunner, error_reply
 from sandbox_kernel.jupyter.channels import KernelChannels
+from sandbox_kernel.jupyter.comm_relay import COMM_MESSAGES, CommRelay
 from sandbox_kernel.jupyter.early_completion import early_completions
 from sandbox_kernel.jupyter.guest_services import PipReplays
 from sandbox_kernel.jupyter.history import History
@@ -32,6 +33,7 @@ from sandbox_kernel.jupyter.output import guest_text
 from sandbox_kernel.jupyter.sanitize import OutputSanitizer
 from sandbox_kernel.jupyter.settings import SandboxSettings
 from sandbox_kernel.jupyter.stdin_gate import StdinGate
+from sandbox_kernel.jupyter.widget_guard import WidgetGuard
 from sandbox_kernel.protocol import schema as guest_schema
 from sandbox_kernel.sandbox import mounts, private_folders, provision
 from sandbox_kernel.sandbox.launcher import LaunchSettings, SandboxLauncher
@@ -79,10 +81,11 @@ class SandboxKernel(SandboxSettings, Kernel):
         auto = self.spare_sandbox == "auto"
         from_start = self.spare_sandbox is True or (auto and bool(self.cell_timeout))
         launch = self.sandbox_launch or self._launcher.launch
-        self._pool = SandboxPool(launch, self._replay_pip, from_start, self.log, spare_after_restart=auto)
+        self._pool = SandboxPool(launch, self._prepare, from_start, self.log, spare_after_restart=auto)
+        self._widgets = WidgetGuard(sanitizer, frozenset(self.widget_modules))
         self._channels = KernelChannels(
             self, sanitizer, self._settings.skills, self._pip_replays, lambda: self._launcher.pyodide_index,
-            self.max_output_bytes, request_bytes,
+            self.max_output_bytes, request_bytes, self._widgets,
         )  # fmt: skip
         self._runner = CellRunner(
             self._pool, self._channels, sanitizer, self.log, self.cell_timeout, self.interrupt_grace,
@@ -94,6 +97,9 @@ class SandboxKernel(SandboxSettings, Kernel):
             self.max_checkpoint_bytes, part_bytes, self._versions["pyodide_version"],
             lambda: [m.guest for m in self._settings.mounts],
         )  # fmt: skip
+        self._comms = CommRelay(self._runner, self._widgets)
+        for msg_type in COMM_MESSAGES:
+            self.shell_handlers[msg_type] = self._comms.relay
         self._magics = KernelMagics(self._runner, self._pool, self._checkpoints, self._pip_replays, magic_settings)
         self._sweep: asyncio.Task[list[Path]] | None = None
         atexit.register(SandboxPool.kill_all_now)
@@ -126,6 +132,11 @@ class SandboxKernel(SandboxSettings, Kernel):
         """A started sandbox learns its limits (to explain them), before it takes any cell."""
         config = settings.guest_config(self, self._settings)
         await self._runner.background_request(sandbox, "configure", config, SIMPLE_REQUEST_TIMEOUT)
+
+    async def _prepare(self, sandbox: SandboxProcess) -> None:
+        """Before a sandbox becomes current: the comms of the one before are gone; %pip installs are replayed."""
+        self._widgets.forget_all()
+        await self._replay_pip(sandbox)
 
     async def _replay_pip(self, sandbox: SandboxProcess) -> None:
         """Install again, in a new sandbox, what %pip installed before the restart (bounded in time)."""
@@ -209,6 +220,16 @@ class SandboxKernel(SandboxSettings, Kernel):
                 started.cancel()
         await super().kernel_info_request(stream, ident, parent)  # type: ignore[no-untyped-call]  # ipykernel's base class is untyped
 
+    def _parent_id(self) -> str:
+        """The msg_id of the shell request being served (the guest's widgets capture output by it)."""
+        parent = self.get_parent("shell")  # type: ignore[no-untyped-call]  # ipykernel's base class is untyped
+        return str(parent.get("header", {}).get("msg_id", ""))
+
+    async def comm_info_request(self, stream: Any, ident: Any, parent: Any) -> None:
+        """The comms open now, as the kernel recorded them (the sandbox's own word is not needed)."""
+        assert self.session is not None
+        self.session.send(stream, "comm_info_reply", self._comms.comm_info(parent["content"]), parent, ident)
+
     # ---- lifecycle ---------------------------------------------------------------------
     def start(self) -> None:
         super().start()  # type: ignore[no-untyped-call]  # ipykernel's base class is untyped
@@ -262,7 +283,10 @@ class SandboxKernel(SandboxSettings, Kernel):
         try:
             outcome = await self._magics.run(code, count, router)
             if outcome is None:
-                request = CellRequest(code, count, silent, store_history, user_expressions or {}, allow_stdin, cell_id)
+                request = CellRequest(
+                    code, count, silent, store_history, user_expressions or {}, allow_stdin, cell_id,
+                    extra={"msg_id": self._parent_id()},
+                )  # fmt: skip
                 outcome = await self._runner.run(request, router)
         except Exception as exc:  # no path may end without an execute_reply
             self.log.exception("executing a cell failed in the kernel")

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 FLUSH_INTERVAL = 0.05  # seconds: stream text reaches the frontend at least this often
 RESULT_TEXT_CHARS = 10_000  # of an execute_result's text/plain, kept for history's output
@@ -15,8 +14,14 @@ RESULT_TEXT_CHARS = 10_000  # of an execute_result's text/plain, kept for histor
 # (and with them the truncation notice) silently.
 ENVELOPE_BYTES = 256
 
+
 # send(msg_type, content, metadata): metadata is the message's own, which only the kernel sets.
-Send = Callable[[str, dict[str, Any], dict[str, Any]], None]
+class Send(Protocol):
+    """Sends one IOPub message (type, content, metadata, binary buffers) for the current request."""
+
+    def __call__(
+        self, msg_type: str, content: dict[str, Any], metadata: dict[str, Any], buffers: list[bytes] | None = None
+    ) -> None: ...
 
 
 _ESCAPES = {"\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
@@ -101,15 +106,22 @@ class OutputRouter:
         elif self.spend(size):
             self._stream(name, text)
 
-    def publish(self, msg_type: str, content: dict[str, Any]) -> bool:
+    def publish(
+        self,
+        msg_type: str,
+        content: dict[str, Any],
+        metadata: dict[str, Any] | None = None,
+        buffers: list[bytes] | None = None,
+    ) -> bool:
         """A guest IOPub message (already checked and cleaned); False if it was over the budget."""
-        if not self.spend(size_of(content) + ENVELOPE_BYTES):
+        size = size_of(content) + (size_of(metadata) if metadata else 0) + sum(map(len, buffers or [])) + ENVELOPE_BYTES
+        if not self.spend(size):
             return False
         self.flush()
         if msg_type == "execute_result":
             text = content["data"].get("text/plain")
             self.last_result_text = text[:RESULT_TEXT_CHARS] if isinstance(text, str) else None
-        self._send(msg_type, content, {})
+        self._send(msg_type, content, metadata or {}, buffers)
         return True
 
     def _stream(self, name: str, text: str) -> None:

@@ -38,6 +38,7 @@ PASS = frozenset(
         "application/geo+json",
         "application/vnd.dataresource+json",
         "application/vnd.plotly.v1+json",
+        "application/vnd.jupyter.widget-view+json",  # names a widget model: its state is checked (widget_guard)
         *(f"application/vnd.vega.v{v}+json" for v in (3, 4, 5)),
         *(f"application/vnd.vegalite.v{v}+json" for v in (1, 2, 3, 4, 5)),
     }

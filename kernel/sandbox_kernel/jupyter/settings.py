@@ -71,6 +71,12 @@ class SandboxSettings(LoggingConfigurable):
         help="Send the guest's output unchanged, JavaScript and scripts in HTML included. Only for code you trust: "
         "JupyterLab runs such output with the rights of your Jupyter session.",
     ).tag(config=True)
+    widget_modules = List(
+        Unicode(),
+        help="Widget modules (npm names, e.g. 'bqplot') whose models the sandbox may create in the browser, besides "
+        "the @jupyter-widgets/base, controls and output that JupyterLab ships. Only for widget libraries you trust: "
+        "their views get the widget state the sandbox wrote, unchecked.",
+    ).tag(config=True)
     packages = List(
         Unicode(),
         help="Packages installed in the sandbox at every start, e.g. ['six', 'attrs==23.2']: resolved on the host "

@@ -14,6 +14,7 @@ from typing import Any, Protocol
 
 from sandbox_kernel.jupyter.output import OutputRouter, guest_text
 from sandbox_kernel.jupyter.sanitize import OutputSanitizer
+from sandbox_kernel.jupyter.widget_guard import CommRefused, WidgetGuard, decoded_buffers
 from sandbox_kernel.protocol import schema as guest_schema
 
 MAX_OPEN_REQUESTS = 4  # guest requests served at once; the guest's own glue makes one at a time
@@ -21,6 +22,7 @@ TOO_MANY = f"more than {MAX_OPEN_REQUESTS} requests at once from the sandbox"
 NAMED_REFUSALS = 20  # distinct Skill.method names a refusal count lists per reason (the rest are counted together)
 REQUEST_TYPES = sorted(guest_schema.names("events") - {"iopub"})
 DISPLAY_TYPES = ("display_data", "update_display_data", "execute_result")
+COMM_TYPES = ("comm_open", "comm_msg", "comm_close")
 
 Handler = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
 
@@ -58,8 +60,10 @@ class RequestDispatcher:
         log: logging.Logger,
         request_bytes: int,
         on_broken: Callable[[str], None] = lambda why: None,
+        widgets: WidgetGuard | None = None,
     ) -> None:
         self.router = router
+        self.widgets = widgets or WidgetGuard(sanitizer)  # the kernel's open comms (its own, for a test)
         self.on_broken = on_broken  # the sandbox sent what its glue never sends: it must be replaced
         self.sanitizer = sanitizer
         self.answer = answer
@@ -73,6 +77,7 @@ class RequestDispatcher:
         self.failures = 0
         self.first_problem = ""
         self.interrupt_shown = False  # the guest showed a KeyboardInterrupt (it took an interrupt)
+        self.comm_refused = 0  # comm messages the widget guard refused (the first one is told)
         self.requests: dict[str, int] = {}  # guest requests served, by type (the cell's metrics)
         self._dropped_types: set[str] = set()
         # Skill calls refused here, by reason, then by Skill.method: recorded once, when the request ends.
@@ -98,7 +103,9 @@ class RequestDispatcher:
         except guest_schema.InvalidGuestMessage as exc:
             self._invalid(str(exc), payload)
             return
-        if event["type"] == "iopub":
+        if event["type"] == "iopub" and event["msg_type"] in COMM_TYPES:
+            self._comm(event)
+        elif event["type"] == "iopub":
             self._display(event["msg_type"], event["content"])
         else:
             self._request(event)
@@ -127,6 +134,20 @@ class RequestDispatcher:
             if msg_type != "execute_result":
                 content.setdefault("transient", {})
         self.router.publish(msg_type, content)
+
+    def _comm(self, event: dict[str, Any]) -> None:
+        """A comm message (widgets): checked by the widget guard, then sent with its buffers."""
+        try:
+            buffers = decoded_buffers(event.get("buffers", []))
+            content = self.widgets.from_guest(event["msg_type"], event["content"], buffers)
+        except CommRefused as exc:
+            self.comm_refused += 1
+            if self.comm_refused == 1:
+                self.router.notice(
+                    f"[sandbox-kernel] a widget message was not sent: {guest_text(str(exc), 400)}.\n", "comm_refused"
+                )
+            return
+        self.router.publish(event["msg_type"], content, event.get("metadata"), buffers)
 
     # ---- requests ----------------------------------------------------------------------
     def _request(self, event: dict[str, Any]) -> None:
