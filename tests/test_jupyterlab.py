@@ -262,6 +262,45 @@ def test_skills_notebook_runs_all(lab: Lab, page: Page) -> None:
     page.screenshot(path=ARTIFACTS / "jupyterlab-skills.png")
 
 
+def test_a_slider_renders_a_drag_reaches_the_sandbox_and_widget_html_runs_no_script(lab: Lab, page: Page) -> None:
+    listener = Listener()
+    try:
+        open_new_notebook(lab, page)
+        hit = f"http://127.0.0.1:{listener.port}/widget"
+        cell = run_cell(
+            page,
+            "import ipywidgets as w\n"
+            "s = w.IntSlider(max=100)\n"
+            "h = w.HTML('<b class=\"sbx-w\">widget html</b><script>document.body.dataset.pwned = 1</script>'\n"
+            f"           '<img src=x onerror=\"fetch(&quot;{hit}&quot;)\">')\n"
+            "display(s, h)",
+        )
+        slider = cell.locator(".widget-slider .noUi-target")
+        expect(slider).to_be_visible(timeout=CELL_MS)
+        expect(cell.locator("b.sbx-w")).to_have_text("widget html")
+        handle = cell.locator(".noUi-handle")
+        box, track = handle.bounding_box(), slider.bounding_box()
+        assert box is not None and track is not None
+        page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+        page.mouse.down()
+        page.mouse.move(track["x"] + track["width"] * 0.7, box["y"] + box["height"] / 2, steps=10)
+        page.mouse.up()
+        expect(cell.locator(".widget-readout")).not_to_have_text("0", timeout=UI_MS)
+        shown = cell.locator(".widget-readout").inner_text()
+        wait_idle(page, CELL_MS)
+        result = run_cell(page, "s.value")
+        expect(result.locator(".jp-OutputArea-executeResult .jp-OutputArea-output")).to_have_text(
+            shown, timeout=CELL_MS
+        )
+        assert int(shown) > 30, f"the drag moved the slider only to {shown}"
+        page.wait_for_timeout(1_000)  # give a script that did get in the time to call out
+        assert page.evaluate("document.body.dataset.pwned") is None, "widget HTML ran a script"
+        listener.assert_untouched()
+        page.screenshot(path=ARTIFACTS / "jupyterlab-widgets.png")
+    finally:
+        listener.close()
+
+
 # ---- nothing a cell displays acts in the browser ------------------------------------------------------
 
 

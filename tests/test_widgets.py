@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from jupyter_client import BlockingKernelClient, KernelManager
 
-from conftest import execute, start_kernel, stop_kernel, value
+from conftest import execute, once_running, start_kernel, stop_kernel, value
 
 CORE = "@jupyter-widgets/controls"
 
@@ -150,3 +150,24 @@ def test_tqdm_auto_draws_a_widget_bar_that_finishes(widgets):
     assert {"value": 40.0} in updates and {"bar_style": "success"} in updates
     texts = [c["data"]["state"].get("value") for c in run.of_type("comm_msg")]
     assert any(isinstance(t, str) and "40/40" in t for t in texts)
+
+
+def test_a_comm_message_during_a_running_cell_is_served_after_it(widgets):
+    """ipykernel hands comm messages over while a cell runs; the one sandbox serves them once the cell ends."""
+    _, kc = widgets
+    run = execute(kc, "import ipywidgets as w\nlate = w.IntSlider()\nlate")
+    slider = opened(run, "IntSliderModel")[0]["comm_id"]
+    update = {"method": "update", "state": {"value": 4}, "buffer_paths": []}
+
+    hook = once_running(lambda: kc.shell_channel.send(kc.session.msg("comm_msg", {"comm_id": slider, "data": update})))
+    cell = execute(kc, "import time\nprint('busy', flush=True)\ntime.sleep(1)\nlate.value", on_output=hook)
+    assert value(cell) == "0"  # the cell ran to its end first
+    assert value(execute(kc, "late.value")) == "4"  # asked at once: the comm message still came first
+
+
+def test_the_kernel_offers_no_subshells(widgets):
+    """JupyterLab's widget manager would send comm messages on a subshell, which ipykernel serves on another
+    thread and event loop; the one sandbox serves one request at a time, on the kernel's loop."""
+    _, kc = widgets
+    features = kc.kernel_info(reply=True)["content"].get("supported_features", [])
+    assert "kernel subshells" not in features

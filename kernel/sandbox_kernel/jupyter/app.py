@@ -38,6 +38,13 @@ class SandboxKernelApp(IPKernelApp):
         if self.displayhook_class:
             self.displayhook = import_item(str(self.displayhook_class))(self.session, self.iopub_socket)
 
+    def init_control(self, context: Any) -> None:
+        """No kernel subshells: ipykernel would run a subshell's requests (JupyterLab's widget manager opens one
+        for comm messages) on another thread and event loop, and this kernel's one sandbox serves one request at a
+        time on the kernel's own loop. kernel_info then does not offer them, as the protocol asks."""
+        super().init_control(context)  # type: ignore[no-untyped-call]  # ipykernel's base class is untyped
+        self.shell_channel_thread = None
+
     def init_kernel(self) -> None:
         """Make the kernel without the settings that are wrong; it then answers every cell with what they were."""
         messages, bad = settings_check.problems(self.config, SandboxKernel, self._origin)

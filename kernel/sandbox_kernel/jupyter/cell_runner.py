@@ -130,6 +130,11 @@ class CellRunner:
         if self._running:
             self._interrupted.set()
 
+    @property
+    def busy(self) -> bool:
+        """Whether a request is being run (another one waits for it)."""
+        return self._one_at_a_time.locked()
+
     async def run(self, request: CellRequest, router: OutputRouter) -> CellOutcome:
         """Run one cell (request `op`); its outcome, never an exception the kernel did not mean."""
         async with self._one_at_a_time:

@@ -7,6 +7,7 @@ guest sends back comes through the widget guard (widget_guard.py), like all of i
 
 from __future__ import annotations
 
+import asyncio
 import base64
 from typing import Any
 
@@ -22,9 +23,22 @@ class CommRelay:
     def __init__(self, runner: CellRunner, widgets: WidgetGuard) -> None:
         self.runner = runner
         self.widgets = widgets
+        self._later: set[asyncio.Task[None]] = set()
 
     async def relay(self, stream: Any, ident: Any, parent: dict[str, Any]) -> None:
-        """Hand one frontend comm message to the guest (no reply: the protocol has none)."""
+        """Hand one frontend comm message to the guest (no reply: the protocol has none).
+
+        While a cell runs, ipykernel hands comm messages over at once, outside its own order; such a message is
+        served in the background once the cell is done, so that this handler returns at once (ipykernel restores
+        its notion of the current request when it does, and waiting here would cross the next cell's)."""
+        if self.runner.busy:
+            task = asyncio.ensure_future(self._serve(parent))  # in a copy of this context: this request its parent
+            self._later.add(task)
+            task.add_done_callback(self._later.discard)
+            return
+        await self._serve(parent)
+
+    async def _serve(self, parent: dict[str, Any]) -> None:
         msg_type = parent["header"]["msg_type"]
         content = parent.get("content") or {}
         self.widgets.from_frontend(msg_type, content)
