@@ -12,7 +12,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from jupyter_core.paths import jupyter_data_dir
 from traitlets import Bool, Dict, Enum, Float, Int, List, TraitError, Unicode, default, validate
 from traitlets.config import LoggingConfigurable
 from traitlets.utils.importstring import import_item
@@ -20,6 +19,7 @@ from traitlets.utils.importstring import import_item
 from sandbox_kernel.packages import index as packages
 from sandbox_kernel.sandbox import host_places, mounts, netpolicy
 from sandbox_kernel.sandbox.oslayers.spec import LAYERS, MODES
+from sandbox_kernel.skills import audit
 from sandbox_kernel.skills import loader as skill_loader
 from sandbox_kernel.skills.audit import AuditLog
 from sandbox_kernel.skills.calls import SkillService
@@ -130,6 +130,14 @@ class SandboxSettings(LoggingConfigurable):
     audit_log = Unicode(
         help="JSON-lines file that records every skill call and every cell's metrics ('' to disable)."
     ).tag(config=True)
+    audit_log_max_bytes = Int(
+        10 << 20,
+        help="Size at which the audit log is rotated: it becomes audit_log + '.1' (the older ones '.2', ...) and a new "
+        "file is started. 0: never rotated.",
+    ).tag(config=True)
+    audit_log_backups = Int(
+        5, help="Rotated audit logs kept beside audit_log ('.1' the newest); the oldest beyond them is deleted."
+    ).tag(config=True)
     working_folder = Enum(
         ("off", "ro", "rw"),
         "off",
@@ -157,7 +165,14 @@ class SandboxSettings(LoggingConfigurable):
 
     @default("audit_log")
     def _default_audit_log(self) -> str:
-        return str(Path(jupyter_data_dir()) / "sandbox-kernel" / "audit.jsonl")
+        return str(audit.default_path())
+
+    @validate("audit_log_max_bytes", "audit_log_backups")
+    def _not_negative(self, proposal: Any) -> Any:
+        value = proposal["value"]
+        if value < 0:
+            raise TraitError(f"SandboxKernel.{proposal['trait'].name} must be 0 or more, got {value!r}")
+        return value
 
     @validate("cell_timeout", "interrupt_grace", "start_timeout", "skill_timeout")
     def _positive_seconds(self, proposal: Any) -> Any:
@@ -244,7 +259,11 @@ def load_skills(settings: SandboxSettings) -> SkillService:
         ) from None
     return SkillService(
         Gatekeeper(by_name, dict(settings.skill_policy)),
-        AuditLog(Path(settings.audit_log) if settings.audit_log else None),
+        AuditLog(
+            Path(settings.audit_log) if settings.audit_log else None,
+            settings.audit_log_max_bytes,
+            settings.audit_log_backups,
+        ),
         settings.skill_timeout,
         settings.skill_max_bytes,
         approver,
