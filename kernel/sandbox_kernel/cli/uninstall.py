@@ -12,6 +12,7 @@ from jupyter_core.paths import SYSTEM_JUPYTER_PATH, jupyter_data_dir, jupyter_pa
 
 from sandbox_kernel import paths, private_files
 from sandbox_kernel.checkpoints import file as checkpoint_file
+from sandbox_kernel.checkpoints import kernel_folder
 from sandbox_kernel.jupyter.kernelspec import KERNEL_NAME
 from sandbox_kernel.skills.audit import rotated
 
@@ -94,10 +95,12 @@ def uninstall(
         for older in rotated(audit_log, MAX_AUDIT_BACKUPS):
             if os.path.lexists(older):
                 _remove(older, "a rotated audit log", done)
+    kernel_folder.sweep()  # checkpoint folders of kernels that are gone
     own = private_files.kernel_data_folder()
-    try:
-        own.rmdir()  # only when nothing is left in it
-        done.removed.append(f"removed the empty folder {own}")
-    except OSError:
-        pass
+    for folder in (kernel_folder.root(), own):
+        try:
+            folder.rmdir()  # only when nothing is left in it (running kernels' checkpoints stay)
+        except OSError:
+            continue
+        done.removed.append(f"removed the empty folder {folder}")
     return done
