@@ -73,6 +73,10 @@ class SandboxKernel(SandboxSettings, Kernel):
         # What is wrong with the settings (the app adds what it found before the kernel was made): while there is
         # anything, no sandbox starts and every cell answers with SandboxSettingsError.
         self.settings_problems: list[str] = self._settings.problems
+        if self._settings.ca_note:
+            self.log.info("%s", self._settings.ca_note)
+        for warning in self._settings.ca_warnings:
+            self.log.warning("%s", warning)
         self._history = History()
         self._next_count = 1
         self._reply_metadata: dict[str, Any] = {}
@@ -123,6 +127,8 @@ class SandboxKernel(SandboxSettings, Kernel):
             use_snapshot=self.use_snapshot,
             mounts=self._settings.mounts,
             allow_net=list(self.allow_net),
+            ca_pem=self._settings.ca.pem,
+            ca_store=self._settings.ca.store,
             memory_limit_mb=self.memory_limit_mb,
             os_sandbox=self.os_sandbox,
             os_layers=list(self.os_layers),
@@ -187,6 +193,7 @@ class SandboxKernel(SandboxSettings, Kernel):
             "checkpoint_folder": str(self._checkpoints.folder),  # clients of this user may put checkpoints here
             "max_checkpoints": self.max_checkpoints,  # named ones kept at once (the MCP server keeps as many)
             "mounts": mounts.guest_config(self._settings.mounts),  # guest paths and rules, as the guest knows them
+            "tls_trust": self._settings.ca_note,  # with allow_net: the CA certificates TLS trusts, and from where
             "skills": skills.gatekeeper.described(),  # each method with its policy
             "skill_approver": bool(skills.approver),  # 'ask' calls go to it, not to the frontend
         }

@@ -8,6 +8,7 @@ is any, no sandbox starts and every cell answers with SandboxSettingsError.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -17,7 +18,7 @@ from traitlets.config import LoggingConfigurable
 from traitlets.utils.importstring import import_item
 
 from sandbox_kernel.packages import index as packages
-from sandbox_kernel.sandbox import host_places, mounts, netpolicy
+from sandbox_kernel.sandbox import host_places, mounts, netpolicy, tls_trust
 from sandbox_kernel.sandbox.oslayers.spec import LAYERS, MODES
 from sandbox_kernel.skills import audit
 from sandbox_kernel.skills import loader as skill_loader
@@ -56,6 +57,13 @@ class SandboxSettings(LoggingConfigurable):
         Unicode(),
         help="Hosts the sandbox may connect to: 'host', 'host:port', 'IP' or 'IP:port'. None by default; "
         "loopback, private and link-local addresses stay blocked unless listed as IPs.",
+    ).tag(config=True)
+    ca_bundle = Unicode(
+        None,
+        allow_none=True,
+        help="A PEM file of CA certificates that the sandbox's TLS connections (allow_net, %pip) trust besides "
+        "Deno's built-in ones: a proxy's CA on a network that inspects TLS. None (default): the host's "
+        "SSL_CERT_FILE, else its SSL_CERT_DIR, when set (the choice is logged).",
     ).tag(config=True)
     memory_limit_mb = Int(1024, help="Memory for the sandbox: WebAssembly memory and the JS heap, each, in MiB.").tag(
         config=True
@@ -191,6 +199,9 @@ class Resolved:
     skills: SkillService
     image_hosts: list[str]  # allow_net's hosts: output may load images from them
     problems: list[str] = field(default_factory=list)
+    ca: tls_trust.CaTrust = field(default_factory=lambda: tls_trust.CaTrust(None, ""))  # what TLS trusts
+    ca_note: str = ""  # for the kernel's log and kernel_info: what the sandbox's TLS trusts, and from where
+    ca_warnings: list[str] = field(default_factory=list)  # the host's variables that could not be used
 
     @property
     def error(self) -> str:
@@ -226,7 +237,14 @@ def resolve(settings: SandboxSettings, cwd: Path, config_files: list[str]) -> Re
     except netpolicy.NetPolicyError as exc:
         problems.append(f"SandboxKernel.allow_net: {exc}")
     image_hosts = [netpolicy.split_entry(entry)[0] for entry in allowed]
-    return Resolved(found, skills, image_hosts, problems)
+    ca, warnings = tls_trust.CaTrust(None, ""), list[str]()
+    try:
+        if settings.ca_bundle or settings.allow_net:  # the host's variables matter only with a network
+            ca, warnings = tls_trust.resolve(settings.ca_bundle, os.environ)
+    except tls_trust.CaBundleError as exc:
+        problems.append(str(exc))
+    note = ca.describe() if settings.allow_net else ""
+    return Resolved(found, skills, image_hosts, problems, ca, note, warnings)
 
 
 def mount_specs(settings: SandboxSettings, cwd: Path) -> list[str]:
