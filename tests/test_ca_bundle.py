@@ -25,6 +25,7 @@ from jupyter_client.blocking import BlockingKernelClient
 from conftest import START_TIMEOUT, execute, stop_kernel, value
 from sandbox_kernel.jupyter.kernelspec import KERNEL_NAME
 from test_packages import make_wheel
+from test_pyodide_index import write_lock
 
 pytestmark = pytest.mark.timeout(600)
 HOST_TRUST = ("SSL_CERT_FILE", "SSL_CERT_DIR", "DENO_TLS_CA_STORE")
@@ -216,3 +217,46 @@ def test_a_ca_bundle_that_is_not_pem_is_a_settings_error(index, tmp_path):
         )
     finally:
         stop_kernel(km, kc)
+
+
+class HttpsFolder:
+    """A folder served over HTTPS on 127.0.0.1 (a Pyodide index mirror behind the proxy)."""
+
+    def __init__(self, folder: Path, cert: Path, key: Path) -> None:
+        class Handler(http.server.SimpleHTTPRequestHandler):
+            def __init__(self, *args, **kwargs) -> None:
+                super().__init__(*args, directory=str(folder), **kwargs)
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(cert, key)
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.socket = context.wrap_socket(self.server.socket, server_side=True)
+        self.url = f"https://127.0.0.1:{self.server.server_address[1]}/"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+
+
+def test_the_hosts_own_fetches_from_a_pyodide_index_trust_ca_bundle_too(pki, tmp_path):
+    """Pyodide's packages are fetched by the kernel on the host: ca_bundle applies there as well."""
+    make_wheel(tmp_path, "sbk_tls_index")
+    write_lock(tmp_path)
+    mirror = HttpsFolder(tmp_path, pki["cert"], pki["key"])
+    env = {k: v for k, v in os.environ.items() if k not in HOST_TRUST}
+    km = KernelManager(kernel_name=KERNEL_NAME)
+    km.start_kernel(
+        extra_arguments=[f"--SandboxKernel.pyodide_index={mirror.url}", f"--SandboxKernel.ca_bundle={pki['ca']}"],
+        env=env,
+    )
+    kc = km.client()
+    kc.start_channels()
+    try:
+        kc.wait_for_ready(timeout=START_TIMEOUT)
+        assert value(execute(kc, "import sbk_tls_index; sbk_tls_index.VALUE", timeout=120)) == "'sbk_tls_index 1.0'"
+    finally:
+        stop_kernel(km, kc)
+        mirror.close()

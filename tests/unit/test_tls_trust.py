@@ -66,3 +66,13 @@ def test_nothing_set_means_deno_s_own_roots_and_the_store_is_passed_on_when_vali
     ca, warnings = resolve(None, {"DENO_TLS_CA_STORE": "windows"})
     assert ca.store is None
     assert warnings == ["the host's DENO_TLS_CA_STORE='windows' is not passed on (Deno takes 'mozilla', 'system')"]
+
+
+def test_a_host_fetch_the_host_does_not_trust_names_ca_bundle():
+    from sandbox_kernel.packages.index import _tls_hint
+
+    failed = OSError("<urlopen error [SSL: CERTIFICATE_VERIFY_FAILED] certificate verify failed: unable to get local>")
+    assert _tls_hint(failed) == (
+        ": certificate not trusted; if a proxy on this network inspects TLS, set SandboxKernel.ca_bundle to its CA"
+    )
+    assert _tls_hint(OSError("<urlopen error [Errno 111] Connection refused>")) == ""

@@ -129,7 +129,9 @@ class SandboxLauncher:
             digest = hashlib.sha256(source.encode()).hexdigest()[:12]
             cache = paths.cache_dir() / "pyodide-packages" / paths.pyodide_version() / digest
             bundled = paths.pyodide_dir(provision.deno_dir()) / "pyodide-lock.json"
-            self.pyodide_index = await asyncio.to_thread(packages.PyodideIndex, source, cache, bundled)
+            self.pyodide_index = await asyncio.to_thread(
+                packages.PyodideIndex, source, cache, bundled, ca_pem=self.settings.options.ca_pem
+            )
             await asyncio.to_thread(cache.mkdir, parents=True, exist_ok=True)
             for note in self.pyodide_index.notes:
                 self.log.warning("SandboxKernel.pyodide_index: %s; using Pyodide's own lock file", note)
