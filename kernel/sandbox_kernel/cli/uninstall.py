@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import shutil
 import sys
 from dataclasses import dataclass, field
@@ -14,9 +13,6 @@ from sandbox_kernel import paths, private_files
 from sandbox_kernel.checkpoints import file as checkpoint_file
 from sandbox_kernel.checkpoints import kernel_folder
 from sandbox_kernel.jupyter.kernelspec import KERNEL_NAME
-from sandbox_kernel.skills.audit import rotated
-
-MAX_AUDIT_BACKUPS = 100  # rotated audit logs looked for beside the log (SandboxKernel.audit_log_backups is smaller)
 
 
 @dataclass
@@ -92,9 +88,9 @@ def uninstall(
         )
     if audit_log is not None:
         _remove(audit_log, "the audit log", done)
-        for older in rotated(audit_log, MAX_AUDIT_BACKUPS):
-            if os.path.lexists(older):
-                _remove(older, "a rotated audit log", done)
+        older = [p for p in audit_log.parent.glob(f"{audit_log.name}.*") if p.name.rpartition(".")[2].isdigit()]
+        for path in sorted(older, key=lambda p: int(p.name.rpartition(".")[2])):  # audit.jsonl.1, .2, ... (rotated)
+            _remove(path, "a rotated audit log", done)
     kernel_folder.sweep()  # checkpoint folders of kernels that are gone
     own = private_files.kernel_data_folder()
     for folder in (kernel_folder.root(), own):
