@@ -5,13 +5,14 @@ from __future__ import annotations
 import copy
 import dataclasses
 import gc
+import stat
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from conftest import execute
+from conftest import execute, start_kernel, stop_kernel, value
 from sandbox_kernel import Checkpoint, Sandbox
 from sandbox_kernel.checkpoints.file import CheckpointError
 from test_packages import Index, make_wheel
@@ -152,6 +153,33 @@ def test_restore_after_a_timeout_restart():
         assert sb.run("'total' in dir()").text == "False"
         sb.restore(cp)
         assert sb.run("total").text == "123"
+
+
+def checkpoint_folder(kc) -> Path:
+    return Path(kc.kernel_info(reply=True, timeout=60)["content"]["sandbox_kernel"]["checkpoint_folder"])
+
+
+def test_checkpoints_survive_kernel_restart_and_go_at_the_last_shutdown():
+    """Kernel > Restart is a new kernel process with the same connection file: its checkpoints are still there."""
+    km, kc = start_kernel()
+    try:
+        execute(kc, "total = 41\nnames = ['a']")
+        assert execute(kc, "%checkpoint before").content["status"] == "ok"
+        folder = checkpoint_folder(kc)
+        pid = km.provisioner.pid
+        km.restart_kernel(now=False)
+        kc.wait_for_ready(timeout=120)
+        assert km.provisioner.pid != pid  # a new kernel process
+        assert execute(kc, "'total' in dir()").of_type("execute_result")[0]["data"]["text/plain"] == "False"
+        assert execute(kc, "%checkpoint").stream() == "Checkpoints: before\n"
+        run = execute(kc, "%restore before")
+        assert run.content["status"] == "ok", run.content
+        assert value(execute(kc, "total + 1, names")) == "(42, ['a'])"
+        assert checkpoint_folder(kc) == folder and (folder / "before.sbkcp").is_file()
+        assert stat.S_IMODE(folder.stat().st_mode) == 0o700
+    finally:
+        stop_kernel(km, kc)
+    assert not folder.exists() and not list(folder.parent.glob(folder.name + "*"))  # removed at the last shutdown
 
 
 def test_the_magics_in_a_notebook(kc):

@@ -82,3 +82,91 @@ def test_install_fetches_by_default(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     assert "Pyodide cached in" in proc.stdout
     assert (tmp_path / "share" / "jupyter" / "kernels" / "pyodide-sandbox" / "kernel.json").is_file()
+
+
+def home_env(tmp: Path) -> dict[str, str]:
+    """An environment whose home, XDG folders and Jupyter folders are all under `tmp` (nothing of the real user)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("JUPYTER_", "SANDBOX_KERNEL_", "XDG_"))}
+    env.update(
+        HOME=str(tmp / "home"), XDG_CACHE_HOME=str(tmp / "xdg-cache"), XDG_DATA_HOME=str(tmp / "xdg-data"),
+        JUPYTER_PLATFORM_DIRS="0",
+    )  # fmt: skip
+    (tmp / "home").mkdir()
+    return env
+
+
+def cli(env: dict[str, str], *argv: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(BIN / "sandbox-kernel"), *argv],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+    )
+
+
+def test_uninstall_removes_the_kernelspec_and_on_request_the_cache_key_and_audit_log(tmp_path: Path) -> None:
+    env = home_env(tmp_path)
+    prefix = tmp_path / "prefix"
+    for where in (["--prefix", str(prefix)], ["--user"]):
+        assert cli(env, "install", *where, "--no-fetch").returncode == 0
+    user_spec = tmp_path / "xdg-data" / "jupyter" / "kernels" / "pyodide-sandbox"
+    prefix_spec = prefix / "share" / "jupyter" / "kernels" / "pyodide-sandbox"
+    assert (user_spec / "kernel.json").is_file() and (prefix_spec / "kernel.json").is_file()
+    cache = tmp_path / "xdg-cache" / "sandbox-kernel"
+    (cache / "deno" / "npm").mkdir(parents=True)
+    (cache / "snapshots").mkdir()
+    (cache / "snapshots" / "pyodide.bin").write_bytes(b"x")
+    # The key and a rotated audit log, made by the kernel's own code in that environment.
+    made = subprocess.run(
+        [sys.executable, "-c", "from sandbox_kernel.checkpoints import file; from sandbox_kernel.skills import audit\n"
+         "file.key(); log = audit.AuditLog(audit.default_path(), 100, 3)\nfor n in range(9): log.record(n=n)\n"
+         "print(file.key_path()); print(audit.default_path())"],
+        env=env, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert made.returncode == 0, made.stderr
+    key, log = (Path(line) for line in made.stdout.split())
+    assert key.is_file() and log.with_name("audit.jsonl.2").is_file() and key.parent == log.parent
+
+    only_prefix = cli(env, "uninstall", "--prefix", str(prefix))
+    assert only_prefix.returncode == 0, only_prefix.stderr
+    assert only_prefix.stdout == f"removed kernelspec {prefix_spec}\n"
+    assert not prefix_spec.exists() and user_spec.is_dir() and cache.is_dir() and key.is_file() and log.is_file()
+
+    everything = cli(env, "uninstall", "--user", "--all")  # (without a place: every one, this venv's too)
+    assert everything.returncode == 0, everything.stderr
+    assert f"removed kernelspec {user_spec}\n" in everything.stdout
+    assert f"removed the cache {cache}\n" in everything.stdout
+    assert (
+        f"removed the checkpoint key (checkpoints saved with it can no longer be restored) {key}" in everything.stdout
+    )
+    assert f"removed the audit log {log}\n" in everything.stdout and f"{log}.2\n" in everything.stdout
+    assert not user_spec.exists() and not cache.exists() and not key.exists() and not log.parent.exists()
+    assert (tmp_path / "xdg-cache").is_dir()  # only the kernel's own folder went
+    listed = run(str(BIN / "jupyter"), "kernelspec", "list", env=env)
+    assert listed.returncode == 0 and str(tmp_path) not in listed.stdout
+
+    again = cli(env, "uninstall", "--user")
+    assert again.returncode == 1
+    assert f"sandbox-kernel uninstall: kernelspec pyodide-sandbox: not in {user_spec.parent}\n" in again.stderr
+
+
+def test_uninstall_keeps_a_cache_folder_that_holds_other_files(tmp_path: Path) -> None:
+    """SANDBOX_KERNEL_CACHE set to a folder of the user's own (here, the home folder): nothing in it is removed."""
+    env = home_env(tmp_path)
+    home = tmp_path / "home"
+    (home / "deno").mkdir()
+    (home / "notes.txt").write_text("mine")
+    for cache in (home, tmp_path / "other"):
+        cache.mkdir(exist_ok=True)
+        (cache / "notes.txt").write_text("mine")
+        done = cli({**env, "SANDBOX_KERNEL_CACHE": str(cache)}, "uninstall", "--user", "--cache")
+        assert done.returncode == 1
+        assert f"sandbox-kernel uninstall: the cache was kept: {cache} " in done.stderr
+        assert (cache / "notes.txt").read_text() == "mine"
+    assert (
+        "is your home folder or holds it"
+        in cli({**env, "SANDBOX_KERNEL_CACHE": str(home)}, "uninstall", "--user", "--cache").stderr
+    )
+    assert (home / "deno").is_dir()

@@ -483,15 +483,20 @@ def test_by_default_a_checkpoint_brings_a_spare_and_a_restore_the_next_one():
 
 
 def test_a_killed_kernels_private_folders_are_removed_by_the_next_kernel():
+    """Its sandboxes' folders, and its checkpoint folder once Jupyter removed its connection file."""
     import tempfile
 
     km, kc = start_kernel()
-    execute(kc, "1+1")
+    execute(kc, "x = 1")
+    assert execute(kc, "%checkpoint one").content["status"] == "ok"
+    checkpoints = Path(kc.kernel_info(reply=True, timeout=60)["content"]["sandbox_kernel"]["checkpoint_folder"])
     pid = km.provisioner.process.pid
     kc.stop_channels()
     km.shutdown_kernel(now=True)  # SIGKILL: the kernel cannot remove its sandboxes' folders itself
     left = list(Path(tempfile.gettempdir()).glob(f"sbk-{pid}-*"))
     assert left, "a kernel killed outright leaves its sandbox's private folder"
+    assert (checkpoints / "one.sbkcp").is_file() and not Path(km.connection_file).exists()
+    left.append(checkpoints)
     km, kc = start_kernel()
     try:
         execute(kc, "1+1")

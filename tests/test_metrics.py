@@ -76,3 +76,27 @@ def test_the_agent_api_exposes_them():
         result = sb.run("import time\ntime.sleep(0.2)\nprint('hi')")
     assert set(result.metrics) == KEYS and result.metrics["wall_s"] >= 0.2 and result.metrics["output_bytes"] > 0
     assert json.loads(json.dumps(result.to_dict()))["stdout"] == "hi\n"  # plain data for an agent's log
+
+
+def test_the_audit_log_of_cell_metrics_rotates_at_its_size_and_keeps_its_backups(tmp_path):
+    log = tmp_path / "audit.jsonl"
+    km, kc = start_kernel(
+        [
+            f"--SandboxKernel.audit_log={log}",
+            "--SandboxKernel.audit_log_max_bytes=1000",
+            "--SandboxKernel.audit_log_backups=2",
+        ]
+    )
+    try:
+        for n in range(30):
+            assert execute(kc, f"{n}").content["status"] == "ok"
+    finally:
+        stop_kernel(km, kc)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["audit.jsonl", "audit.jsonl.1", "audit.jsonl.2"]
+    counts = [
+        json.loads(line)["execution_count"]
+        for name in ("audit.jsonl.2", "audit.jsonl.1", "audit.jsonl")
+        for line in (tmp_path / name).read_text().splitlines()
+    ]
+    assert counts == list(range(counts[0], 31)) and counts[0] > 1  # the oldest lines went with the third file
+    assert all(1000 <= (tmp_path / name).stat().st_size < 1400 for name in ("audit.jsonl.1", "audit.jsonl.2"))

@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
+
+import pytest
 
 from sandbox_kernel import paths
 
@@ -37,3 +41,26 @@ def test_pyodide_is_pinned_by_the_lock_file():
     version = paths.pyodide_version()
     assert f'"npm:pyodide@{version}": "{version}"' in lock
     assert f'"pyodide@{version}"' in lock and '"integrity": "sha512-' in lock
+
+
+@pytest.fixture
+def unreachable_registry() -> Iterator[str]:
+    """An npm registry address that refuses every connection (a bound port nobody listens on), as offline."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}/"
+
+
+@pytest.mark.parametrize("command", [["run", "-c", "print(1)"], ["fetch"]])
+def test_an_offline_first_start_says_fetching_once_and_that_the_registry_is_unreachable(
+    tmp_path, unreachable_registry, command
+):
+    """Every sandbox the kernel tries (kernel_info, each cell, the retry of a failed start) provisions again: the
+    line is said once, and the error says the registry could not be reached and what to do."""
+    done = sandbox_kernel_cli(*command, cache=tmp_path, env={"NPM_CONFIG_REGISTRY": unreachable_registry})
+    assert done.returncode == 1, done.stderr
+    assert done.stderr.count("fetching Pyodide") == 1, done.stderr
+    assert f"the npm registry at {unreachable_registry}pyodide/" in done.stderr, done.stderr
+    assert "could not be reached (Connection refused" in done.stderr
+    assert "this machine seems to be offline. Run `sandbox-kernel fetch` where the npm registry" in done.stderr
+    assert done.stderr.count("could not be reached") == 1, done.stderr

@@ -31,6 +31,10 @@ def kernelspec_dir() -> Path:
     return _bundled_or_repo("kernelspec")
 
 
+# What the kernel keeps in its cache folder (`sandbox-kernel uninstall --cache` removes a folder only of these).
+CACHE_PARTS = frozenset({"deno", "guest-wheels", "packages", "pyodide-packages", "snapshots"})
+
+
 def cache_dir() -> Path:
     """The user's cache: $SANDBOX_KERNEL_CACHE, else sandbox-kernel/ in $XDG_CACHE_HOME or ~/.cache."""
     base = os.environ.get("SANDBOX_KERNEL_CACHE")

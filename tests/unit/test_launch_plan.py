@@ -131,3 +131,26 @@ def test_report_in_words():
     assert text.startswith("OS layers in force: seccomp (1 calls denied") and text.endswith(
         "missing: landlock (no Landlock)"
     )
+
+
+CA = b"-----BEGIN CERTIFICATE-----\nTUlJ\n-----END CERTIFICATE-----\n"
+
+
+def test_a_ca_bundle_is_a_file_of_the_private_folder_named_by_cert_and_opens_no_new_path(tmp_path, monkeypatch):
+    monkeypatch.delenv(TEST_DENO_ALL, raising=False)
+    without = plan(tmp_path, ["pypi.org:443"])
+    with_ca = plan(tmp_path, ["pypi.org:443"], ca_pem=CA, ca_store="mozilla,system")
+    assert flag(with_ca.deno_argv(), "cert") == str(tmp_path / "sbk-1" / "ca.pem")
+    assert [a for a in with_ca.deno_argv() if not a.startswith("--cert=")] == without.deno_argv()
+    spec, plain = with_ca.launch_spec(), without.launch_spec()
+    assert (spec.read, spec.write, spec.hide) == (plain.read, plain.write, plain.hide)  # the OS layers: unchanged
+    assert spec.env == {**plain.env, "DENO_TLS_CA_STORE": "mozilla,system"}
+    (tmp_path / "deno" / "npm").mkdir(parents=True)
+    with_ca.private.mkdir()
+    with_ca.prepare_scratch()
+    written = tmp_path / "sbk-1" / "ca.pem"
+    assert written.read_bytes() == CA and written.stat().st_mode & 0o777 == 0o600
+    # Without a network there is no TLS: no --cert, no file, no store.
+    offline = plan(tmp_path, ca_pem=CA, ca_store="system")
+    assert not any(a.startswith("--cert") for a in offline.deno_argv()) and "DENO_TLS_CA_STORE" not in offline.env()
+    assert offline.ca_file is None

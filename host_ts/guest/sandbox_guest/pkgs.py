@@ -67,6 +67,44 @@ def _pip_help_for(error: BaseException, index_urls: list[str] | None) -> str:
     return text
 
 
+# Why a TLS connection to `url` failed ('' when it did not): micropip drops the cause of a failed fetch, and the
+# JavaScript error's `cause` holds Deno's words ("... invalid peer certificate: UnknownIssuer").
+_TLS_PROBE = """(async (url) => {
+  try {
+    await fetch(url, { method: "HEAD", redirect: "manual", signal: AbortSignal.timeout(15000) });
+    return "";
+  } catch (e) {
+    return String((e && e.cause) || e);
+  }
+})"""
+DEFAULT_INDEXES = ["https://pypi.org/simple", "https://files.pythonhosted.org/"]
+
+
+async def untrusted_certificate(index_urls: list[str] | None) -> str | None:
+    """The message for an index whose TLS certificate the sandbox does not trust (a proxy inspecting TLS), or None."""
+    from urllib.parse import urlsplit
+
+    from pyodide.code import run_js
+
+    probe = run_js(_TLS_PROBE)
+    for url in index_urls or DEFAULT_INDEXES:
+        parts = urlsplit(url)
+        if parts.scheme != "https" or not parts.hostname:
+            continue
+        why = str(await probe(f"https://{parts.netloc}/"))
+        if "certificate" in why.lower():
+            pieces = why.split(": ")  # "Error: error sending request for url (...): ...: invalid peer ..."
+            first = next(i for i, part in enumerate(pieces) if "certificate" in part.lower())
+            detail = ": ".join(pieces[first:])[:200]
+            return (
+                f"certificate not trusted: the sandbox could not verify the TLS certificate of {parts.hostname}:"
+                f"{parts.port or 443} ({detail}). If a proxy on this network inspects TLS, set "
+                "SandboxKernel.ca_bundle to a PEM file of its CA certificate (or start Jupyter with SSL_CERT_FILE "
+                "naming it)."
+            )
+    return None
+
+
 async def load_packages(request: dict[str, Any]) -> list[str]:
     """Have the host fetch Pyodide packages (by import or by name), then load them; returns the names loaded (those
     asked for that the index has, with their dependencies)."""
@@ -131,7 +169,10 @@ async def pip_install(specs: list[str], index_urls: list[str] | None = None, pre
     try:
         await micropip.install(specs, index_urls=index_urls, pre=pre)
     except Exception as exc:
-        raise PackageLoadError(_pip_help_for(exc, index_urls)) from None
+        # micropip says "Can't fetch metadata ... make sure you have entered a correct package name" for any failed
+        # fetch: an untrusted certificate is told as such.
+        untrusted = await untrusted_certificate(index_urls)
+        raise PackageLoadError(untrusted or _pip_help_for(exc, index_urls)) from None
 
 
 @magics_class

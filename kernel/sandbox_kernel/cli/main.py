@@ -1,4 +1,4 @@
-"""The `sandbox-kernel` command: install, fetch, run, compare, mirror, doctor, mcp; otherwise the kernel itself."""
+"""The `sandbox-kernel` command: install, uninstall, fetch, run, compare, mirror, doctor, mcp; otherwise the kernel itself."""
 
 from __future__ import annotations
 
@@ -23,6 +23,22 @@ def _install(args: argparse.Namespace) -> int:
     if not args.no_fetch:
         return _fetch(args)
     return 0
+
+
+def _uninstall(args: argparse.Namespace) -> int:
+    from sandbox_kernel.cli.uninstall import kernelspec_folders, uninstall
+    from sandbox_kernel.skills.audit import default_path
+
+    audit_log = Path(args.audit_log) if args.audit_log else (default_path() if args.all else None)
+    folders = kernelspec_folders(args.user, args.sys_prefix, args.prefix)
+    done = uninstall(folders, args.cache or args.all, args.key or args.all, audit_log)
+    for line in done.removed:
+        print(line)
+    for line in done.absent:
+        print(f"sandbox-kernel uninstall: {line}", file=sys.stderr)
+    for line in done.failed:
+        print(f"sandbox-kernel uninstall: {line}", file=sys.stderr)
+    return 1 if done.failed or not done.removed else 0
 
 
 def _fetch(args: argparse.Namespace) -> int:
@@ -173,7 +189,15 @@ def _doctor(args: argparse.Namespace) -> int:
     return doctor()
 
 
-COMMANDS = frozenset({"install", "fetch", "run", "compare", "mirror", "doctor", "mcp", "--version", "-h", "--help"})
+COMMANDS = frozenset(
+    {"install", "uninstall", "fetch", "run", "compare", "mirror", "doctor", "mcp", "--version", "-h", "--help"}
+)
+
+
+def _default_audit_log() -> Path:
+    from sandbox_kernel.skills.audit import default_path
+
+    return default_path()
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -190,6 +214,28 @@ def _parser() -> argparse.ArgumentParser:
     where.add_argument("--prefix", help="install into this prefix")
     inst.add_argument("--no-fetch", action="store_true", help="do not prefetch Pyodide and the guest wheels")
     inst.set_defaults(func=_install)
+    uninst = sub.add_parser(
+        "uninstall",
+        help="remove the pyodide-sandbox kernelspec; with flags also the cache, the checkpoint key, the audit log",
+    )
+    where = uninst.add_mutually_exclusive_group()
+    where.add_argument("--user", action="store_true", help="only the kernelspec installed with --user")
+    where.add_argument("--sys-prefix", action="store_true", help="only the kernelspec in sys.prefix (e.g. a venv)")
+    where.add_argument("--prefix", help="only the kernelspec in this prefix (default: wherever Jupyter finds it)")
+    uninst.add_argument("--cache", action="store_true", help="also remove the cache (Pyodide, wheels, snapshots)")
+    uninst.add_argument(
+        "--key", action="store_true", help="also remove the checkpoint key (saved checkpoints become unusable)"
+    )
+    uninst.add_argument(
+        "--audit-log",
+        nargs="?",
+        const=str(_default_audit_log()),
+        metavar="PATH",
+        help=f"also remove the audit log and its rotated files (default {_default_audit_log()}; give PATH for "
+        "another SandboxKernel.audit_log)",
+    )
+    uninst.add_argument("--all", action="store_true", help="--cache, --key and --audit-log (the default log)")
+    uninst.set_defaults(func=_uninstall)
     fetch = sub.add_parser("fetch", help="download and cache Pyodide and the guest wheels now")
     fetch.set_defaults(func=_fetch)
     run = sub.add_parser("run", help="run a script (or -c code) in a fresh sandbox and exit")

@@ -20,6 +20,7 @@ from ipykernel.kernelbase import Kernel
 from traitlets import Any as TraitAny
 
 from sandbox_kernel import __version__
+from sandbox_kernel.checkpoints import kernel_folder
 from sandbox_kernel.checkpoints.cells import CheckpointFolder
 from sandbox_kernel.jupyter import settings
 from sandbox_kernel.jupyter.cell_runner import SIMPLE_REQUEST_TIMEOUT, CellOutcome, CellRequest, CellRunner, error_reply
@@ -46,6 +47,11 @@ EARLY_COMPLETION_WAIT = 0.5  # seconds a completion waits for a starting sandbox
 KERNEL_INFO_WAIT = 30.0  # seconds kernel_info waits for the sandbox (a first start fetches and builds)
 
 
+def sweep_left_behind() -> list[Path]:
+    """Remove the private folders and checkpoint folders of kernels that were killed (in a worker thread)."""
+    return [*private_folders.sweep(), *kernel_folder.sweep()]
+
+
 class SandboxKernel(SandboxSettings, Kernel):
     """Forwards every request to one persistent sandbox process."""
 
@@ -69,6 +75,10 @@ class SandboxKernel(SandboxSettings, Kernel):
         # What is wrong with the settings (the app adds what it found before the kernel was made): while there is
         # anything, no sandbox starts and every cell answers with SandboxSettingsError.
         self.settings_problems: list[str] = self._settings.problems
+        if self._settings.ca_note:
+            self.log.info("%s", self._settings.ca_note)
+        for warning in self._settings.ca_warnings:
+            self.log.warning("%s", warning)
         self._history = History()
         self._next_count = 1
         self._reply_metadata: dict[str, Any] = {}
@@ -91,7 +101,9 @@ class SandboxKernel(SandboxSettings, Kernel):
             self._pool, self._channels, sanitizer, self.log, self.cell_timeout, self.interrupt_grace,
             lambda: self.settings_error, lambda: self._next_count,
         )  # fmt: skip
-        self._checkpoints = CheckpointFolder(private_folders.make(), self.max_checkpoints)
+        # Kept across Kernel > Restart (a new process with the same connection file); removed at the last shutdown.
+        connection_file = getattr(self.parent, "abs_connection_file", None)
+        self._checkpoints = CheckpointFolder(kernel_folder.for_kernel(connection_file), self.max_checkpoints)
         part_bytes = min(MAX_CHECKPOINT_PART, max_event_bytes, self.max_frame_bytes - 16)
         magic_settings = CheckpointSettings(
             self.max_checkpoint_bytes, part_bytes, self._versions["pyodide_version"],
@@ -103,7 +115,8 @@ class SandboxKernel(SandboxSettings, Kernel):
         self._magics = KernelMagics(self._runner, self._pool, self._checkpoints, self._pip_replays, magic_settings)
         self._sweep: asyncio.Task[list[Path]] | None = None
         atexit.register(SandboxPool.kill_all_now)
-        atexit.register(shutil.rmtree, self._checkpoints.folder, True)
+        if not connection_file:  # a per-process folder: it ends with the process
+            atexit.register(shutil.rmtree, self._checkpoints.folder, True)
 
     @property
     def settings_error(self) -> str:
@@ -120,6 +133,8 @@ class SandboxKernel(SandboxSettings, Kernel):
             use_snapshot=self.use_snapshot,
             mounts=self._settings.mounts,
             allow_net=list(self.allow_net),
+            ca_pem=self._settings.ca.pem,
+            ca_store=self._settings.ca.store,
             memory_limit_mb=self.memory_limit_mb,
             os_sandbox=self.os_sandbox,
             os_layers=list(self.os_layers),
@@ -189,6 +204,7 @@ class SandboxKernel(SandboxSettings, Kernel):
             "checkpoint_folder": str(self._checkpoints.folder),  # clients of this user may put checkpoints here
             "max_checkpoints": self.max_checkpoints,  # named ones kept at once (the MCP server keeps as many)
             "mounts": mounts.guest_config(self._settings.mounts),  # guest paths and rules, as the guest knows them
+            "tls_trust": self._settings.ca_note,  # with allow_net: the CA certificates TLS trusts, and from where
             "skills": skills.gatekeeper.described(),  # each method with its policy
             "skill_approver": bool(skills.approver),  # 'ask' calls go to it, not to the frontend
         }
@@ -241,7 +257,7 @@ class SandboxKernel(SandboxSettings, Kernel):
             self.log.error("%s", self.settings_error)
         else:
             loop.call_soon(self._pool.start_soon)
-        self._sweep = loop.create_task(asyncio.to_thread(private_folders.sweep))  # folders of killed kernels
+        self._sweep = loop.create_task(asyncio.to_thread(sweep_left_behind))  # folders of killed kernels
 
     def pre_handler_hook(self) -> None:
         """SIGINT is handled by the cell runner, never as KeyboardInterrupt in the kernel."""
@@ -252,7 +268,8 @@ class SandboxKernel(SandboxSettings, Kernel):
     async def do_shutdown(self, restart: bool) -> dict[str, Any]:
         # Runs on the control thread: kill synchronously; the main loop notices the exit.
         SandboxPool.kill_all_now()
-        shutil.rmtree(self._checkpoints.folder, ignore_errors=True)
+        if not restart:  # a restart is a new process with this kernel's checkpoints
+            kernel_folder.remove(self._checkpoints.folder)
         return {"status": "ok", "restart": restart}
 
     # ---- requests ----------------------------------------------------------------------

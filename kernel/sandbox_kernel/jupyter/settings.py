@@ -8,18 +8,19 @@ is any, no sandbox starts and every cell answers with SandboxSettingsError.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from jupyter_core.paths import jupyter_data_dir
 from traitlets import Bool, Dict, Enum, Float, Int, List, TraitError, Unicode, default, validate
 from traitlets.config import LoggingConfigurable
 from traitlets.utils.importstring import import_item
 
 from sandbox_kernel.packages import index as packages
-from sandbox_kernel.sandbox import host_places, mounts, netpolicy
+from sandbox_kernel.sandbox import host_places, mounts, netpolicy, tls_trust
 from sandbox_kernel.sandbox.oslayers.spec import LAYERS, MODES
+from sandbox_kernel.skills import audit
 from sandbox_kernel.skills import loader as skill_loader
 from sandbox_kernel.skills.audit import AuditLog
 from sandbox_kernel.skills.calls import SkillService
@@ -57,6 +58,13 @@ class SandboxSettings(LoggingConfigurable):
         Unicode(),
         help="Hosts the sandbox may connect to: 'host', 'host:port', 'IP' or 'IP:port'. None by default; "
         "loopback, private and link-local addresses stay blocked unless listed as IPs.",
+    ).tag(config=True)
+    ca_bundle = Unicode(
+        None,
+        allow_none=True,
+        help="A PEM file of CA certificates that the sandbox's TLS connections (allow_net, %pip) trust besides "
+        "Deno's built-in ones: a proxy's CA on a network that inspects TLS. None (default): the host's "
+        "SSL_CERT_FILE, else its SSL_CERT_DIR, when set (the choice is logged).",
     ).tag(config=True)
     memory_limit_mb = Int(1024, help="Memory for the sandbox: WebAssembly memory and the JS heap, each, in MiB.").tag(
         config=True
@@ -137,6 +145,14 @@ class SandboxSettings(LoggingConfigurable):
     audit_log = Unicode(
         help="JSON-lines file that records every skill call and every cell's metrics ('' to disable)."
     ).tag(config=True)
+    audit_log_max_bytes = Int(
+        10 << 20,
+        help="Size at which the audit log is rotated: it becomes audit_log + '.1' (the older ones '.2', ...) and a new "
+        "file is started. 0: never rotated.",
+    ).tag(config=True)
+    audit_log_backups = Int(
+        5, help="Rotated audit logs kept beside audit_log ('.1' the newest); the oldest beyond them is deleted."
+    ).tag(config=True)
     working_folder = Enum(
         ("off", "ro", "rw"),
         "off",
@@ -164,7 +180,14 @@ class SandboxSettings(LoggingConfigurable):
 
     @default("audit_log")
     def _default_audit_log(self) -> str:
-        return str(Path(jupyter_data_dir()) / "sandbox-kernel" / "audit.jsonl")
+        return str(audit.default_path())
+
+    @validate("audit_log_max_bytes", "audit_log_backups")
+    def _not_negative(self, proposal: Any) -> Any:
+        value = proposal["value"]
+        if value < 0:
+            raise TraitError(f"SandboxKernel.{proposal['trait'].name} must be 0 or more, got {value!r}")
+        return value
 
     @validate("cell_timeout", "interrupt_grace", "start_timeout", "skill_timeout")
     def _positive_seconds(self, proposal: Any) -> Any:
@@ -183,6 +206,9 @@ class Resolved:
     skills: SkillService
     image_hosts: list[str]  # allow_net's hosts: output may load images from them
     problems: list[str] = field(default_factory=list)
+    ca: tls_trust.CaTrust = field(default_factory=lambda: tls_trust.CaTrust(None, ""))  # what TLS trusts
+    ca_note: str = ""  # for the kernel's log and kernel_info: what the sandbox's TLS trusts, and from where
+    ca_warnings: list[str] = field(default_factory=list)  # the host's variables that could not be used
 
     @property
     def error(self) -> str:
@@ -218,7 +244,14 @@ def resolve(settings: SandboxSettings, cwd: Path, config_files: list[str]) -> Re
     except netpolicy.NetPolicyError as exc:
         problems.append(f"SandboxKernel.allow_net: {exc}")
     image_hosts = [netpolicy.split_entry(entry)[0] for entry in allowed]
-    return Resolved(found, skills, image_hosts, problems)
+    ca, warnings = tls_trust.CaTrust(None, ""), list[str]()
+    try:
+        if settings.ca_bundle or settings.allow_net:  # the host's variables matter only with a network
+            ca, warnings = tls_trust.resolve(settings.ca_bundle, os.environ)
+    except tls_trust.CaBundleError as exc:
+        problems.append(str(exc))
+    note = ca.describe() if settings.allow_net else ""
+    return Resolved(found, skills, image_hosts, problems, ca, note, warnings)
 
 
 def mount_specs(settings: SandboxSettings, cwd: Path) -> list[str]:
@@ -251,7 +284,11 @@ def load_skills(settings: SandboxSettings) -> SkillService:
         ) from None
     return SkillService(
         Gatekeeper(by_name, dict(settings.skill_policy)),
-        AuditLog(Path(settings.audit_log) if settings.audit_log else None),
+        AuditLog(
+            Path(settings.audit_log) if settings.audit_log else None,
+            settings.audit_log_max_bytes,
+            settings.audit_log_backups,
+        ),
         settings.skill_timeout,
         settings.skill_max_bytes,
         approver,

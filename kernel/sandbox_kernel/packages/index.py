@@ -12,6 +12,7 @@ import json
 import os
 import re
 import shutil
+import ssl
 import sys
 import tempfile
 import urllib.error
@@ -179,6 +180,13 @@ def file_sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
+def _tls_hint(error: BaseException) -> str:
+    """For a certificate the host does not trust: the setting that adds a CA (a proxy that inspects TLS)."""
+    if "CERTIFICATE_VERIFY_FAILED" not in str(error):
+        return ""
+    return ": certificate not trusted; if a proxy on this network inspects TLS, set SandboxKernel.ca_bundle to its CA"
+
+
 class PyodideIndex:
     """Pyodide's compiled packages: the lock file says what exists, files are fetched on the host.
 
@@ -188,10 +196,19 @@ class PyodideIndex:
     """
 
     def __init__(
-        self, source: str, cache: Path, bundled_lock: Path, setting: str = "SandboxKernel.pyodide_index"
+        self,
+        source: str,
+        cache: Path,
+        bundled_lock: Path,
+        setting: str = "SandboxKernel.pyodide_index",
+        ca_pem: bytes | None = None,
     ) -> None:
         self.source, self.local = _index_location(source, setting)
         self.cache = cache
+        # The host's own trust (SSL_CERT_FILE included), and SandboxKernel.ca_bundle's certificates with it.
+        self._tls = ssl.create_default_context()
+        if ca_pem:
+            self._tls.load_verify_locations(cadata=ca_pem.decode("ascii"))
         self.notes: list[str] = []
         bundled_text = bundled_lock.read_text()
         bundled = json.loads(bundled_text)
@@ -213,14 +230,16 @@ class PyodideIndex:
             return bundled_text  # the CDN of the pinned version: its lock is the one Pyodide ships
         else:
             try:
-                with urllib.request.urlopen(self.source + LOCK_NAME, timeout=LOCK_TIMEOUT) as resp:
+                with urllib.request.urlopen(self.source + LOCK_NAME, timeout=LOCK_TIMEOUT, context=self._tls) as resp:
                     return str(resp.read().decode())
             except urllib.error.HTTPError as exc:
                 if exc.code != 404:
                     self.notes.append(f"could not read {self.source}{LOCK_NAME} (HTTP {exc.code})")
                     return None
             except (OSError, UnicodeDecodeError) as exc:
-                self.notes.append(printable(f"could not read {self.source}{LOCK_NAME} ({type(exc).__name__}: {exc})"))
+                self.notes.append(
+                    printable(f"could not read {self.source}{LOCK_NAME} ({type(exc).__name__}: {exc}){_tls_hint(exc)}")
+                )
                 return None
         self.notes.append(f"{self.source} has no {LOCK_NAME}")
         return None
@@ -274,14 +293,16 @@ class PyodideIndex:
         try:
             if self.local is not None:
                 return (self.local / str(pkg["file_name"])).read_bytes()
-            with urllib.request.urlopen(self.source + pkg["file_name"], timeout=FETCH_TIMEOUT) as resp:
+            with urllib.request.urlopen(
+                self.source + pkg["file_name"], timeout=FETCH_TIMEOUT, context=self._tls
+            ) as resp:
                 data: bytes = resp.read()
                 return data
         except OSError as exc:
             reason = printable(f"{type(exc).__name__}: {exc}")
             raise IndexFetchError(
                 f"{pkg.get('name', pkg['file_name'])} is provided by the Pyodide index, and it could not be fetched from "
-                f"{self.source} ({reason}){self.describe_lock()}. The kernel fetches these on the "
+                f"{self.source} ({reason}){_tls_hint(exc)}{self.describe_lock()}. The kernel fetches these on the "
                 "host, outside the sandbox, so SandboxKernel.allow_net does not apply: set "
                 "SandboxKernel.pyodide_index to a reachable mirror URL or a local folder holding the Pyodide packages "
                 "(with their pyodide-lock.json), e.g. one made by `sandbox-kernel mirror DIR NAME...`.",

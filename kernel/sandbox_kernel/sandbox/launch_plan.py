@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sandbox_kernel import paths
+from sandbox_kernel import paths, private_files
 from sandbox_kernel.sandbox import guarded_paths, netpolicy, provision
 from sandbox_kernel.sandbox.mounts import Mount, supervisor_config
 from sandbox_kernel.sandbox.oslayers.spec import LaunchSpec
@@ -59,6 +59,8 @@ class LaunchPlan:
     allow_net: list[str]
     private: Path  # the sandbox's own folder: its socket, and Deno's scratch DENO_DIR
     shared_deno_dir: Path
+    ca_pem: bytes | None = None  # CA certificates TLS trusts besides Deno's own, written into `private`
+    ca_store: str | None = None  # DENO_TLS_CA_STORE for Deno, when the host names a valid one
     memory_limit_mb: int = 1024
     v8_flags: list[str] = field(default_factory=list)
     os_sandbox: str = "auto"  # auto | required | off
@@ -89,6 +91,11 @@ class LaunchPlan:
     @property
     def scratch_deno_dir(self) -> Path:
         return self.private / "deno"
+
+    @property
+    def ca_file(self) -> Path | None:
+        """The CA certificates Deno's `--cert` reads (in the private folder the OS layers let it read), if any."""
+        return self.private / "ca.pem" if self.ca_pem and self.net_allowed else None
 
     @property
     def view_root(self) -> Path:
@@ -135,9 +142,10 @@ class LaunchPlan:
             flags = ["--allow-all"]
         mb = self.memory_limit_mb
         v8 = [f"--wasm-max-mem-pages={mb * 16}", f"--max-old-space-size={mb}", *V8_MEMORY_FLAGS, *self.v8_flags]
+        tls = [f"--cert={self.ca_file}"] if self.ca_file else []
         return [
             paths.deno_executable(), "run", "--no-prompt", "--cached-only", f"--config={self.host / 'deno.json'}",
-            "--unstable-worker-options", *flags,
+            "--unstable-worker-options", *flags, *tls,
             "--v8-flags=" + ",".join(v8), str(self.host / "main.ts"),
         ]  # fmt: skip
 
@@ -168,7 +176,8 @@ class LaunchPlan:
         }
 
     def env(self) -> dict[str, str]:
-        return {"DENO_DIR": str(self.scratch_deno_dir), "NO_COLOR": "1", "DENO_NO_UPDATE_CHECK": "1"}
+        store = {"DENO_TLS_CA_STORE": self.ca_store} if self.ca_store and self.net_allowed else {}
+        return {"DENO_DIR": str(self.scratch_deno_dir), "NO_COLOR": "1", "DENO_NO_UPDATE_CHECK": "1", **store}
 
     def prepare_scratch(self) -> None:
         """Deno's DENO_DIR for this sandbox: the shared npm cache seen through a link, nothing else.
@@ -180,6 +189,9 @@ class LaunchPlan:
         self.view_root.mkdir()
         self.scratch_deno_dir.mkdir()
         (self.scratch_deno_dir / "npm").symlink_to(self.shared_deno_dir / "npm")
+        if self.ca_file and self.ca_pem:
+            with os.fdopen(private_files.create(self.ca_file), "wb") as f:  # 0600: Deno runs as this user
+                f.write(self.ca_pem)
 
     def launch_spec(self) -> LaunchSpec:
         """What the launcher applies before it becomes Deno (whose command line it carries)."""

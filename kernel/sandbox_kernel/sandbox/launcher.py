@@ -34,6 +34,11 @@ class LaunchSettings:
     settings_error: Callable[[], str] = lambda: ""  # non-empty: no sandbox may start (the settings are wrong)
 
 
+class ProvisionFailed(SandboxStartError):
+    """What a sandbox needs could not be had on the host (a fetch failed, `packages` could not be resolved): a
+    second try in the same launch would only fail again."""
+
+
 class SandboxLauncher:
     """Starts configured sandboxes, and keeps what the latest one reported (its guest's facts, its OS layers)."""
 
@@ -41,7 +46,8 @@ class SandboxLauncher:
         self.settings = settings
         self._configure = configure
         self.log = log
-        self._say = say
+        self._say_line = say
+        self._said: set[str] = set()  # what this kernel already told (a fetch tried again says nothing new)
         self.guest_info: dict[str, Any] = {}  # what the latest sandbox's guest reported at its start
         self.os_report: dict[str, Any] = {}  # the OS layers of the latest sandbox (oslayers.launch)
         self.layers_known = asyncio.Event()  # the first sandbox's launcher has reported
@@ -58,6 +64,8 @@ class SandboxLauncher:
         """
         try:
             return await self._launch_once()
+        except ProvisionFailed:
+            raise
         except SandboxStartError:
             problems = await asyncio.to_thread(provision.pyodide_problems, True)
             if not problems:
@@ -75,7 +83,7 @@ class SandboxLauncher:
         try:
             options = await self._provisioned()
         except (PackageError, provision.ProvisionError) as exc:
-            raise SandboxStartError(str(exc)) from None
+            raise ProvisionFailed(str(exc)) from None
         except Exception as exc:  # a bug or a damaged file we do not check: the user still gets a reply
             self.log.exception("preparing the sandbox failed")
             raise SandboxStartError(f"preparing the sandbox failed: {type(exc).__name__}: {exc}") from None
@@ -121,11 +129,20 @@ class SandboxLauncher:
             digest = hashlib.sha256(source.encode()).hexdigest()[:12]
             cache = paths.cache_dir() / "pyodide-packages" / paths.pyodide_version() / digest
             bundled = paths.pyodide_dir(provision.deno_dir()) / "pyodide-lock.json"
-            self.pyodide_index = await asyncio.to_thread(packages.PyodideIndex, source, cache, bundled)
+            self.pyodide_index = await asyncio.to_thread(
+                packages.PyodideIndex, source, cache, bundled, ca_pem=self.settings.options.ca_pem
+            )
             await asyncio.to_thread(cache.mkdir, parents=True, exist_ok=True)
             for note in self.pyodide_index.notes:
                 self.log.warning("SandboxKernel.pyodide_index: %s; using Pyodide's own lock file", note)
         return self.pyodide_index
+
+    def _say(self, message: str) -> None:
+        """Tell the person who started the kernel, once per kernel: every sandbox (the spare, each restart, each
+        request while starts fail) provisions again, and would repeat the same line."""
+        if message not in self._said:
+            self._said.add(message)
+            self._say_line(message)
 
     async def _ensure_pyodide(self, thorough: bool, problems: list[str] | None = None) -> Path:
         """The cached Pyodide, checked (contents too with `thorough`) and fetched again if damaged; one at a time."""

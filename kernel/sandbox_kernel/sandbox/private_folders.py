@@ -21,7 +21,7 @@ def make() -> Path:
     return Path(tempfile.mkdtemp(prefix=f"{PREFIX}{os.getpid()}-"))
 
 
-def _alive(pid: int) -> bool:
+def alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -40,7 +40,7 @@ def sweep(folder: Path | None = None) -> list[Path]:
             mine = entry.is_dir() and not entry.is_symlink() and entry.stat().st_uid == os.getuid()
         except OSError:
             continue
-        if match and mine and not _alive(int(match[1])):
+        if match and mine and not alive(int(match[1])):
             shutil.rmtree(entry, ignore_errors=True)
             removed.append(entry)
     return removed

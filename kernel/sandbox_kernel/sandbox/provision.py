@@ -7,6 +7,7 @@ import functools
 import hashlib
 import json
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -23,6 +24,11 @@ OFFLINE_FIX = (
     "{cache} from a machine where `sandbox-kernel fetch` ran (or point SANDBOX_KERNEL_CACHE at such a copy)"
 )
 GUEST_PYTHON = "3.14"
+# Deno's words for a network that could not be used at all (no route, no name resolution, refused, timed out).
+OFFLINE_MARKS = (
+    "tcp connect error", "dns error", "connection refused", "network is unreachable", "timed out",
+    "failed to lookup address", "no route to host", "temporary failure in name resolution",
+)  # fmt: skip
 
 
 class ProvisionError(RuntimeError):
@@ -119,10 +125,8 @@ async def ensure_pyodide(say: Callable[[str], None], thorough: bool = False, pro
     ]
     code, out = await _run(argv, env, host)
     if code != 0:
-        raise ProvisionError(
-            f"could not {'fetch Pyodide again' if damaged else 'fetch Pyodide'} {paths.pyodide_version()} from the "
-            f"npm registry through Deno: {_first_error(out)}. {OFFLINE_FIX.format(cache=paths.cache_dir())}"
-        )
+        what = f"{'fetch Pyodide again' if damaged else 'fetch Pyodide'} {paths.pyodide_version()}"
+        raise ProvisionError(f"could not {what}: {deno_failure(out)}. {OFFLINE_FIX.format(cache=paths.cache_dir())}")
     left = await asyncio.to_thread(pyodide_problems, True)
     if left:
         raise ProvisionError(
@@ -132,11 +136,26 @@ async def ensure_pyodide(say: Callable[[str], None], thorough: bool = False, pro
     return target
 
 
-def _first_error(output: str) -> str:
-    """Deno's own error line (not its stack backtrace), or the last line of its output."""
+def deno_failure(output: str) -> str:
+    """Why a `deno install` failed, in words: 'the npm registry could not be reached' when the network failed (with
+    the cause and the address Deno tried), else Deno's own error line with its deepest cause."""
     lines = [line.strip() for line in output.splitlines() if line.strip()]
-    errors = [line for line in lines if line.lower().startswith("error")]
-    return (errors or lines or ["no output"])[0][:500]
+    first = next((i for i, line in enumerate(lines) if line.lower().startswith("error")), None)
+    if first is None:
+        return f"Deno said: {(lines or ['nothing'])[-1][:300]}"
+    causes = []  # Deno's numbered causes ("0: error sending request for url (...)", "1: ..."), up to its backtrace
+    for line in lines[first + 1 :]:
+        cause = re.fullmatch(r"\d+: (.*)", line)
+        if cause is None:
+            break
+        causes.append(cause[1])
+    text = " ".join([lines[first], *causes])
+    url = re.search(r"for url \((\S+?)\)", text)
+    address = f" at {url[1]}" if url else ""
+    deepest = (causes or [lines[first].removeprefix("error: ")])[-1][:200]
+    if any(mark in text.lower() for mark in OFFLINE_MARKS):
+        return f"the npm registry{address} could not be reached ({deepest}): this machine seems to be offline"
+    return f"Deno said: {lines[first][:300]}" + (f" ({deepest}{address})" if causes else "")
 
 
 def wheels_dir() -> Path:

@@ -44,6 +44,8 @@ class SandboxOptions:
     v8_flags: list[str] = field(default_factory=list)
     mounts: list[Mount] = field(default_factory=list)
     allow_net: list[str] = field(default_factory=list)
+    ca_pem: bytes | None = None  # CA certificates TLS trusts besides Deno's own (sandbox/tls_trust.py)
+    ca_store: str | None = None  # DENO_TLS_CA_STORE, when the host names a valid one
     memory_limit_mb: int = 1024
     extra_wheels: list[Path] = field(default_factory=list)  # SandboxKernel.packages, resolved on the host
     extra_read: list[Path] = field(default_factory=list)  # folders of those wheels and of Pyodide packages
@@ -64,6 +66,8 @@ def launch_plan(options: SandboxOptions, private: Path, snapshot: Path | None) -
         extra_read=list(options.extra_read),
         mounts=list(options.mounts),
         allow_net=list(options.allow_net),
+        ca_pem=options.ca_pem,
+        ca_store=options.ca_store,
         private=private,
         shared_deno_dir=provision.deno_dir(),
         memory_limit_mb=options.memory_limit_mb,

@@ -170,6 +170,7 @@ class FakePyodide:
         self.can_run_sync = True
         self.pip_error: BaseException | None = None
         self.fetch_error: BaseException | None = None
+        self.probe_answers: dict[str, str] = {}  # url -> why a JavaScript fetch of it failed ('' or absent: it did not)
         self.load_messages = ["Loading demo"]
 
     def modules(self) -> dict[str, types.ModuleType]:
@@ -180,6 +181,16 @@ class FakePyodide:
 
         code = types.ModuleType("pyodide.code")
         code.find_imports = _find_imports  # type: ignore[attr-defined]
+
+        def run_js(source: str) -> Callable[[str], Any]:
+            async def probe(url: str) -> str:
+                record.append(("probe", url))
+                return self.probe_answers.get(url, "")
+
+            assert "fetch(url" in source, source
+            return probe
+
+        code.run_js = run_js  # type: ignore[attr-defined]
 
         ffi = types.ModuleType("pyodide.ffi")
 

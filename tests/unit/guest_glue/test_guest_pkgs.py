@@ -125,6 +125,34 @@ def test_a_micropip_failure_from_the_network_explains_allow_net(host, fake_pyodi
         asyncio.run(pkgs.pip_install(["x"], ["http://127.0.0.1:9/simple"]))
 
 
+def test_a_micropip_failure_behind_an_untrusted_certificate_says_so_and_names_ca_bundle(host, fake_pyodide, settings):
+    settings["allow_net"] = ["127.0.0.1:8000", "127.0.0.1:8443", "pypi.org:443", "files.pythonhosted.org:443"]
+    fake_pyodide.pip_error = ValueError(
+        "Can't fetch metadata for 'tabulate'. Please make sure you have entered a correct package name"
+    )
+    fake_pyodide.probe_answers["https://127.0.0.1:8443/"] = (
+        "Error: error sending request for url (https://127.0.0.1:8443/): client error (Connect): invalid peer "
+        "certificate: UnknownIssuer"
+    )
+    with pytest.raises(pkgs.PackageLoadError) as caught:
+        asyncio.run(pkgs.pip_install(["tabulate"], ["http://127.0.0.1:8000/simple", "https://127.0.0.1:8443/simple"]))
+    assert str(caught.value) == (
+        "certificate not trusted: the sandbox could not verify the TLS certificate of 127.0.0.1:8443 (invalid peer "
+        "certificate: UnknownIssuer). If a proxy on this network inspects TLS, set SandboxKernel.ca_bundle to a PEM "
+        "file of its CA certificate (or start Jupyter with SSL_CERT_FILE naming it)."
+    )
+    assert [r for r in fake_pyodide.record if r[0] == "probe"] == [("probe", "https://127.0.0.1:8443/")]  # https only
+    fake_pyodide.probe_answers.clear()  # the index is trusted: micropip's own words stand
+    with pytest.raises(pkgs.PackageLoadError, match=r"^ValueError: Can't fetch metadata for 'tabulate'"):
+        asyncio.run(pkgs.pip_install(["tabulate"], ["https://127.0.0.1:8443/simple"]))
+    fake_pyodide.probe_answers["https://pypi.org/"] = "Error: ...: invalid peer certificate: Expired"
+    host.answers = [{"error": {"type": "PackageError", "message": "not in the Pyodide index"}}]
+    with pytest.raises(
+        pkgs.PackageLoadError, match=r"certificate of pypi\.org:443 \(invalid peer certificate: Expired\)"
+    ):
+        asyncio.run(pkgs.pip_install(["tabulate"]))  # PyPI's hosts when no index is named
+
+
 @pytest.fixture
 def pip(host, fake_pyodide, settings):
     """The %pip line magic, with the index reachable and the host answering every question."""
