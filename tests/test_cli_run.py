@@ -36,9 +36,9 @@ def cli(*args: str, stdin: str | None = None, python: str = sys.executable) -> s
     )
 
 
-def on_terminal(args: list[str], prompt: str, answer: str, timeout: float = 180) -> tuple[int, str]:
+def on_terminal(args: list[str], prompt: str, answer: str | None, timeout: float = 180) -> tuple[int, str]:
     """Run the command with a pseudo-terminal as its stdin, stdout and stderr, as in a shell; type `answer` once
-    `prompt` shows. Its exit status and everything the terminal showed."""
+    `prompt` shows (None: wait, answering nothing). Its exit status and everything the terminal showed."""
     leader, follower = os.openpty()
     proc = subprocess.Popen(
         [sys.executable, "-m", "sandbox_kernel", "run", *args], stdin=follower, stdout=follower, stderr=follower
@@ -58,7 +58,8 @@ def on_terminal(args: list[str], prompt: str, answer: str, timeout: float = 180)
                 break
             shown += chunk
             if not answered and prompt.encode() in shown:
-                os.write(leader, answer.encode())
+                if answer is not None:
+                    os.write(leader, answer.encode())
                 answered = True
         proc.wait(timeout=30)
     finally:
@@ -214,6 +215,14 @@ def test_timeout_says_so_once_and_returns_within_the_grace(stubborn):
         "sandbox-kernel run: the code ran past --timeout 1s and was stopped\n",
     )
     assert took < 1 + grace + 6, took  # the time limit, the grace (stubborn), then the kernel's end: no more
+
+
+def test_a_prompt_nobody_answers_ends_at_the_timeout():
+    """input() at a terminal nobody answers: --timeout still ends the run (the prompt is not waited on)."""
+    started = time.monotonic()
+    status, shown = on_terminal(["--timeout", "3", "-c", "input('name? ')"], "name? ", None, timeout=90)
+    assert status == 124 and shown.endswith("sandbox-kernel run: the code ran past --timeout 3s and was stopped\n")
+    assert time.monotonic() - started < 60
 
 
 def test_ctrl_c_ends_the_code_as_python_does():

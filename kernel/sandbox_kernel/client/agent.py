@@ -172,24 +172,35 @@ class AsyncSandbox:
         # stdin always allowed: prompts are answered by the approver / input=, else refused / end of input (EOFError)
         msg_id = self.kc.execute(code, allow_stdin=True, stop_on_error=False)
         deadline = None if timeout is None else started + timeout
-        while True:
-            wait = 0.05  # prompts to answer: look at stdin whenever iopub is quiet
-            if deadline is not None:
-                wait = max(0.01, min(wait, deadline - time.monotonic()))
-            try:
-                msg = await self.kc.get_iopub_msg(timeout=wait)
-            except Empty:
-                if deadline is not None and time.monotonic() > deadline:
-                    await self.interrupt()
-                    deadline = None
-                await self._answer_stdin()  # only once the output sent before the prompt was handled
-                await self._check_alive(generation)
-                continue
-            if msg["parent_header"].get("msg_id") != msg_id:
-                continue
-            if msg["msg_type"] == "status" and msg["content"]["execution_state"] == "idle":
-                break
-            builder.feed(msg)
+        answering: asyncio.Future[None] | None = None  # prompts being answered, beside the watch of iopub
+        try:
+            while True:
+                wait = 0.05  # prompts to answer: look at stdin whenever iopub is quiet
+                if deadline is not None:
+                    wait = max(0.01, min(wait, deadline - time.monotonic()))
+                try:
+                    msg = await self.kc.get_iopub_msg(timeout=wait)
+                except Empty:
+                    if deadline is not None and time.monotonic() > deadline:
+                        await self.interrupt()
+                        deadline = None
+                    if answering is not None and answering.done():
+                        finished: asyncio.Future[None] = answering
+                        answering = None
+                        finished.result()  # an approver's or input's own error is the caller's
+                    if answering is None:  # only once the output sent before the prompt was handled
+                        answering = asyncio.ensure_future(self._answer_stdin())
+                    await self._check_alive(generation)
+                    continue
+                if msg["parent_header"].get("msg_id") != msg_id:
+                    continue
+                if msg["msg_type"] == "status" and msg["content"]["execution_state"] == "idle":
+                    break
+                builder.feed(msg)
+        finally:
+            if answering is not None:  # a prompt the kernel withdrew (an interrupt, a timeout) is not waited on
+                answering.cancel()
+                answering.add_done_callback(_retrieve)
         reply = await self._shell_reply(msg_id, 60, generation)
         return builder.finish(reply["content"], time.monotonic() - started, reply.get("metadata", {}))
 
@@ -397,3 +408,9 @@ class AsyncSandbox:
             raise OSError(f"{value.get('ename')}: {value.get('evalue')}")
         text = str(value["data"]["text/plain"])
         return text[1:-1] if text[:1] in "'\"" else text
+
+
+def _retrieve(future: asyncio.Future[None]) -> None:
+    """Take a finished future's outcome (an error nobody waits for any more is not reported as never retrieved)."""
+    if not future.cancelled():
+        future.exception()
