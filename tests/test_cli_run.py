@@ -214,7 +214,7 @@ def test_timeout_says_so_once_and_returns_within_the_grace(stubborn):
         "",
         "sandbox-kernel run: the code ran past --timeout 1s and was stopped\n",
     )
-    assert took < 1 + grace + 6, took  # the time limit, the grace (stubborn), then the kernel's end: no more
+    assert took < 1 + grace + 10, took  # the limit, the grace (stubborn), the kernel's end: generous bounds
 
 
 def test_a_prompt_nobody_answers_ends_at_the_timeout():
