@@ -59,7 +59,7 @@ def run(args: argparse.Namespace) -> int:
     except KernelDied as exc:
         died = f" (exit code {exc.exit_code})" if exc.exit_code is not None else ""
         return _fail(f"the kernel process exited{died} before the code finished", 1)
-    except KeyboardInterrupt:  # Ctrl-C here while the sandbox was starting or stopping
+    except KeyboardInterrupt:  # Ctrl-C: the kernel, in this command's process group, got it too and stops
         print("KeyboardInterrupt", file=sys.stderr)
         return INTERRUPTED
     return exit_status(result, args.timeout)
