@@ -1,12 +1,10 @@
-"""The agent API (Sandbox, AsyncSandbox, ExecutionResult) and `sandbox-kernel run`, on real kernels."""
+"""The agent API (Sandbox, AsyncSandbox, ExecutionResult), on real kernels (`sandbox-kernel run`: test_cli_run.py)."""
 
 from __future__ import annotations
 
 import asyncio
 import os
 import signal
-import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -14,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from sandbox_kernel.client.agent import AsyncSandbox, KernelDied
-from sandbox_kernel.client.approvals import ApprovalRequest
+from sandbox_kernel.client.approvals import ApprovalRequest, Refused
 from sandbox_kernel.client.results import ErrorInfo, ExecutionResult
 from sandbox_kernel.client.sync_sandbox import Sandbox
 
@@ -126,7 +124,42 @@ def test_approver_decides_skill_calls():
     assert asked[0].arguments == "" and len(asked[0].sha256) == 64
 
 
-def test_the_approver_hears_only_the_kernel_never_guest_prompts():
+def test_without_an_approver_ask_calls_are_refused_saying_why_and_how_to_allow_them():
+    with Sandbox(skills_path=FIXTURES, extra_arguments=['--SandboxKernel.skill_policy={"GuardedSkill": "ask"}']) as sb:
+        r = sb.run("device.GuardedSkill.touch()")
+    assert (r.error.ename, r.error.evalue) == (
+        "SkillRefused",
+        "GuardedSkill.touch was not approved (policy 'ask'): nobody to ask (this Sandbox has no approver=); allow "
+        'it in skill_policy to run it without asking (add {"GuardedSkill.touch": "allow"} to '
+        "SandboxKernel.skill_policy)",
+    )
+
+
+def test_an_approver_may_refuse_with_a_reason_and_answer_input_asynchronously():
+    async def line(prompt: str) -> str:
+        return f"typed at {prompt!r}"
+
+    with Sandbox(
+        skills_path=FIXTURES,
+        extra_arguments=['--SandboxKernel.skill_policy={"GuardedSkill": "ask"}'],
+        approver=lambda request: Refused(f"no {request.method} today"),
+        input=line,
+    ) as sb:
+        refused = sb.run("device.GuardedSkill.touch()")
+        answered = sb.run("input('name? ')")
+    assert refused.error.evalue == "GuardedSkill.touch was not approved (policy 'ask'): no touch today"
+    assert answered.text == repr("typed at 'name? '")
+
+
+def test_the_kernels_notices_can_be_taken_apart_from_the_codes_output():
+    notices: list[tuple[str, str]] = []
+    errors: list[str] = []
+    with Sandbox(cell_timeout=1) as sb:
+        r = sb.run("import sys\nprint('mine', file=sys.stderr)\nwhile True: pass", on_stderr=errors.append,
+                   on_notice=lambda kind, text: notices.append((kind, text)))  # fmt: skip
+    assert errors == ["mine\n"] and [kind for kind, _ in notices] == ["timeout"], (errors, notices)
+    assert r.timed_out and r.stderr == "mine\n" + notices[0][1]  # the result's stream has both, in order
+
     """The agent reads approvals from metadata only the kernel sets, not from prompt text the guest controls."""
     asked: list[ApprovalRequest] = []
     with Sandbox(skills_path=FIXTURES, approver=lambda request: asked.append(request) or True) as sb:
@@ -197,93 +230,6 @@ def test_to_llm_is_capped_and_mentions_images():
     assert "[image/png image displayed]" in r.to_llm(max_chars=100_000)
     r = ExecutionResult(error=ErrorInfo("KeyError", "'k'", "Traceback\n  frame\nKeyError: 'k'"))
     assert r.to_llm() == "[error] KeyError: 'k'\nTraceback\n  frame\nKeyError: 'k'"
-
-
-def cli(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "sandbox_kernel", "run", *args], input=stdin, capture_output=True, text=True, timeout=180
-    )
-
-
-def test_cli_runs_a_script(tmp_path):
-    script = tmp_path / "job.py"
-    script.write_text("import sys\nprint('to stdout')\nprint('to stderr', file=sys.stderr)\nsum(range(10))\n")
-    proc = cli(str(script))
-    assert proc.returncode == 0
-    assert proc.stdout == "to stdout\n45\n"
-    assert "to stderr" in proc.stderr
-
-
-def test_cli_says_so_when_the_kernel_process_dies():
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "sandbox_kernel",
-            "run",
-            "-c",
-            "import time\nprint('ready', flush=True)\ntime.sleep(120)",
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert proc.stdout.readline() == "ready\n"
-        (kernel,) = [pid for t in Path(f"/proc/{proc.pid}/task").glob("*/children") for pid in t.read_text().split()]
-        os.kill(int(kernel), signal.SIGKILL)
-        _, err = proc.communicate(timeout=30)
-    finally:
-        proc.kill()
-    assert proc.returncode == 1
-    assert "sandbox-kernel run: the kernel process exited (exit code -9) before the code finished" in err
-
-
-def test_cli_exit_code_on_error():
-    proc = cli("-c", "raise SystemError('nope')")
-    assert proc.returncode == 1
-    assert "SystemError: nope" in proc.stderr and proc.stdout == ""
-
-
-def test_cli_timeout():
-    proc = cli("--timeout", "2", "-c", "while True: pass")
-    assert proc.returncode == 1
-    assert "SandboxTimeout" in proc.stderr
-
-
-def test_cli_behaves_like_python(tmp_path):
-    """Script arguments in sys.argv, piped stdin through input() and sys.stdin, sys.exit's status, a quiet stderr."""
-    script = tmp_path / "echo.py"
-    script.write_text(
-        "import sys\nprint(sys.argv)\nname = input('name? ')\nprint('hi', name)\n"
-        "print(sys.stdin.read().upper(), end='')\nsys.exit(3)\n"
-    )
-    proc = cli(str(script), "a", "-b", "--c", stdin="Ada\nrest 1\nrest 2\n")
-    assert proc.stdout == f"{[str(script), 'a', '-b', '--c']}\nname? hi Ada\nREST 1\nREST 2\n", proc.stdout
-    assert proc.returncode == 3, proc.stderr
-    assert "WARNING" not in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
-    proc = cli("-c", "import sys; print(sys.argv[1:], input())", "x", "y", stdin="Bo\n")
-    assert (proc.returncode, proc.stdout) == (0, "['x', 'y'] Bo\n"), proc.stderr
-
-
-def test_cli_end_of_input_and_exit_messages():
-    proc = cli("-c", "input()", stdin="")
-    assert proc.returncode == 1
-    assert proc.stderr.strip().endswith("EOFError: EOF when reading a line") and "sandbox_guest" not in proc.stderr
-    proc = cli("-c", "raise SystemExit('bye')")
-    assert (proc.returncode, proc.stderr.strip().splitlines()[-1]) == (1, "bye")
-
-
-def test_cli_missing_file_and_bad_setting_say_one_line(tmp_path, monkeypatch):
-    proc = cli(str(tmp_path / "nope.py"))
-    assert proc.returncode == 2 and proc.stdout == ""
-    assert proc.stderr.strip() == f"sandbox-kernel run: can't open file {str(tmp_path / 'nope.py')!r}: " + (
-        f"[Errno 2] No such file or directory: {str(tmp_path / 'nope.py')!r}"
-    )
-    proc = cli("--mount", "/no/such/folder:/data", "-c", "1")
-    assert proc.returncode == 2 and proc.stdout == "", proc.stderr
-    (line,) = [line for line in proc.stderr.splitlines() if line.strip()]
-    assert line.startswith("sandbox-kernel run: bad setting: SandboxKernel.mounts") and "/no/such/folder" in line
 
 
 def test_agent_api_raises_one_specific_error_for_bad_settings():

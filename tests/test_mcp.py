@@ -383,7 +383,9 @@ def test_list_skills_gives_methods_and_policies(mcp: Client) -> None:
 
 def test_ask_and_deny_skills_are_refused_without_an_approver(mcp: Client) -> None:
     assert mcp.error("run_python", code="device.GuardedSkill.touch()").startswith(
-        "[error] SkillRefused: GuardedSkill.touch was not approved\n"
+        "[error] SkillRefused: GuardedSkill.touch was not approved (policy 'ask'): the MCP server has nobody to ask; "
+        'allow it in skill_policy to run it without asking (add {"GuardedSkill.touch": "allow"} to '
+        "SandboxKernel.skill_policy), or set SandboxKernel.skill_approver\n"
     )
     assert mcp.error("run_python", code="device.GuardedSkill.other()").startswith(
         "[error] SkillRefused: GuardedSkill.other is denied by SandboxKernel.skill_policy\n"
@@ -464,7 +466,8 @@ def test_a_configured_approver_decides_ask_calls() -> None:
         )
         assert client.text("run_python", code="device.GuardedSkill.touch()") == "Out: 'touched'"
         assert client.error("run_python", code="device.GuardedSkill.other()").startswith(
-            "[error] SkillRefused: GuardedSkill.other was not approved\n"
+            "[error] SkillRefused: GuardedSkill.other was not approved (policy 'ask'): SandboxKernel.skill_approver "
+            "said no\n"
         )
     finally:
         client.close()

@@ -164,7 +164,17 @@ def test_ask_yes_once_then_asks_again(kc):
     assert reply["status"] == "ok"
     prompt, reply = answer_prompt(kc, "device.GuardedSkill.touch()", "n")
     assert reply["status"] == "error" and reply["ename"] == "SkillRefused"
-    assert "was not approved" in reply["evalue"]
+    assert reply["evalue"] == (
+        "GuardedSkill.touch was not approved (policy 'ask'): the answer to the approval prompt was no"
+    )
+
+
+def test_a_refusal_tells_the_code_the_reason_given(kc):
+    _, reply = answer_prompt(kc, "device.GuardedSkill.touch()", "n: not on a Friday")
+    assert (reply["ename"], reply["evalue"]) == (
+        "SkillRefused",
+        "GuardedSkill.touch was not approved (policy 'ask'): not on a Friday",
+    )
 
 
 def test_ask_always_remembers_for_the_session(kc):

@@ -4,7 +4,16 @@ from __future__ import annotations
 
 import pytest
 
-from sandbox_kernel.skills.approvals import MARK, approval_for, full_view, imitates_kernel, parse_answer
+from sandbox_kernel.skills.approvals import (
+    MARK,
+    REASON_CHARS,
+    approval_for,
+    full_view,
+    imitates_kernel,
+    parse_answer,
+    refusal,
+    refusal_reason,
+)
 from sandbox_kernel.skills.lookalikes import ascii_prototypes, key
 
 
@@ -59,6 +68,26 @@ def test_keyword_names_the_guest_made_up_are_shown_as_python_would_pass_them():
 )
 def test_answers(answer, verdict):
     assert parse_answer(answer) == verdict
+
+
+@pytest.mark.parametrize(
+    ("answer", "reason"),
+    [
+        ("n: too costly", "too costly"),
+        ("No:  spans\nlines ", "spans lines"),  # one line, as it is shown in the code's SkillRefused
+        ("n:", None),
+        ("n", None),
+        ("no", None),
+        ("y: fine", None),
+        ("nope: x", None),
+        ("n: " + "x" * 600, "x" * REASON_CHARS + " …"),
+    ],
+)
+def test_a_refusal_may_say_why(answer, reason):
+    assert refusal_reason(answer) == reason
+    assert parse_answer(answer) == "no"  # with a reason or without, a refusal ("y: fine" approves nothing)
+    if reason is not None and "x" not in reason:
+        assert refusal_reason(refusal(reason)) == reason  # what an agent's Refused(reason) sends
 
 
 # The kernel's own prompt, written the way a guest would disguise it: each passes a check on NFKC alone.

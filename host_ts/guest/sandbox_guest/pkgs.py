@@ -117,7 +117,7 @@ async def load_packages(request: dict[str, Any]) -> list[str]:
         import pyodide_js
         from pyodide.ffi import create_proxy, to_js
 
-        say = create_proxy(lambda message: print(message))
+        say = create_proxy(lambda message: print(message, file=sys.stderr))  # a note, not the code's output
         try:
             await pyodide_js.loadPackage(to_js(names), to_js({"messageCallback": say}, dict_converter=_object))
         finally:

@@ -64,72 +64,10 @@ def _fetch(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    """Run a script or `-c` code in a fresh sandbox, as `python` would: its arguments in sys.argv, this
-    command's stdin for input()/sys.stdin, output streamed, exit code 0, 1 on an error, or sys.exit's."""
-    from sandbox_kernel.client.agent import KernelDied, SandboxSettingsError
-    from sandbox_kernel.client.sync_sandbox import Sandbox
+    """Run a script or `-c` code in a fresh sandbox, as `python` would (cli/run.py)."""
+    from sandbox_kernel.cli.run import run
 
-    if args.code is not None:  # as with python -c, what follows are the code's arguments
-        code, argv = args.code, ["-c", *([args.script] if args.script else []), *args.arguments]
-    elif args.script is not None:
-        try:
-            code = Path(args.script).read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            print(f"sandbox-kernel run: can't open file {args.script!r}: {exc}", file=sys.stderr)
-            return 2
-        argv = [args.script, *args.arguments]
-    else:
-        print("sandbox-kernel run: give a script file or -c CODE", file=sys.stderr)
-        return 2
-    options = {
-        "cell_timeout": args.timeout,
-        "mounts": args.mount or None,
-        "allow_net": args.allow_net or None,
-        "working_folder": args.working_folder,
-        "input": _read_line,
-        "extra_arguments": ["--log-level=CRITICAL"],  # the script's output only, not the kernel's notes
-        "on_stdout": lambda text: print(text, end="", flush=True),
-        "on_stderr": lambda text: print(text, end="", file=sys.stderr, flush=True),
-    }
-    try:
-        with Sandbox(**options) as sandbox:
-            sandbox.run(f"import sys as _sys\n_sys.argv = {argv!r}\ndel _sys")
-            result = sandbox.run(code)
-    except SandboxSettingsError as exc:
-        for problem in exc.problems:
-            print(f"sandbox-kernel run: bad setting: {problem}", file=sys.stderr)
-        return 2
-    except KernelDied as exc:
-        code = f" (exit code {exc.exit_code})" if exc.exit_code is not None else ""
-        print(f"sandbox-kernel run: the kernel process exited{code} before the code finished", file=sys.stderr)
-        return 1
-    if result.text is not None:
-        print(result.text)
-    if result.error is None:
-        return 0
-    if result.error.ename == "SystemExit":
-        return _exit_code(result.error.evalue)
-    print(result.error.traceback or f"{result.error.ename}: {result.error.evalue}", file=sys.stderr)
-    return 130 if result.error.ename == "KeyboardInterrupt" else 1
-
-
-def _read_line(prompt: str) -> str | None:
-    """One line of this command's stdin for the guest (None at its end); the prompt goes where python puts it."""
-    if prompt:
-        print(prompt, end="", flush=True)
-    line = sys.stdin.readline()
-    return line.removesuffix("\n") if line else None
-
-
-def _exit_code(evalue: str) -> int:
-    """The status of `sys.exit(evalue)`, as python gives it (a message is printed, and means 1)."""
-    if evalue in ("", "None"):
-        return 0
-    try:
-        return int(evalue) & 0xFF
-    except ValueError:
-        print(evalue, file=sys.stderr)
-        return 1
+    return run(args)
 
 
 def _compare(args: argparse.Namespace) -> int:
@@ -189,6 +127,41 @@ def _doctor(args: argparse.Namespace) -> int:
     return doctor()
 
 
+SETTING = "--SandboxKernel."  # a kernel setting on the command line of run and mcp: --SandboxKernel.name=value
+# The options of run and mcp that take a value (the next word, unless given as --option=value); `-c CODE` ends
+# run's own options, as a script's name does: what follows belongs to the code.
+OPTION_VALUES = frozenset({"-c", "--timeout", "--mount", "--allow-net", "--working-folder", "--port", "--token-file"})
+
+
+def split_command_line(words: list[str]) -> tuple[list[str], list[str], list[str]]:
+    """A command's words as (kernel settings, its own options, what follows them). The settings
+    (`--SandboxKernel.name=value`) are taken from among its own options, which end, as python's do, at the first
+    word that is not an option (a script: it and the rest are the code's), after `-c CODE` (the rest are the
+    code's arguments) or at `--`: a word after that is the code's, even one that looks like a setting."""
+    settings: list[str] = []
+    own: list[str] = []
+    value_of = ""  # the option whose value is the next word
+    for i, word in enumerate(words):
+        if value_of:
+            own.append(word)
+            if value_of == "-c":
+                return settings, own, words[i + 1 :]
+            value_of = ""
+        elif word.startswith(SETTING):
+            settings.append(word)
+        elif word == "--":
+            return settings, own, words[i + 1 :]
+        elif not word.startswith("-"):
+            return settings, own, words[i:]
+        else:
+            own.append(word)
+            if word in OPTION_VALUES:
+                value_of = word
+            elif word.startswith("-c") and not word.startswith("--"):  # -cCODE
+                return settings, own, words[i + 1 :]
+    return settings, own, []
+
+
 COMMANDS = frozenset(
     {"install", "uninstall", "fetch", "run", "compare", "mirror", "doctor", "mcp", "--version", "-h", "--help"}
 )
@@ -238,11 +211,17 @@ def _parser() -> argparse.ArgumentParser:
     uninst.set_defaults(func=_uninstall)
     fetch = sub.add_parser("fetch", help="download and cache Pyodide and the guest wheels now")
     fetch.set_defaults(func=_fetch)
-    run = sub.add_parser("run", help="run a script (or -c code) in a fresh sandbox and exit")
+    run = sub.add_parser(
+        "run",
+        help="run a script (or -c code) in a fresh sandbox and exit, as python would",
+        epilog="Kernel settings may come among the options, before the script or -c, as --SandboxKernel.name=value "
+        "(e.g. --SandboxKernel.memory_limit_mb=512), over those of sandbox_kernel_config.py. Exit status: 0, 1 for "
+        "an uncaught error, sys.exit's status, 124 after --timeout, 130 for an interrupt, 2 when it cannot start.",
+    )
     run.add_argument("script", nargs="?", help="a Python file to run in the sandbox")
     run.add_argument("arguments", nargs=argparse.REMAINDER, help="the script's arguments (its sys.argv[1:])")
     run.add_argument("-c", dest="code", help="code to run instead of a file")
-    run.add_argument("--timeout", type=float, help="seconds before the code is stopped (cell_timeout)")
+    run.add_argument("--timeout", type=float, help="seconds before the code is stopped (cell_timeout; status 124)")
     run.add_argument("--mount", action="append", help="host_folder:/guest/path[:ro|rw] (repeatable)")
     run.add_argument("--allow-net", action="append", help="host or host:port the code may reach (repeatable)")
     run.add_argument(
@@ -283,7 +262,7 @@ def _parser() -> argparse.ArgumentParser:
         help="the bearer token --http requires, from a file only you may read (chmod 600); without it, "
         "SANDBOX_KERNEL_MCP_TOKEN, else a random token printed at start",
     )
-    mcp.set_defaults(func=_mcp, settings=[])
+    mcp.set_defaults(func=_mcp)
     doctor = sub.add_parser("doctor", help="check Deno, the cache, the kernelspec and the OS layers in force")
     doctor.set_defaults(func=_doctor)
     return parser
@@ -300,8 +279,11 @@ def main(argv: list[str] | None = None) -> None:
         launch(argv)
         return
     parser = _parser()
-    settings = [arg for arg in argv[1:] if arg.startswith("--SandboxKernel.")] if argv[0] == "mcp" else []
-    args = parser.parse_args([arg for arg in argv if arg not in settings])
-    if settings:
-        args.settings = settings
+    settings, own, rest = split_command_line(argv[1:]) if argv[0] in ("run", "mcp") else ([], argv[1:], [])
+    if argv[0] == "run":  # the script, or -c's arguments, and what follows: the code's, untouched by argparse
+        args = parser.parse_args([argv[0], *own])
+        args.script, args.arguments = (None, rest) if args.code is not None else (rest[0] if rest else None, rest[1:])
+    else:
+        args = parser.parse_args([argv[0], *own, *rest])
+    args.settings = settings
     sys.exit(args.func(args))

@@ -9,18 +9,20 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import inspect
 import itertools
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from queue import Empty
 from typing import Any, TypeVar
 
+from jupyter_client.kernelspec import NoSuchKernel
 from jupyter_client.manager import AsyncKernelManager
 
 from sandbox_kernel.checkpoints.client import Checkpoint, CheckpointError
-from sandbox_kernel.client.approvals import Approver, approval_answer, approval_of
+from sandbox_kernel.client.approvals import Approver, Refused, allow_hint, approval_answer, approval_of
 from sandbox_kernel.client.results import ExecutionResult, ResultBuilder
 from sandbox_kernel.client.transfer import CHUNK, chunk_bytes, reported_size
 from sandbox_kernel.jupyter.kernelspec import KERNEL_NAME
@@ -45,6 +47,18 @@ class KernelDied(RuntimeError):
         self.exit_code = exit_code  # the process's, when it exited (negative: killed by that signal)
 
 
+class KernelNotInstalled(NoSuchKernel):
+    """jupyter_client finds no kernelspec of this name: the message says how to install it."""
+
+    def __str__(self) -> str:
+        if self.name == KERNEL_NAME:
+            return (
+                f"the {KERNEL_NAME} kernel is not installed where Jupyter looks: run `sandbox-kernel install "
+                "--sys-prefix` (this environment) or `sandbox-kernel install --user`"
+            )
+        return f"no kernel named {self.name!r} is installed (`jupyter kernelspec list` shows those that are)"
+
+
 class AsyncSandbox:
     """One sandboxed kernel, driven with asyncio."""
 
@@ -60,7 +74,7 @@ class AsyncSandbox:
         os_sandbox: str | None = None,
         working_folder: str | None = None,
         approver: Approver | None = None,
-        input: Callable[[str], str | None] | None = None,
+        input: Callable[[str], str | None] | Callable[[str], Awaitable[str | None]] | None = None,
         on_stdout: Callable[[str], None] | None = None,
         on_stderr: Callable[[str], None] | None = None,
         on_output: Callable[[dict[str, Any]], None] | None = None,
@@ -90,7 +104,8 @@ class AsyncSandbox:
         ]
         self.arguments += extra_arguments or []
         self.approver = approver
-        self.input = input  # answers the guest's input()/sys.stdin prompts (None: end of input); else EOF
+        self.input = input  # answers the guest's input()/sys.stdin prompts (None: end of input; a sync one runs in
+        # a thread, an async one on the loop); without it, EOF
         self.callbacks = (on_stdout, on_stderr, on_output)
         self.kernel_name = kernel_name
         self.cwd = str(cwd) if cwd else None
@@ -105,7 +120,11 @@ class AsyncSandbox:
         if self.km is not None:
             return self
         self.km = AsyncKernelManager(kernel_name=self.kernel_name)
-        await self.km.start_kernel(extra_arguments=self.arguments, **({"cwd": self.cwd} if self.cwd else {}))
+        try:
+            await self.km.start_kernel(extra_arguments=self.arguments, **({"cwd": self.cwd} if self.cwd else {}))
+        except NoSuchKernel:
+            self.km = None
+            raise KernelNotInstalled(self.kernel_name) from None
         self.kc = self.km.client()
         self.kc.start_channels()
         await self.kc.wait_for_ready(timeout=self.startup_timeout)
@@ -137,34 +156,51 @@ class AsyncSandbox:
         on_stdout: Callable[[str], None] | None = None,
         on_stderr: Callable[[str], None] | None = None,
         on_output: Callable[[dict[str, Any]], None] | None = None,
+        on_notice: Callable[[str, str], None] | None = None,
     ) -> ExecutionResult:
-        """Run `code`; returns when the kernel is idle again. `timeout` bounds the wait (client side)."""
+        """Run `code`; returns when the kernel is idle again. `timeout` bounds the wait (client side).
+        `on_notice(kind, text)` gets the kernel's own notices (e.g. kind "timeout"), which otherwise reach
+        on_stderr (on_stdout for "approval_view") like the code's output; they are in the result's streams either
+        way."""
         assert self.kc is not None, "call start() first (or use the sandbox as a context manager)"
         default_out, default_err, default_output = self.callbacks
-        builder = ResultBuilder(on_stdout or default_out, on_stderr or default_err, on_output or default_output)
+        builder = ResultBuilder(
+            on_stdout or default_out, on_stderr or default_err, on_output or default_output, on_notice
+        )
         generation = await self._settled()
         started = time.monotonic()
         # stdin always allowed: prompts are answered by the approver / input=, else refused / end of input (EOFError)
         msg_id = self.kc.execute(code, allow_stdin=True, stop_on_error=False)
         deadline = None if timeout is None else started + timeout
-        while True:
-            wait = 0.05  # prompts to answer: look at stdin whenever iopub is quiet
-            if deadline is not None:
-                wait = max(0.01, min(wait, deadline - time.monotonic()))
-            try:
-                msg = await self.kc.get_iopub_msg(timeout=wait)
-            except Empty:
-                if deadline is not None and time.monotonic() > deadline:
-                    await self.interrupt()
-                    deadline = None
-                await self._answer_stdin()  # only once the output sent before the prompt was handled
-                await self._check_alive(generation)
-                continue
-            if msg["parent_header"].get("msg_id") != msg_id:
-                continue
-            if msg["msg_type"] == "status" and msg["content"]["execution_state"] == "idle":
-                break
-            builder.feed(msg)
+        answering: asyncio.Future[None] | None = None  # prompts being answered, beside the watch of iopub
+        try:
+            while True:
+                wait = 0.05  # prompts to answer: look at stdin whenever iopub is quiet
+                if deadline is not None:
+                    wait = max(0.01, min(wait, deadline - time.monotonic()))
+                try:
+                    msg = await self.kc.get_iopub_msg(timeout=wait)
+                except Empty:
+                    if deadline is not None and time.monotonic() > deadline:
+                        await self.interrupt()
+                        deadline = None
+                    if answering is not None and answering.done():
+                        finished: asyncio.Future[None] = answering
+                        answering = None
+                        finished.result()  # an approver's or input's own error is the caller's
+                    if answering is None:  # only once the output sent before the prompt was handled
+                        answering = asyncio.ensure_future(self._answer_stdin())
+                    await self._check_alive(generation)
+                    continue
+                if msg["parent_header"].get("msg_id") != msg_id:
+                    continue
+                if msg["msg_type"] == "status" and msg["content"]["execution_state"] == "idle":
+                    break
+                builder.feed(msg)
+        finally:
+            if answering is not None:  # a prompt the kernel withdrew (an interrupt, a timeout) is not waited on
+                answering.cancel()
+                answering.add_done_callback(_retrieve)
         reply = await self._shell_reply(msg_id, 60, generation)
         return builder.finish(reply["content"], time.monotonic() - started, reply.get("metadata", {}))
 
@@ -210,12 +246,22 @@ class AsyncSandbox:
                 return
             approval = approval_of(msg)
             if approval is not None:
-                verdict = self.approver(approval) if self.approver is not None else False
+                verdict = (
+                    self.approver(approval)
+                    if self.approver is not None
+                    else Refused(f"nobody to ask (this Sandbox has no approver=); {allow_hint(approval)}")
+                )
                 if asyncio.iscoroutine(verdict):
                     verdict = await verdict
                 self._answer(msg, approval_answer(verdict))
             elif self.input is not None:
-                line = await asyncio.to_thread(self.input, msg["content"].get("prompt", ""))
+                prompt = msg["content"].get("prompt", "")
+                asking: Awaitable[Any] = (
+                    self.input(prompt)
+                    if inspect.iscoroutinefunction(self.input)
+                    else asyncio.to_thread(self.input, prompt)
+                )
+                line = await asking
                 self._answer(msg, "\x04" if line is None else line)
             else:
                 self._answer(msg, "\x04")  # input() in the guest gets EOFError
@@ -362,3 +408,9 @@ class AsyncSandbox:
             raise OSError(f"{value.get('ename')}: {value.get('evalue')}")
         text = str(value["data"]["text/plain"])
         return text[1:-1] if text[:1] in "'\"" else text
+
+
+def _retrieve(future: asyncio.Future[None]) -> None:
+    """Take a finished future's outcome (an error nobody waits for any more is not reported as never retrieved)."""
+    if not future.cancelled():
+        future.exception()

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
+
+from sandbox_kernel.skills.approvals import refusal
 
 
 @dataclass(frozen=True)
@@ -32,7 +35,20 @@ def approval_of(msg: dict[str, Any]) -> ApprovalRequest | None:
     )
 
 
-# True / "once": allow this call; "always": allow for the session; False / None: refuse.
+@dataclass(frozen=True)
+class Refused:
+    """An approver's verdict that refuses the call and tells the code why (its SkillRefused says `reason`)."""
+
+    reason: str
+
+
+def allow_hint(request: ApprovalRequest) -> str:
+    """How to let the call run without asking: its entry for SandboxKernel.skill_policy."""
+    entry = json.dumps({f"{request.skill}.{request.method}": "allow"})
+    return f"allow it in skill_policy to run it without asking (add {entry} to SandboxKernel.skill_policy)"
+
+
+# True / "once": allow this call; "always": allow for the session; False / None / Refused(reason): refuse.
 Approver = Callable[[ApprovalRequest], Any]
 
 
@@ -40,4 +56,6 @@ def approval_answer(verdict: Any) -> str:
     """The answer typed at the approval prompt for an approver's verdict."""
     if verdict == "always":
         return "a"
+    if isinstance(verdict, Refused):
+        return refusal(verdict.reason)
     return "y" if verdict is True or verdict == "once" else "n"

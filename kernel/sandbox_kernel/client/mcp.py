@@ -33,6 +33,7 @@ from sandbox_kernel import __version__
 from sandbox_kernel.checkpoints.cells import NAME as CHECKPOINT_NAME
 from sandbox_kernel.checkpoints.client import Checkpoint, CheckpointError
 from sandbox_kernel.client.agent import AsyncSandbox, SandboxSettingsError
+from sandbox_kernel.client.approvals import ApprovalRequest, Refused, allow_hint
 from sandbox_kernel.client.mcp_http import TokenError, credential, serve_http
 from sandbox_kernel.client.results import ExecutionResult
 
@@ -59,7 +60,7 @@ class SandboxSession:
     async def _started(self) -> AsyncSandbox:
         """The running sandbox, started now if need be; only with the lock held."""
         if self._sandbox is None:
-            sandbox = AsyncSandbox(extra_arguments=self.arguments, approver=None)  # 'ask' calls: refused
+            sandbox = AsyncSandbox(extra_arguments=self.arguments, approver=nobody_to_ask)
             try:
                 await sandbox.start()
                 self.facts = await sandbox.facts()
@@ -110,6 +111,11 @@ class SandboxSession:
                     raise ToolError(f"{mount['guest']} is mounted read-only; writable mounts: {allowed}")
                 return guest
         raise ToolError(f"{path!r} is not a file path inside a mount; files move only in the mounts: {allowed}")
+
+
+def nobody_to_ask(request: ApprovalRequest) -> Refused:
+    """'ask' calls are refused (an MCP client is a program, not the person to ask), saying how to allow them."""
+    return Refused(f"the MCP server has nobody to ask; {allow_hint(request)}, or set SandboxKernel.skill_approver")
 
 
 def execution_content(result: ExecutionResult) -> list[ContentBlock]:

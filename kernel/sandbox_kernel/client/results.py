@@ -90,24 +90,30 @@ class ResultBuilder:
         on_stdout: Callable[[str], None] | None = None,
         on_stderr: Callable[[str], None] | None = None,
         on_output: Callable[[dict[str, Any]], None] | None = None,
+        on_notice: Callable[[str, str], None] | None = None,
     ) -> None:
         self.result = ExecutionResult()
         self.on_stdout = on_stdout
         self.on_stderr = on_stderr
         self.on_output = on_output
+        self.on_notice = on_notice  # (kind, text) of the kernel's own notices; without it, they go with the stream
 
     def feed(self, msg: dict[str, Any]) -> None:
         kind, content = msg["msg_type"], msg["content"]
         r = self.result
         if kind == "stream":
+            text = content["text"]
             if content["name"] == "stdout":
-                r.stdout += content["text"]
-                if self.on_stdout:
-                    self.on_stdout(content["text"])
+                r.stdout += text
+                callback = self.on_stdout
             else:
-                r.stderr += content["text"]
-                if self.on_stderr:
-                    self.on_stderr(content["text"])
+                r.stderr += text
+                callback = self.on_stderr
+            notice = (msg.get("metadata") or {}).get("sandbox_kernel", {}).get("notice")
+            if notice and self.on_notice is not None:
+                self.on_notice(str(notice), text)
+            elif callback is not None:
+                callback(text)
         elif kind in ("display_data", "update_display_data", "execute_result"):
             out = {"type": kind, "data": content.get("data", {}), "metadata": content.get("metadata", {})}
             if kind == "execute_result":

@@ -14,6 +14,8 @@ from sandbox_kernel.skills.lookalikes import key
 MARK = "[sandbox-kernel]"  # begins every prompt of the kernel's own; guest prompts may not carry it
 SHOWN_CHARS = 1000  # arguments longer than this are shown in part, with a digest and a way to see all
 ANSWERS = "[y]es once / [a]lways this session / [N]o"
+REASON_CHARS = 500  # of the reason a refusal may give, passed on to the code in its SkillRefused
+_REFUSAL = re.compile(r"\s*no?\s*:(?P<reason>.*)", re.IGNORECASE | re.DOTALL)
 
 
 @dataclass(frozen=True)
@@ -67,6 +69,21 @@ def full_view(approval: Approval) -> str:
         f"{MARK} {approval.skill}.{approval.method} would be called with (sha256 {approval.digest}):\n"
         f"{approval.arguments}\n"
     )
+
+
+def refusal(reason: str) -> str:
+    """The answer that refuses a call and says why (a program's answer, or a person's: `n: too costly`)."""
+    return f"n: {reason}"
+
+
+def refusal_reason(answer: str) -> str | None:
+    """The reason given with a refusal (`n: REASON` or `no: REASON`), on one line and at most REASON_CHARS; else
+    None."""
+    match = _REFUSAL.match(answer)
+    if match is None:
+        return None
+    reason = " ".join(match["reason"].split())
+    return reason[:REASON_CHARS] + (" …" if len(reason) > REASON_CHARS else "") or None
 
 
 def parse_answer(answer: str) -> str:

@@ -13,7 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from sandbox_kernel.protocol import bridge_data
-from sandbox_kernel.skills.approvals import Approval, approval_for, full_view, parse_answer
+from sandbox_kernel.skills.approvals import Approval, approval_for, full_view, parse_answer, refusal_reason
 from sandbox_kernel.skills.audit import AuditLog, digest
 from sandbox_kernel.skills.gatekeeper import Gatekeeper, SkillRefused
 
@@ -138,17 +138,19 @@ class SkillService:
             if asyncio.iscoroutine(answer):
                 answer = await answer
             verdict = answer if answer in ("once", "always") else ("once" if answer is True else "no")
+            why = "SandboxKernel.skill_approver said no"
         else:
-            verdict = await self._ask(approval_for(skill, method, args, kwargs), ask, show)
+            verdict, why = await self._ask(approval_for(skill, method, args, kwargs), ask, show)
         if verdict == "always":
             self.gatekeeper.approved.add(f"{skill}.{method}")
         if verdict == "no":
-            raise SkillRefused(f"{skill}.{method} was not approved")
+            raise SkillRefused(f"{skill}.{method} was not approved (policy 'ask'): {why}")
         return f"ask: {verdict}"
 
     @staticmethod
-    async def _ask(approval: Approval, ask: AskPerson, show: ShowPerson) -> str:
-        """The person's verdict; [v] shows the whole call, then asks again."""
+    async def _ask(approval: Approval, ask: AskPerson, show: ShowPerson) -> tuple[str, str]:
+        """The person's verdict, and why a "no" (the reason they gave, if any); [v] shows the whole call, then
+        asks again."""
         for _ in range(MAX_VIEWS + 1):
             reply = await ask(approval)
             if reply is None:
@@ -159,9 +161,9 @@ class SkillService:
                 )
             verdict = parse_answer(reply)
             if verdict != "view":
-                return verdict
+                return verdict, refusal_reason(reply) or "the answer to the approval prompt was no"
             show(full_view(approval))
-        return "no"
+        return "no", f"the whole call was shown {MAX_VIEWS} times without an answer"
 
     @staticmethod
     async def _run(fn: Callable[..., Any], args: list[Any], kwargs: dict[str, Any]) -> Any:

@@ -47,7 +47,7 @@ def test_loaded_packages_are_loaded_with_pyodide_and_say_so(host, fake_pyodide, 
     _, names, options = calls[0]
     assert names == ["demo", "demo-dep"]
     assert list(options["<js Object>"]) == ["messageCallback"]  # a JS object, made with js.Object.fromEntries
-    assert capsys.readouterr().out == "Loading demo\n"  # Pyodide's messages are printed
+    assert capsys.readouterr() == ("", "Loading demo\n")  # Pyodide's messages are printed, to stderr
     proxy = next(r[1] for r in fake_pyodide.record if r[0] == "create_proxy")
     assert proxy.destroyed
 
