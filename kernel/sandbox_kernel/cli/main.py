@@ -50,7 +50,7 @@ def _fetch(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace) -> int:
     """Run a script or `-c` code in a fresh sandbox, as `python` would: its arguments in sys.argv, this
     command's stdin for input()/sys.stdin, output streamed, exit code 0, 1 on an error, or sys.exit's."""
-    from sandbox_kernel.client.agent import KernelDied, SandboxSettingsError
+    from sandbox_kernel.client.agent import KernelDied, SandboxOptions, SandboxSettingsError
     from sandbox_kernel.client.sync_sandbox import Sandbox
 
     if args.code is not None:  # as with python -c, what follows are the code's arguments
@@ -65,11 +65,10 @@ def _run(args: argparse.Namespace) -> int:
     else:
         print("sandbox-kernel run: give a script file or -c CODE", file=sys.stderr)
         return 2
-    options = {
-        "cell_timeout": args.timeout,
-        "mounts": args.mount or None,
-        "allow_net": args.allow_net or None,
-        "working_folder": args.working_folder,
+    given = {"cell_timeout": args.timeout, "mounts": args.mount, "allow_net": args.allow_net,
+             "working_folder": args.working_folder}  # fmt: skip
+    options: SandboxOptions = {  # a setting not given keeps what the kernel's configuration says
+        **{name: value for name, value in given.items() if value is not None},  # type: ignore[typeddict-item]
         "input": _read_line,
         "extra_arguments": ["--log-level=CRITICAL"],  # the script's output only, not the kernel's notes
         "on_stdout": lambda text: print(text, end="", flush=True),
