@@ -157,3 +157,26 @@ def test_fork_starts_with_the_same_keywords():
         }
     finally:
         sandbox.close()
+
+
+def test_a_type_checker_knows_the_keywords(tmp_path):
+    """The package is typed (py.typed): mypy holds a program to the settings' types and names."""
+    from mypy import api
+
+    (tmp_path / "agent.py").write_text(
+        "from pathlib import Path\n"
+        "from sandbox_kernel import AsyncSandbox, Sandbox\n"
+        "Sandbox(pyodide_index=Path('i'), packages=['six'], skill_policy={'A': 'ask'}, cell_timeout=None,\n"
+        "        spare_sandbox=True, os_layers=['seccomp'], approver=lambda r: r.args == [b'x'])\n"
+        "Sandbox(working_folder='maybe')\n"
+        "Sandbox(pyodide_indx='x')\n"
+        "AsyncSandbox(memory_limit_mb='lots')\n"
+    )
+    cache = Path(__file__).resolve().parents[1] / "artifacts" / "mypy-agent-api"  # warm after the first run
+    out, _, status = api.run(["--strict", "--cache-dir", str(cache), str(tmp_path / "agent.py")])
+    errors = [line.split(": error: ")[0].rsplit(":", 1)[1] + ": " + line.split(": error: ")[1]
+              for line in out.splitlines() if ": error: " in line]  # fmt: skip
+    assert status == 1 and len(errors) == 3, out
+    assert errors[0].startswith('5: Argument "working_folder" to "Sandbox" has incompatible type'), out
+    assert errors[1].startswith('6: Unexpected keyword argument "pyodide_indx" for "Sandbox"; did you mean'), out
+    assert errors[2].startswith('7: Argument "memory_limit_mb" to "AsyncSandbox" has incompatible type'), out
