@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+import test_packages
 from sandbox_kernel.client.agent import AsyncSandbox, KernelDied
 from sandbox_kernel.client.approvals import ApprovalRequest, Refused
 from sandbox_kernel.client.results import ErrorInfo, ExecutionResult
@@ -105,23 +106,56 @@ def test_restart_clears_state(sandbox):
     assert sandbox.run("temporary").error.ename == "NameError"
 
 
-def test_approver_decides_skill_calls():
+def test_approver_decides_skill_calls_on_their_arguments_as_data():
     asked: list[ApprovalRequest] = []
 
     def approver(request: ApprovalRequest) -> bool:
         asked.append(request)
-        return request.method == "touch"
+        return request.method == "touch" or (request.method == "echo" and request.args[0] == b"\x00raw")
 
     with Sandbox(
         skills_path=FIXTURES,
-        extra_arguments=['--SandboxKernel.skill_policy={"GuardedSkill": "ask"}'],
+        skill_policy={"GuardedSkill": "ask", "ProbeSkill.echo": "ask"},  # a setting as a keyword
         approver=approver,
     ) as sb:
         assert sb.run("device.GuardedSkill.touch()").text == "'touched'"
         r = sb.run("device.GuardedSkill.other()")
         assert r.error.ename == "SkillRefused" and "not approved" in r.error.evalue
-    assert [(a.skill, a.method) for a in asked] == [("GuardedSkill", "touch"), ("GuardedSkill", "other")]
-    assert asked[0].arguments == "" and len(asked[0].sha256) == 64
+        approved = sb.run("device.ProbeSkill.echo(b'\\x00raw', {'k': [1, 2.5, None]}, days=3)")
+        assert approved.error is None, approved.to_llm()
+        refused = sb.run("device.ProbeSkill.echo(b'other', days=3)")
+        assert refused.error.ename == "SkillRefused", refused.to_llm()
+    assert [(a.skill, a.method) for a in asked] == [
+        ("GuardedSkill", "touch"), ("GuardedSkill", "other"), ("ProbeSkill", "echo"), ("ProbeSkill", "echo"),
+    ]  # fmt: skip
+    assert (asked[0].args, asked[0].kwargs, asked[0].shown) == ([], {}, "") and len(asked[0].sha256) == 64
+    echo = asked[2]
+    assert (echo.args, echo.kwargs) == ([b"\x00raw", {"k": [1, 2.5, None]}], {"days": 3})
+    assert echo.shown == "b'\\x00raw', {'k': [1, 2.5, None]}, days=3" and echo.shown in echo.prompt
+    assert echo.call == "ProbeSkill.echo(b'\\x00raw', {'k': [1, 2.5, None]}, days=3)"
+
+
+def test_kernel_settings_given_as_keywords_take_effect_and_no_tcp_warning_is_printed(tmp_path, capfd):
+    """Settings the agent API once refused as keywords reach the kernel; its start does not print ipykernel's
+    warning about unencrypted TCP (the kernel's sockets are private unix sockets), while its own log still shows."""
+    index = test_packages.make_pyodide_index(tmp_path)
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    test_packages.make_wheel(wheels, "sbk_demo")
+    with Sandbox(
+        pyodide_index=index,  # a path object, for a str setting
+        packages=["sbk-demo==1.0"],
+        wheelhouse=wheels,
+        max_checkpoints=3,
+        spare_sandbox=False,
+        extra_arguments=["--log-level=INFO"],
+    ) as sb:
+        assert sb.run("import sbk_pyo\nsbk_pyo.VALUE").text == "'from the local Pyodide index'"
+        assert sb.run("import sbk_demo\nsbk_demo.VALUE").text == "'sbk_demo 1.0'"
+        assert sb.facts()["max_checkpoints"] == 3
+    err = capfd.readouterr().err
+    assert "Starting the kernel at pid" in err, err  # the kernel's log reaches the console as before
+    assert "without encryption" not in err and "over TCP" not in err, err
 
 
 def test_without_an_approver_ask_calls_are_refused_saying_why_and_how_to_allow_them():

@@ -1,7 +1,7 @@
 """The ```python blocks of README.md and docs/*.md run, against real kernels, as a reader would run them.
 
-Host code (the agent API, jupyter_client) runs in this process, in a fresh folder holding a `data/` folder (the
-examples mount `./data`); a Sandbox an example leaves open is closed after it. Guest code (`<!-- run as a cell,
+Host code (the agent API, jupyter_client) runs in this process, in a fresh empty folder, as a reader would run it
+from scratch (an example makes the files it needs); a Sandbox an example leaves open is closed after it. Guest code (`<!-- run as a cell,
 settings: {...} -->` before the block) runs as a cell, one sandbox per set of settings for all such blocks.
 Blocks after `<!-- not run: REASON -->` are skipped with that reason (tests/unit/test_docs.py checks the notes).
 """
@@ -43,8 +43,7 @@ def open_sandboxes() -> list[Sandbox]:
 def test_host_code_runs(block: Block, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     if block.skip_reason:
         pytest.skip(block.skip_reason)
-    (tmp_path / "data").mkdir()
-    monkeypatch.chdir(tmp_path)
+    monkeypatch.chdir(tmp_path)  # empty: nothing prepared for the example
     before = set(map(id, open_sandboxes()))
     try:
         exec(compile(block.code, block.name, "exec"), {"__name__": "__doc_example__"})

@@ -268,8 +268,11 @@ def test_pip_install_of_a_pyodide_package_says_where_it_comes_from_once(kc):
 
 @pytest.fixture(scope="module")
 def local_index(tmp_path_factory) -> Path:
-    """A Pyodide index folder: a lock file naming one package, and its wheel."""
-    folder = tmp_path_factory.mktemp("pyodide-index")
+    return make_pyodide_index(tmp_path_factory.mktemp("pyodide-index"))
+
+
+def make_pyodide_index(folder: Path) -> Path:
+    """A Pyodide index folder: a lock file naming one package, sbk-pyo (`import sbk_pyo`), and its wheel."""
     wheel = make_wheel(folder, "sbk_pyo", body="VALUE = 'from the local Pyodide index'\n")
     bundled = json.loads((paths.pyodide_dir(provision.deno_dir()) / "pyodide-lock.json").read_text())
     entry = {

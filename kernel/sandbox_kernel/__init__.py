@@ -2,16 +2,32 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # what type checkers see; at run time each is imported on first use (below)
+    from sandbox_kernel.checkpoints.client import Checkpoint
+    from sandbox_kernel.client.agent import AsyncSandbox, KernelDied, SandboxSettingsError
+    from sandbox_kernel.client.approvals import ApprovalRequest
+    from sandbox_kernel.client.results import ExecutionResult
+    from sandbox_kernel.client.sync_sandbox import Sandbox
 
 __version__ = "0.1.0"
-__all__ = ["AsyncSandbox", "Checkpoint", "ExecutionResult", "KernelDied", "Sandbox", "__version__"]
+__all__ = [
+    "ApprovalRequest",
+    "AsyncSandbox",
+    "Checkpoint",
+    "ExecutionResult",
+    "KernelDied",
+    "Sandbox",
+    "SandboxSettingsError",
+    "__version__",
+]
 
 
 def __getattr__(name: str) -> Any:
-    """`from sandbox_kernel import Sandbox, AsyncSandbox, Checkpoint`, imported on first use (the kernel never needs
+    """`from sandbox_kernel import Sandbox, AsyncSandbox, Checkpoint, ...`, imported on first use (the kernel never needs
     them)."""
-    if name in ("AsyncSandbox", "KernelDied"):
+    if name in ("AsyncSandbox", "KernelDied", "SandboxSettingsError"):
         from sandbox_kernel.client import agent
 
         return getattr(agent, name)
@@ -19,6 +35,10 @@ def __getattr__(name: str) -> Any:
         from sandbox_kernel.client.sync_sandbox import Sandbox
 
         return Sandbox
+    if name == "ApprovalRequest":
+        from sandbox_kernel.client.approvals import ApprovalRequest
+
+        return ApprovalRequest
     if name == "Checkpoint":
         from sandbox_kernel.checkpoints.client import Checkpoint
 

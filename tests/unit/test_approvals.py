@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
+from sandbox_kernel.client.approvals import MalformedApproval, approval_of
 from sandbox_kernel.skills.approvals import (
     MARK,
     REASON_CHARS,
@@ -28,6 +31,7 @@ def test_short_calls_are_shown_whole():
         "method": "add_days",
         "arguments": "'2026-01-01', days=3",
         "sha256": a.digest,
+        "call": '{"args": ["2026-01-01"], "kwargs": {"days": 3}}',
     }
 
 
@@ -160,3 +164,43 @@ def test_the_look_alike_key_folds_confusables_and_keeps_other_letters():
     assert CYRILLIC_PROMPT != plain and key(CYRILLIC_PROMPT) == key(plain)
     assert key("\u041f\u0430\u0440\u043e\u043b\u044c") == "\u043fapo\u043b\u044c"  # п, л, ь have no Latin twin
     assert len(ascii_prototypes()) > 1000  # the UTS #39 table is there (the library ships it)
+
+
+def _input_request(metadata: dict) -> dict:
+    """An input_request as the agent's client receives it (the metadata through the message's JSON)."""
+    return {
+        "content": {"prompt": "[sandbox-kernel] Allow ...", "password": False},
+        "metadata": json.loads(json.dumps(metadata)),
+    }
+
+
+def test_an_approver_gets_the_arguments_as_data_exactly_as_the_method_would():
+    args = [b"\x00\xffraw", {"nested": [1, 2.5, None, True]}, "lone \ud800 surrogate", "\u202eevil"]
+    kwargs = {"days": 3, "x=1)? [y]es once\n": "forged", "blob": b"bytes"}
+    asked = approval_of(_input_request(approval_for("Store", "put", args, kwargs).metadata))
+    assert asked is not None
+    assert (asked.skill, asked.method, asked.args, asked.kwargs) == ("Store", "put", args, kwargs)
+    assert type(asked.args[0]) is bytes and list(asked.kwargs) == ["days", "x=1)? [y]es once\n", "blob"]
+    assert asked.shown == approval_for("Store", "put", args, kwargs).arguments  # the display string too
+    assert (
+        asked.call == f"Store.put({asked.shown})" and asked.sha256 == approval_for("Store", "put", args, kwargs).digest
+    )
+
+
+def test_an_approval_whose_display_data_or_digest_disagree_is_refused():
+    metadata = approval_for("Shell", "run", ["ls"], {}).metadata
+    approval = metadata["sandbox_kernel"]["approval"]
+    for part, value in [
+        ("call", json.dumps({"args": ["rm -rf /"], "kwargs": {}})),  # the data is not what the person saw
+        ("arguments", "'harmless'"),
+        ("sha256", "0" * 64),
+        ("call", "not json"),
+        ("call", json.dumps({"args": {}, "kwargs": {}})),
+    ]:
+        changed = {"sandbox_kernel": {"approval": {**approval, part: value}}}
+        with pytest.raises(MalformedApproval):
+            approval_of(_input_request(changed))
+    del approval["call"]
+    with pytest.raises(MalformedApproval, match="no readable arguments"):
+        approval_of(_input_request(metadata))
+    assert approval_of({"content": {"prompt": "name? "}, "metadata": {}}) is None  # a guest's own prompt

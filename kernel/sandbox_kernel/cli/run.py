@@ -38,11 +38,10 @@ def run(args: argparse.Namespace) -> int:
     code = _code(args)
     if isinstance(code, int):
         return code
+    given = {"cell_timeout": args.timeout, "mounts": args.mount, "allow_net": args.allow_net,
+             "working_folder": args.working_folder}  # fmt: skip
     options = {
-        "cell_timeout": args.timeout,
-        "mounts": args.mount or None,
-        "allow_net": args.allow_net or None,
-        "working_folder": args.working_folder,
+        **{name: value for name, value in given.items() if value},  # not given: the kernel's configuration says
         "input": _read_line,
         "approver": ask_terminal if sys.stdin.isatty() else no_terminal,
         "extra_arguments": ["--log-level=CRITICAL", *args.settings],  # the code's output only, not the kernel's
@@ -135,7 +134,7 @@ def no_terminal(request: ApprovalRequest) -> Refused:
 
 async def ask_terminal(request: ApprovalRequest) -> bool | Refused:
     """Ask the person at the terminal (stdin) about one skill call, shown whole: y/N."""
-    call = printable(f"{request.skill}.{request.method}({request.arguments})")
+    call = printable(f"{request.skill}.{request.method}({request.shown})")
     question = f"{NAME}: the code asks to call a skill whose policy is 'ask': {call}\nAllow it? [y/N] "
     answer = await in_daemon_thread(_answer, question)
     if answer is None:

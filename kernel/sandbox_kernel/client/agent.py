@@ -11,31 +11,37 @@ import asyncio
 import base64
 import inspect
 import itertools
-import json
+import shutil
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from queue import Empty
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from jupyter_client.kernelspec import NoSuchKernel
 from jupyter_client.manager import AsyncKernelManager
 
 from sandbox_kernel.checkpoints.client import Checkpoint, CheckpointError
-from sandbox_kernel.client.approvals import Approver, Refused, allow_hint, approval_answer, approval_of
+from sandbox_kernel.client.approvals import (
+    Approver,
+    MalformedApproval,
+    Refused,
+    allow_hint,
+    approval_answer,
+    approval_of,
+)
+from sandbox_kernel.client.kernel_settings import KernelSettings
+from sandbox_kernel.client.keywords import SandboxSettingsError, command_line, setting_traits, unknown_keyword
 from sandbox_kernel.client.results import ExecutionResult, ResultBuilder
 from sandbox_kernel.client.transfer import CHUNK, chunk_bytes, reported_size
 from sandbox_kernel.jupyter.kernelspec import KERNEL_NAME
+from sandbox_kernel.sandbox import private_folders
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 T = TypeVar("T")
-
-
-class SandboxSettingsError(ValueError):
-    """The kernel was given settings it cannot use; the message lists each problem and where it was set."""
-
-    def __init__(self, message: str, problems: list[str]) -> None:
-        super().__init__(message)
-        self.problems = problems  # one line each
+__all__ = ["AsyncSandbox", "KernelDied", "SandboxOptions", "SandboxSettingsError"]
 
 
 class KernelDied(RuntimeError):
@@ -59,59 +65,62 @@ class KernelNotInstalled(NoSuchKernel):
         return f"no kernel named {self.name!r} is installed (`jupyter kernelspec list` shows those that are)"
 
 
-class AsyncSandbox:
-    """One sandboxed kernel, driven with asyncio."""
+class SandboxOptions(KernelSettings, total=False):
+    """The keywords of Sandbox(...) and AsyncSandbox(...): every kernel setting (KernelSettings), and these."""
 
-    def __init__(  # every setting the agent API takes as a keyword (see docs/agents.md)
-        self,
-        *,
-        cell_timeout: float | None = None,
-        skills: list[str] | None = None,
-        skills_path: str | Path | None = None,
-        mounts: list[str] | None = None,
-        allow_net: list[str] | None = None,
-        memory_limit_mb: int | None = None,
-        os_sandbox: str | None = None,
-        working_folder: str | None = None,
-        approver: Approver | None = None,
-        input: Callable[[str], str | None] | Callable[[str], Awaitable[str | None]] | None = None,
-        on_stdout: Callable[[str], None] | None = None,
-        on_stderr: Callable[[str], None] | None = None,
-        on_output: Callable[[dict[str, Any]], None] | None = None,
-        extra_arguments: list[str] | None = None,
-        kernel_name: str = KERNEL_NAME,
-        cwd: str | Path | None = None,
-        startup_timeout: float = 180,
-    ) -> None:
-        settings: dict[str, Any] = {
-            "cell_timeout": cell_timeout,
-            "skills": skills,
-            "skills_path": str(skills_path) if skills_path else None,
-            "mounts": mounts,
-            "allow_net": allow_net,
-            "memory_limit_mb": memory_limit_mb,
-            "os_sandbox": os_sandbox,
-            "working_folder": working_folder,
-        }
-        self._settings = dict(settings, extra_arguments=extra_arguments, kernel_name=kernel_name, cwd=cwd)
-        self._settings.update(approver=approver, input=input, startup_timeout=startup_timeout)
-        self._settings.update(on_stdout=on_stdout, on_stderr=on_stderr, on_output=on_output)
+    approver: Approver | None  # decides skill calls whose policy is 'ask' (without one: refused)
+    # answers the guest's input() prompts (None: end of input): a function (run in a thread) or a coroutine function
+    input: Callable[[str], str | None] | Callable[[str], Awaitable[str | None]] | None
+    on_stdout: Callable[[str], None] | None  # the default streaming callbacks of run()
+    on_stderr: Callable[[str], None] | None
+    on_output: Callable[[dict[str, Any]], None] | None
+    extra_arguments: list[str] | None  # more of the kernel's command line, as they are (e.g. '--log-level=INFO')
+    kernel_name: str
+    cwd: str | Path | None  # the kernel's working folder (relative mounts, working_folder)
+    startup_timeout: float  # seconds the kernel may take to answer its first request
+
+
+API_OPTIONS = sorted(SandboxOptions.__optional_keys__ - KernelSettings.__optional_keys__)
+
+
+class AsyncSandbox:
+    """One sandboxed kernel, driven with asyncio.
+
+    Every kernel setting is a keyword (`cell_timeout=30, mounts=[...], pyodide_index=..., skill_policy={...}`;
+    the list: docs/agents.md, 'Settings as keywords'), checked by its trait here, before any kernel starts (a bad
+    value raises SandboxSettingsError, an unknown keyword TypeError); a setting left out keeps what the kernel's
+    configuration files say. The API's own keywords are those of SandboxOptions.
+    """
+
+    def __init__(self, **options: Unpack[SandboxOptions]) -> None:
+        self._setup(type(self).__name__, options)
+
+    @classmethod
+    def _for(cls, caller: str, options: SandboxOptions) -> AsyncSandbox:
+        """An AsyncSandbox whose errors about its keywords name `caller` (Sandbox, which drives one)."""
+        sandbox = cls.__new__(cls)
+        sandbox._setup(caller, options)
+        return sandbox
+
+    def _setup(self, caller: str, options: SandboxOptions) -> None:
+        unknown = [name for name in options if name not in API_OPTIONS and name not in setting_traits()]
+        if unknown:
+            raise unknown_keyword(caller, unknown[0], API_OPTIONS)
+        given: dict[str, Any] = dict(options)
+        settings = {name: value for name, value in given.items() if name not in API_OPTIONS}
+        self._settings: SandboxOptions = options.copy()  # what fork() and from_checkpoint() start another sandbox with
         self._checkpoint_numbers = itertools.count(1)
-        self.arguments = [
-            f"--SandboxKernel.{k}={json.dumps(v) if isinstance(v, list) else v}"
-            for k, v in settings.items()
-            if v is not None
-        ]
-        self.arguments += extra_arguments or []
-        self.approver = approver
-        self.input = input  # answers the guest's input()/sys.stdin prompts (None: end of input; a sync one runs in
-        # a thread, an async one on the loop); without it, EOF
-        self.callbacks = (on_stdout, on_stderr, on_output)
-        self.kernel_name = kernel_name
+        self.arguments = command_line(caller, settings) + list(options.get("extra_arguments") or [])
+        self.approver = options.get("approver")
+        self.input = options.get("input")  # answers the guest's input()/sys.stdin prompts (None: EOF); else EOF
+        self.callbacks = (options.get("on_stdout"), options.get("on_stderr"), options.get("on_output"))
+        self.kernel_name = options.get("kernel_name", KERNEL_NAME)
+        cwd = options.get("cwd")
         self.cwd = str(cwd) if cwd else None
-        self.startup_timeout = startup_timeout
+        self.startup_timeout = options.get("startup_timeout", 180.0)
         self.km: AsyncKernelManager | None = None
         self.kc: Any = None
+        self._sockets: Path | None = None  # the private folder of the kernel's ZeroMQ sockets
         self._generation = 0  # of the kernel process: restart() starts the next one
         self._restarting: asyncio.Future[None] | None = None  # a restart under way: requests wait for it
 
@@ -119,7 +128,10 @@ class AsyncSandbox:
         """Start the kernel (once: a started sandbox, e.g. from fork(), may then be used with `async with`)."""
         if self.km is not None:
             return self
-        self.km = AsyncKernelManager(kernel_name=self.kernel_name)
+        # A private kernel talks over unix sockets in a 0700 folder: no other user can reach them (over TCP, any
+        # local process could connect, and the kernel warns on every start that TCP is not encrypted).
+        self._sockets = private_folders.make()
+        self.km = AsyncKernelManager(kernel_name=self.kernel_name, transport="ipc", ip=str(self._sockets / "kernel"))
         try:
             await self.km.start_kernel(extra_arguments=self.arguments, **({"cwd": self.cwd} if self.cwd else {}))
         except NoSuchKernel:
@@ -147,6 +159,8 @@ class AsyncSandbox:
             await self.km.shutdown_kernel(now=False)
         elif self.km is not None and self.km.has_kernel:
             await self.km.shutdown_kernel(now=True)  # it died (KernelDied): remove what it left (connection file)
+        if self._sockets is not None:
+            shutil.rmtree(self._sockets, ignore_errors=True)
 
     async def run(
         self,
@@ -244,7 +258,11 @@ class AsyncSandbox:
                 msg = await self.kc.get_stdin_msg(timeout=0)
             except Empty:
                 return
-            approval = approval_of(msg)
+            try:
+                approval = approval_of(msg)
+            except MalformedApproval:
+                self._answer(msg, approval_answer(False))  # never approve what cannot be checked
+                continue
             if approval is not None:
                 verdict = (
                     self.approver(approval)
@@ -333,9 +351,9 @@ class AsyncSandbox:
         return await self.from_checkpoint(await self.checkpoint(), **self._settings)
 
     @classmethod
-    async def from_checkpoint(cls, checkpoint: Checkpoint, **settings: Any) -> AsyncSandbox:
-        """A new sandbox (settings as for AsyncSandbox) started from `checkpoint`."""
-        sandbox = await cls(**settings).start()
+    async def from_checkpoint(cls, checkpoint: Checkpoint, **options: Unpack[SandboxOptions]) -> AsyncSandbox:
+        """A new sandbox (keywords as for AsyncSandbox) started from `checkpoint`."""
+        sandbox = await cls(**options).start()
         try:
             await sandbox.restore(checkpoint)
         except BaseException:

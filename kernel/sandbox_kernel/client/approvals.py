@@ -7,32 +7,54 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from sandbox_kernel.skills.approvals import refusal
+from sandbox_kernel.protocol import bridge_data
+from sandbox_kernel.skills.approvals import call_digest, refusal, shown_arguments
+
+
+class MalformedApproval(ValueError):
+    """An approval request whose data, display and digest do not agree: it is refused, never shown an approver."""
 
 
 @dataclass(frozen=True)
 class ApprovalRequest:
-    """A skill call the kernel asks about (policy 'ask'), from the metadata only the kernel sets."""
+    """A skill call the kernel asks about (policy 'ask'), from the metadata only the kernel sets.
+
+    `args` and `kwargs` are the call's arguments as the skill's method would get them (JSON data, bytes as bytes);
+    `shown` is how the person's prompt shows them, `sha256` their digest: all three were checked to agree, so
+    an approval means exactly this call."""
 
     skill: str
     method: str
-    arguments: str  # every argument, as Python shows them
+    args: list[Any]
+    kwargs: dict[str, Any]
+    shown: str  # every argument, as Python shows them: 'TimeSkill.add_days(' + shown + ')'
     prompt: str
-    sha256: str = ""  # of the arguments' JSON
+    sha256: str
+
+    @property
+    def call(self) -> str:
+        """The call as a person reads it: `Skill.method(arguments)`."""
+        return f"{self.skill}.{self.method}({self.shown})"
 
 
 def approval_of(msg: dict[str, Any]) -> ApprovalRequest | None:
-    """The approval an input_request asks for, or None for any other prompt (e.g. the guest's input())."""
+    """The approval an input_request asks for, None for any other prompt (e.g. the guest's input()), or
+    MalformedApproval when its parts disagree."""
     approval = msg.get("metadata", {}).get("sandbox_kernel", {}).get("approval")
     if not isinstance(approval, dict):
         return None
-    return ApprovalRequest(
-        str(approval.get("skill")),
-        str(approval.get("method")),
-        str(approval.get("arguments")),
-        msg["content"].get("prompt", ""),
-        str(approval.get("sha256", "")),
-    )
+    skill, method = str(approval.get("skill")), str(approval.get("method"))
+    try:
+        call = json.loads(approval["call"])
+        args, kwargs = bridge_data.decode(call["args"]), bridge_data.decode(call["kwargs"])
+        if not isinstance(args, list) or not isinstance(kwargs, dict):
+            raise TypeError("args must be a list and kwargs an object")
+    except (KeyError, TypeError, ValueError) as exc:
+        raise MalformedApproval(f"the approval of {skill}.{method} carries no readable arguments: {exc!r}") from None
+    shown, digest = str(approval.get("arguments")), str(approval.get("sha256"))
+    if shown_arguments(args, kwargs) != shown or call_digest(args, kwargs) != digest:
+        raise MalformedApproval(f"the approval of {skill}.{method} shows other arguments than it carries")
+    return ApprovalRequest(skill, method, args, kwargs, shown, msg["content"].get("prompt", ""), digest)
 
 
 @dataclass(frozen=True)

@@ -6,11 +6,14 @@ import asyncio
 import threading
 from collections.abc import Coroutine
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from sandbox_kernel.checkpoints.client import Checkpoint
-from sandbox_kernel.client.agent import AsyncSandbox
+from sandbox_kernel.client.agent import AsyncSandbox, SandboxOptions
 from sandbox_kernel.client.results import ExecutionResult
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 T = TypeVar("T")
 
@@ -18,8 +21,9 @@ T = TypeVar("T")
 class Sandbox:
     """The synchronous twin of AsyncSandbox (it drives one in a background event loop)."""
 
-    def __init__(self, **kwargs: Any) -> None:
-        self._async = AsyncSandbox(**kwargs)
+    def __init__(self, **options: Unpack[SandboxOptions]) -> None:
+        """Keywords as for AsyncSandbox: every kernel setting (checked here: SandboxSettingsError), and the API's."""
+        self._async = AsyncSandbox._for("Sandbox", options)
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="sandbox-loop", daemon=True)
         self._thread.start()
@@ -81,9 +85,9 @@ class Sandbox:
         return Sandbox.from_checkpoint(self.checkpoint(), **self._async._settings)
 
     @classmethod
-    def from_checkpoint(cls, checkpoint: Checkpoint, **settings: Any) -> Sandbox:
-        """A new sandbox (settings as for Sandbox) started from `checkpoint`."""
-        sandbox = cls(**settings).start()
+    def from_checkpoint(cls, checkpoint: Checkpoint, **options: Unpack[SandboxOptions]) -> Sandbox:
+        """A new sandbox (keywords as for Sandbox) started from `checkpoint`."""
+        sandbox = cls(**options).start()
         try:
             sandbox.restore(checkpoint)
         except BaseException:

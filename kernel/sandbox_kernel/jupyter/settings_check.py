@@ -10,9 +10,17 @@ import difflib
 from collections.abc import Callable
 from typing import Any
 
+from traitlets import TraitType
 from traitlets.config import Config, Configurable
 
 SECTION = "SandboxKernel"
+
+
+def setting_traits(kernel_class: type[Configurable]) -> dict[str, TraitType[Any, Any]]:
+    """Every setting of the kernel, by name: the configurable traits its own classes declare (SandboxSettings'),
+    not those of ipykernel's Kernel. The agent API's keywords come from here."""
+    traits = kernel_class.class_traits(config=True)
+    return {name: traits[name] for name in sorted(own_settings(kernel_class))}
 
 
 def unknown_settings(config: Config, kernel_class: type[Configurable]) -> list[str]:

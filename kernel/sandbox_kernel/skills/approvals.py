@@ -5,10 +5,11 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
 
+from sandbox_kernel.protocol import bridge_data
 from sandbox_kernel.skills.lookalikes import key
 
 MARK = "[sandbox-kernel]"  # begins every prompt of the kernel's own; guest prompts may not carry it
@@ -27,10 +28,15 @@ class Approval:
     arguments: str  # every argument, as Python shows them
     digest: str  # sha256 of the arguments' JSON
     prompt: str
+    args: list[Any] = field(default_factory=list)  # the call's arguments, as the method would get them
+    kwargs: dict[str, Any] = field(default_factory=dict)
 
     @property
     def metadata(self) -> dict[str, Any]:
-        """Set on the input_request message by the kernel only: agents read this, never the prompt text."""
+        """Set on the input_request message by the kernel only: agents read this, never the prompt text. `call` is
+        the arguments as data: JSON text (ASCII, so any string survives the message) of {"args", "kwargs"}, bytes
+        as {"__bytes__": base64}; `arguments` shows them, `sha256` binds both."""
+        call = {"args": bridge_data.encode(self.args), "kwargs": bridge_data.encode(self.kwargs)}
         return {
             "sandbox_kernel": {
                 "approval": {
@@ -38,6 +44,7 @@ class Approval:
                     "method": self.method,
                     "arguments": self.arguments,
                     "sha256": self.digest,
+                    "call": json.dumps(call, ensure_ascii=True, allow_nan=False),
                 }
             }
         }
@@ -51,16 +58,21 @@ def shown_arguments(args: list[Any], kwargs: dict[str, Any]) -> str:
     return ", ".join([*(repr(a) for a in args), *named, *([f"**{odd!r}"] if odd else [])])
 
 
+def call_digest(args: list[Any], kwargs: dict[str, Any]) -> str:
+    """sha256 of the call's arguments (as decoded: bytes by their repr), in hex."""
+    return hashlib.sha256(json.dumps([args, kwargs], default=repr, sort_keys=True).encode()).hexdigest()
+
+
 def approval_for(skill: str, method: str, args: list[Any], kwargs: dict[str, Any]) -> Approval:
     arguments = shown_arguments(args, kwargs)
-    digest = hashlib.sha256(json.dumps([args, kwargs], default=repr, sort_keys=True).encode()).hexdigest()
+    digest = call_digest(args, kwargs)
     if len(arguments) <= SHOWN_CHARS:
         shown, extra = arguments, ""
     else:
         shown = arguments[:SHOWN_CHARS] + " …"
         extra = f" [{len(arguments)} characters, sha256 {digest[:16]}: answer [v] to see them all]"
     prompt = f"{MARK} Allow {skill}.{method}({shown})?{extra} {ANSWERS}: "
-    return Approval(skill, method, arguments, digest, prompt)
+    return Approval(skill, method, arguments, digest, prompt, list(args), dict(kwargs))
 
 
 def full_view(approval: Approval) -> str:
