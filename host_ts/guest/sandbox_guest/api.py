@@ -237,12 +237,27 @@ def _code_and_cursor(req: dict[str, Any]) -> tuple[str, int]:
 
 def _complete(req: dict[str, Any]) -> dict[str, Any]:
     # As ipykernel does: the whole cell is the context (Jedi sees `import math` before `math.sq`).
-    from IPython.core.completer import provisionalcompleter, rectify_completions
+    from IPython.core.completer import Completion, provisionalcompleter, rectify_completions
+
+    from .quick_complete import loaded_imports
 
     assert _shell is not None
     code, cursor_pos = _code_and_cursor(req)
-    with provisionalcompleter():
-        completions = list(rectify_completions(code, _shell.Completer.completions(code, cursor_pos)))
+    completer = _shell.Completer
+    quick = loaded_imports(code, _shell.user_ns, cursor_pos)
+    namespace, use_jedi = completer.namespace, completer.use_jedi
+    if quick:  # the module itself, as if the import had run (Jedi would parse it first)
+        completer.namespace, completer.use_jedi = {**namespace, **quick}, False
+    try:
+        with provisionalcompleter():
+            completions = list(rectify_completions(code, completer.completions(code, cursor_pos)))
+            if quick and completions and all(c.text.startswith(".") for c in completions):
+                # IPython's own matcher replaces from the dot (`.sqrt`); Jedi's, as ipykernel gives, after it
+                completions = [
+                    Completion(c.start + 1, c.end, c.text[1:], type=c.type, signature=c.signature) for c in completions
+                ]
+    finally:
+        completer.namespace, completer.use_jedi = namespace, use_jedi
     start, end = (completions[0].start, completions[0].end) if completions else (cursor_pos, cursor_pos)
     types = [
         {"start": c.start, "end": c.end, "text": c.text, "type": c.type, "signature": c.signature} for c in completions

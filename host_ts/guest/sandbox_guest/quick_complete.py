@@ -1,0 +1,31 @@
+"""Quick completion of a module's attributes before the cell that imports it has run (`import os` / `os.pa`).
+
+Jedi infers such a module from its source and stubs, parsing them first: 2.6 s in wasm for `os` the first
+time, past JupyterLab's 1 s limit. A module the sandbox has loaded already (os, re, json, ... IPython imports
+them) is completed from the module itself instead, as IPython completes a name the namespace holds.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from types import ModuleType
+
+IMPORT = re.compile(r"^[ \t]*import[ \t]+([\w.]+)(?:[ \t]+as[ \t]+(\w+))?[ \t]*(?:#.*)?$", re.M)
+DOTTED_TAIL = re.compile(r"([A-Za-z_]\w*)(?:\.\w*)*\.\w*$")
+
+
+def loaded_imports(code: str, namespace: dict[str, object], cursor_pos: int) -> dict[str, ModuleType]:
+    """Names the cell binds with `import x` / `import x as y` to a module already loaded, when the name before
+    the cursor's dot is one of them and the namespace does not hold it yet; else {} (Jedi answers)."""
+    head = DOTTED_TAIL.search(code[:cursor_pos].rsplit("\n", 1)[-1])
+    if head is None or head.group(1) in namespace:
+        return {}
+    bound: dict[str, ModuleType] = {}
+    for match in IMPORT.finditer(code):
+        dotted, alias = match.group(1), match.group(2)
+        name = alias or dotted.split(".")[0]
+        module = sys.modules.get(dotted if alias else dotted.split(".")[0])
+        if name == head.group(1) and isinstance(module, ModuleType):
+            bound[name] = module
+    return bound
