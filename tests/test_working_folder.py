@@ -105,3 +105,38 @@ def test_files_the_guest_makes_get_the_usual_umask_quietly(notebook_folder):
         assert (notebook_folder / "app.log").stat().st_mode & 0o7777 == 0o664
     finally:
         stop_kernel(km, kc)
+
+
+def test_shelve_and_dbm_work_on_the_notebooks_files(notebook_folder):
+    """Pyodide leaves dbm out; the sandbox's dbm.dumb writes CPython's format, so both sides read each other's files."""
+    import dbm.dumb
+
+    with dbm.dumb.open(str(notebook_folder / "made-on-host"), "c") as db:
+        db["city"] = "Zürich"
+    km, kc = start_in(notebook_folder, ["--SandboxKernel.working_folder=rw"])
+    try:
+        run = execute(kc, "import shelve\nwith shelve.open('results') as s:\n    s['scores'] = {'a': [1, 2.5]}")
+        assert run.content["status"] == "ok", run.content
+        assert (
+            value(execute(kc, "with shelve.open('results', 'r') as s:\n    kept = dict(s)\nkept"))
+            == "{'scores': {'a': [1, 2.5]}}"
+        )
+        assert (
+            value(execute(kc, "import dbm\ndbm.whichdb('made-on-host'), dbm.whichdb('absent')")) == "('dbm.dumb', None)"
+        )
+        assert (
+            value(execute(kc, "with dbm.open('made-on-host') as db:\n    city = db['city'].decode()\ncity"))
+            == "'Zürich'"
+        )
+        run = execute(kc, "with dbm.open('made-on-host') as db:\n    db['x'] = 'y'")  # opened read-only ('r')
+        assert run.content["ename"] == "OSError" and "reading only" in run.content["evalue"], run.content
+        run = execute(kc, "dbm.open('absent')")
+        assert run.content["ename"] == "error" and "'c' or 'n'" in run.content["evalue"], run.content
+        run = execute(kc, "try:\n    dbm.open('absent')\nexcept dbm.error:\n    print('caught')")
+        assert run.stream() == "caught\n"
+    finally:
+        stop_kernel(km, kc)
+    import pickle
+
+    with dbm.dumb.open(str(notebook_folder / "results"), "r") as db:  # the shelf, read by the host's CPython
+        assert pickle.loads(db[b"scores"]) == {"a": [1, 2.5]}
