@@ -249,9 +249,9 @@ def test_numpy_without_a_reachable_index_fails_fast(kc):
     started = time.monotonic()
     run = execute(kc, "import numpy", timeout=120)
     assert time.monotonic() - started < 20
-    assert run.content["ename"] == "PackageLoadError"
+    assert run.content["ename"] == "ModuleNotFoundError"  # raised by the import, as under CPython
     evalue = run.content["evalue"]
-    assert "numpy is provided by the Pyodide index" in evalue
+    assert evalue.startswith("No module named 'numpy': numpy is provided by the Pyodide index"), evalue
     assert f"cdn.jsdelivr.net/pyodide/v{paths.pyodide_version()}/full/" in evalue
     assert "SandboxKernel.pyodide_index" in evalue
     assert "SandboxKernel.allow_net does not apply" in evalue  # the host fetches these, not the sandbox
@@ -295,6 +295,33 @@ def test_auto_loading_can_be_switched_off(local_index):
     km, kc = start_kernel([f"--SandboxKernel.pyodide_index={local_index}", "--SandboxKernel.auto_load_packages=False"])
     try:
         assert execute(kc, "import sbk_pyo").content["ename"] == "ModuleNotFoundError"
+    finally:
+        stop_kernel(km, kc)
+
+
+def test_a_package_the_index_cannot_provide_fails_only_where_it_is_imported(local_index, tmp_path):
+    """As under CPython: `except ImportError` fallbacks and imports in functions never called work; the error is a
+    ModuleNotFoundError that carries the loader's reason, raised by the import itself."""
+    lock = json.loads((local_index / "pyodide-lock.json").read_text())
+    gone = {**lock["packages"]["sbk-pyo"], "name": "sbk-gone", "file_name": "sbk_gone-1.0-py3-none-any.whl"}
+    lock["packages"]["sbk-gone"] = {**gone, "imports": ["sbk_gone"]}  # named by the lock, its wheel missing
+    for wheel in local_index.glob("*.whl"):
+        (tmp_path / wheel.name).write_bytes(wheel.read_bytes())
+    (tmp_path / "pyodide-lock.json").write_text(json.dumps(lock))
+    km, kc = start_kernel([f"--SandboxKernel.pyodide_index={tmp_path}"])
+    try:
+        fallback = "try:\n    import sbk_gone as json\nexcept ImportError as e:\n    import json\n    print(repr(e))\njson.dumps([1])"
+        run = execute(kc, fallback, timeout=120)
+        assert value(run) == "'[1]'"
+        assert run.stream().startswith("ModuleNotFoundError(\"No module named 'sbk_gone': "), run.stream()
+        assert "sbk_gone-1.0-py3-none-any.whl" in run.stream()  # the loader's reason
+        assert value(execute(kc, "def later():\n    import sbk_gone\n'defined'")) == "'defined'"
+        run = execute(kc, "print('before')\nimport sbk_pyo, sbk_gone", timeout=120)
+        assert run.stream().endswith("Loaded sbk-pyo\nbefore\n"), run.stream()  # what can be had loads; the cell runs
+        assert run.content["ename"] == "ModuleNotFoundError" and "sbk_gone-1.0" in run.content["evalue"], run.content
+        assert "sandbox_guest" not in "".join(run.content["traceback"])
+        assert value(execute(kc, "sbk_pyo.VALUE")) == "'from the local Pyodide index'"  # loaded all the same
+        assert execute(kc, "import importlib.util\nprint(importlib.util.find_spec('sbk_gone'))").stream() == "None\n"
     finally:
         stop_kernel(km, kc)
 

@@ -242,7 +242,7 @@ def test_a_mirror_without_its_own_lock_says_so_when_a_file_cannot_be_had(tmp_pat
     km, kc = start_kernel([f"--SandboxKernel.pyodide_index={mirror.url}"])
     try:
         run = execute(kc, "import six", timeout=120)
-        assert run.content["ename"] == "PackageLoadError"
+        assert run.content["ename"] == "ModuleNotFoundError"
         assert f"{mirror.url} has no pyodide-lock.json" in run.content["evalue"]
         assert "looked up in Pyodide's own lock file" in run.content["evalue"]
         assert "/pyodide-lock.json" in mirror.requests

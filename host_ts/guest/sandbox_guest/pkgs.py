@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import builtins
 import importlib.util
 import re
 import shlex
@@ -39,13 +40,61 @@ def missing_imports(source: str) -> list[str]:
     return sorted(top for top in tops if importlib.util.find_spec(top) is None)
 
 
+class ModuleNotFoundError(CleanTraceback, builtins.ModuleNotFoundError):
+    """The builtin ModuleNotFoundError (same name, caught the same), shown without the glue's frames."""
+
+
+UNAVAILABLE: dict[str, str] = {}  # top-level module -> why the host could not provide it
+
+
 async def load_for(source: str) -> None:
-    """Before a cell runs: have the host fetch the Pyodide packages it imports, then load them."""
+    """Before a cell runs: have the host fetch the Pyodide packages it imports, then load them.
+
+    A module that cannot be had fails only where it is imported, as under CPython (`try: import simplejson`
+    `except ImportError: import json` works; so does an import in a function never called): with a
+    ModuleNotFoundError that carries the reason (see `UnavailableFinder`).
+    """
     if not SETTINGS["auto_load"]:
         return
-    missing = missing_imports(source)
-    if missing:
+    missing = [name for name in missing_imports(source) if name not in UNAVAILABLE]  # asked once per sandbox
+    if not missing:
+        return
+    try:
         await load_packages({"imports": missing})
+    except PackageLoadError as exc:
+        if len(missing) == 1:
+            _unavailable(missing[0], str(exc))
+            return
+        for name in missing:  # one at a time: those that can be had are loaded
+            try:
+                await load_packages({"imports": [name]})
+            except PackageLoadError as one:
+                _unavailable(name, str(one))
+
+
+def _unavailable(name: str, reason: str) -> None:
+    UNAVAILABLE[name] = reason
+    if not any(isinstance(finder, UnavailableFinder) for finder in sys.meta_path):
+        sys.meta_path.append(UnavailableFinder())
+
+
+class UnavailableFinder:
+    """The last finder: an import statement (or import_module) of a module the host could not provide raises
+    ModuleNotFoundError with the host's reason; `importlib.util.find_spec` gets None, as under CPython."""
+
+    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> None:
+        __tracebackhide__ = True
+        reason = UNAVAILABLE.get(fullname)
+        if reason is None or not _importing():
+            return None
+        raise ModuleNotFoundError(f"No module named {fullname!r}: {reason}", name=fullname)
+
+
+def _importing() -> bool:
+    """Whether the import system's own search called this finder (not importlib.util.find_spec): the caller of
+    importlib._bootstrap._find_spec is then its _find_and_load_unlocked."""
+    caller = sys._getframe(3)  # _importing <- find_spec <- _find_spec <- its caller
+    return caller.f_code.co_name == "_find_and_load_unlocked"
 
 
 def _object(pairs: Any) -> Any:

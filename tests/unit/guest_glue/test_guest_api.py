@@ -201,7 +201,10 @@ def test_imports_the_sandbox_lacks_are_asked_of_the_host_first(guest):
     assert served.asked("load_packages") == [{"type": "load_packages", "imports": ["sbk_absent"]}]
     assert error(served)[0] == "ModuleNotFoundError"
     refused = guest.execute("import sbk_absent", [{"error": {"type": "PackageError", "message": "not in the index"}}])
-    assert error(refused) == ("PackageLoadError", "not in the index")
+    assert error(refused) == ("ModuleNotFoundError", "No module named 'sbk_absent': not in the index")
+    again = guest.execute("try:\n    import sbk_absent\nexcept ImportError as e:\n    print(type(e).__name__, e.name)")
+    assert not again.events("load_packages")  # asked once per sandbox
+    assert again.text() == "ModuleNotFoundError sbk_absent\n"
 
 
 def test_configure_applies_the_kernels_settings(fresh_guest, tmp_path):
