@@ -52,11 +52,13 @@ def roots_text() -> str:
 
 
 def _mount_of(path: str) -> dict[str, Any] | None:
+    """The mount that holds `path`: the innermost (the working folder inside project_folder's mount)."""
+    found = None
     for mount in LIMITS.mounts:
         root = mount["guest"]
-        if path == root or path.startswith(root + "/"):
-            return mount
-    return None
+        if (path == root or path.startswith(root + "/")) and (found is None or len(root) > len(found["guest"])):
+            found = mount
+    return found
 
 
 def _refuse(path: str, why: str) -> PermissionError:
@@ -69,7 +71,8 @@ def check_path(path: Any, writing: bool) -> None:
         return
     if isinstance(path, bytes):
         path = os.fsdecode(path)
-    path = os.path.normpath(os.path.join(os.getcwd(), os.fspath(path)))
+    given = os.fspath(path)
+    path = os.path.normpath(os.path.join(os.getcwd(), given))
     mount = _mount_of(path)
     if mount is not None:
         if writing and not mount["writable"]:
@@ -77,7 +80,9 @@ def check_path(path: Any, writing: bool) -> None:
         return
     top = path.split("/")[1] if path != "/" else ""
     if top and LIMITS.own_roots and top not in LIMITS.own_roots:
-        raise _refuse(path, f"{path!r} is not in the sandbox: the host's files are not visible here")
+        why = f"{path!r} is not in the sandbox: the host's files are not visible here"
+        hint = above_hint(given)
+        raise _refuse(path, f"{why}. {hint}" if hint else why)
 
 
 _WRITE_EVENTS = {
@@ -234,11 +239,34 @@ def missing_file_hint(file: Any) -> str | None:
         return None
     cwd = os.getcwd()
     if _mount_of(cwd) is not None:
-        return None  # the working folder is a host folder already (working_folder): an ordinary miss
+        return above_hint(file)  # None: in a host folder already (working_folder, mounts), an ordinary miss
     return (
         f"The sandbox's working folder is {cwd}, its own (host files are not there). To open files next to the "
         "notebook, set SandboxKernel.working_folder = 'ro' (or 'rw'); for other host folders, SandboxKernel.mounts "
         "= ['host_folder:/data'], then open('/data/...')"
+    )
+
+
+def above_hint(file: Any) -> str | None:
+    """For a relative path that climbs out of the working folder (a host folder) to where no mount is: how to show
+    the folders above it."""
+    if not isinstance(file, (str, os.PathLike)) or os.path.isabs(os.fspath(file)):
+        return None
+    cwd = os.getcwd()
+    target = os.path.normpath(os.path.join(cwd, os.fspath(file)))
+    if _mount_of(cwd) is None or _mount_of(target) is not None:
+        return None
+    outer = [m["guest"] for m in LIMITS.mounts if cwd.startswith(m["guest"] + "/")]
+    if outer:  # project_folder is set: the path climbs above it too
+        return (
+            f"The path goes above {min(outer, key=len)}, the folder SandboxKernel.project_folder shows: name a "
+            "folder higher up there (e.g. '../..'), or mount the folder with SandboxKernel.mounts"
+        )
+    return (
+        f"The path goes above the working folder {cwd}, and the sandbox shows nothing of the host there: to reach "
+        "the folder above the notebook's, set SandboxKernel.project_folder = '..' (mounted read-only at /project, "
+        "with the working folder in its own place inside it); for other host folders, SandboxKernel.mounts = "
+        "['host_folder:/data'], then open('/data/...')"
     )
 
 

@@ -48,6 +48,22 @@ SHELL_ALIASES = (
 )
 
 
+def _find_script(name: str) -> str:
+    """IPython's file finder for %run, with the sandbox's hint when the path climbs above the working folder."""
+    from IPython.utils.path import get_py_filename
+
+    from .guards import above_hint
+
+    try:
+        found: str = get_py_filename(name)
+    except OSError as exc:
+        hint = above_hint(name)
+        if hint is None:
+            raise
+        raise OSError(f"{exc} {hint}") from None
+    return found
+
+
 def no_shell(what: str) -> ShellUnavailableError:
     return ShellUnavailableError(
         f"{what}: the sandbox starts no processes; its shell (bash with coreutils, sed, awk, jq, tar, curl...) "
@@ -196,6 +212,17 @@ class SandboxShell(InteractiveShell):
         from .pkgs import PipMagics
 
         self.register_magics(PipMagics)
+        self._hint_run_misses()
+
+    def _hint_run_misses(self) -> None:
+        """`%run ../x.py` that misses above the working folder says how to show that folder (as open() does)."""
+        original = self.find_line_magic("run")
+
+        def run(parameter_s: str = "", runner: Any = None) -> Any:
+            return original(parameter_s, runner, file_finder=_find_script)
+
+        run.__doc__ = original.__doc__
+        self.register_magic_function(run, "line", "run")  # type: ignore[arg-type]  # IPython types it oddly
 
     # IPython registers some magics lazily (the script magics on first use), so a magic removed from the
     # table can come back: those that need a process, or a person at a prompt, are refused here by name.

@@ -212,6 +212,26 @@ def test_missing_file_hint(limits, monkeypatch):
     assert guards.missing_file_hint("data.csv") is None
 
 
+def test_a_path_above_the_working_folder_says_how_to_show_it(limits, monkeypatch):
+    monkeypatch.setattr(os, "getcwd", lambda: "/work")  # working_folder: a host folder
+    hint = guards.missing_file_hint("../data.txt")
+    assert hint is not None and hint.startswith("The path goes above the working folder /work")
+    assert "SandboxKernel.project_folder = '..'" in hint
+    assert guards.missing_file_hint("sub/../data.txt") is None  # still inside: an ordinary miss
+    assert guards.missing_file_hint("../data/x.csv") is None  # in another mount
+    with pytest.raises(PermissionError, match=r"'/data.txt' is not in the sandbox.*project_folder = '\.\.'"):
+        guards.check_path("../data.txt", False)
+    with pytest.raises(PermissionError, match="not in the sandbox") as refused:
+        guards.check_path("/data.txt", False)  # absolute: no word about the working folder
+    assert "project_folder" not in str(refused.value)
+    limits.mounts = [{"guest": "/project", "writable": False}, {"guest": "/project/nb", "writable": True}]
+    monkeypatch.setattr(os, "getcwd", lambda: "/project/nb")
+    assert guards._mount_of("/project/nb/x")["writable"] is True  # the innermost mount
+    assert guards.missing_file_hint("../data.txt") is None  # in the project folder
+    hint = guards.missing_file_hint("../../data.txt")
+    assert hint is not None and hint.startswith("The path goes above /project, the folder SandboxKernel.project_folder")
+
+
 @pytest.fixture
 def guarded_open(host, monkeypatch):
     """guards._guard_open applied (builtins.open, io.open and IPython's io_open put back after the test)."""
