@@ -203,3 +203,20 @@ def test_a_project_folder_that_cannot_be_used_says_why(project, arguments, expec
         assert run.content["ename"] == "SandboxSettingsError" and expected in run.content["evalue"], run.content
     finally:
         stop_kernel(km, kc)
+
+
+def test_the_guards_words_survive_a_notebook_that_replaces_os_functions(notebook_folder):
+    km, kc = start_in(notebook_folder, ["--SandboxKernel.working_folder=ro"])
+    try:
+        run = execute(kc, "import os\nos.getcwd = lambda: '/somewhere/else'\nos.fspath = os.fsdecode = str")
+        assert run.content["status"] == "ok", run.content
+        run = execute(kc, "open('missing.txt')")  # an ordinary miss: the working folder is a host folder
+        assert run.content["evalue"] == "[Errno 44] No such file or directory: 'missing.txt'", run.content
+        run = execute(kc, "open('../x.txt')")
+        assert run.content["ename"] == "PermissionError", run.content
+        assert run.content["evalue"].startswith("[Errno 13] '/x.txt' is not in the sandbox"), run.content
+        assert "goes above the working folder /work" in run.content["evalue"]
+        run = execute(kc, "open('data.csv', 'a')")
+        assert run.content["evalue"].startswith("[Errno 13] /work is a read-only mount"), run.content
+    finally:
+        stop_kernel(km, kc)
