@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import ast
+import re
 import time
 
 from conftest import execute, value
@@ -154,3 +156,16 @@ def test_post_execute_and_post_run_cell_events_fire_as_in_ipykernel(kc):
     execute(kc, "pass")
     expected = "['post_execute', ('post_run_cell', True), 'post_execute', ('post_run_cell', True)]"
     assert value(execute(kc, "str(_events[:4])")) == repr(expected)
+
+
+def test_time_reports_wall_time_to_the_precision_it_has(kc):
+    """%time took the wall time from time.time, which moves in 1 ms steps here: it printed `0 ns` or `1e+03 µs`."""
+    run = execute(kc, "\n".join(["%time x = sum(range(10))"] * 20))
+    walls = [line for line in run.stream().splitlines() if line.startswith("Wall time:")]
+    assert len(walls) == 20, run.stream()
+    for line in walls:
+        assert re.fullmatch(r"Wall time: [1-9][0-9.]* (ns|µs|μs|ms|s)", line), walls
+    clocks = "import time\n[time.get_clock_info(c).resolution for c in ('time', 'perf_counter', 'process_time')]"
+    time_res, perf_res, process_res = ast.literal_eval(value(execute(kc, clocks)))
+    assert time_res == 0.001  # the honest step of the wall clock (Date.now()), as documented
+    assert perf_res <= 1e-6 and process_res <= 1e-6
