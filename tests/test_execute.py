@@ -6,6 +6,8 @@ import ast
 import re
 import time
 
+import pytest
+
 from conftest import execute, value
 
 
@@ -169,3 +171,36 @@ def test_time_reports_wall_time_to_the_precision_it_has(kc):
     time_res, perf_res, process_res = ast.literal_eval(value(execute(kc, clocks)))
     assert time_res == 0.001  # the honest step of the wall clock (Date.now()), as documented
     assert perf_res <= 1e-6 and process_res <= 1e-6
+
+
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def shown_traceback(run) -> str:
+    assert run.content["status"] == "error", run.content
+    return ANSI.sub("", "\n".join(run.content["traceback"]))
+
+
+@pytest.mark.parametrize(
+    ("code", "frames"),
+    [
+        ("open('/tmp/sbk-nope.txt')", 1),
+        ("def f():\n    return open('/tmp/sbk-nope.txt')\nf()", 2),
+        ("import os\nos.remove('/tmp/sbk-nope.txt')", 1),
+        ("open('/etc/passwd')", 1),
+    ],
+)
+def test_a_file_error_shows_the_users_frames_only(kc, code, frames):
+    """As ipykernel shows the same error: the cell's frames and the error, none of the glue's (guards.py)."""
+    text = shown_traceback(execute(kc, code))
+    assert "sandbox_guest" not in text and "guards.py" not in text, text
+    assert "File " not in text, text  # no frame of a file: the cell's frames only
+    assert text.count("Cell In[") == frames and "---->" in text, text
+    assert text.splitlines()[-1].startswith(("FileNotFoundError: [Errno 44]", "PermissionError: [Errno 13]")), text
+
+
+def test_a_pip_error_is_its_message_only(kc):
+    """As a UsageError: %pip's line is all a frame would show; no `run_line_magic`."""
+    run = execute(kc, "%pip frobnicate")
+    assert run.content["ename"] == "PackageLoadError"
+    assert run.content["traceback"] == [f"PackageLoadError: {run.content['evalue']}"], run.content["traceback"]

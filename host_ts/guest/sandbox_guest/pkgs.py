@@ -190,6 +190,14 @@ class PipMagics(Magics):
     @line_magic
     def pip(self, line: str) -> None:
         __tracebackhide__ = True
+        try:
+            self._pip(line)
+        except PackageLoadError as exc:
+            exc.message_only = True  # as pip says what failed: no traceback (it would show only the magic's line)
+            raise
+
+    def _pip(self, line: str) -> None:
+        __tracebackhide__ = True
         from pyodide.ffi import can_run_sync, run_sync
 
         words = shlex.split(line)

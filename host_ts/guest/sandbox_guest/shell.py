@@ -17,7 +17,7 @@ from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 from IPython.utils.text import LSString, SList
 
 from . import _host
-from .cleantb import CleanTraceback
+from .cleantb import GLUE, CleanTraceback, without_frames
 from .display import BridgeDisplayHook, BridgeDisplayPublisher
 
 if TYPE_CHECKING:
@@ -288,6 +288,16 @@ class SandboxShell(InteractiveShell):
         That happens on the way out of `run_sync` (as in `%pip install`), where the error is then
         raised again in the cell and shown once by the shell; IPython's own hook would show it twice.
         """
+
+    def _get_exc_info(self, exc_tuple: Any = None) -> tuple[Any, Any, Any]:
+        """The exception to show, without the glue's frames (an error its open() or os wrappers raise shows the
+        user's line, as under ipykernel); also what %debug and sys.last_traceback get."""
+        etype, value, tb = super()._get_exc_info(exc_tuple)
+        kept = without_frames(tb, GLUE) or tb  # all the glue's: a bug in it, shown whole
+        if kept is not tb:
+            value = value.with_traceback(kept)
+            sys.last_traceback = kept
+        return etype, value, kept
 
     def _showtraceback(self, etype: type, evalue: BaseException, stb: list[str]) -> None:
         if self.interrupt_requested and issubclass(etype, asyncio.CancelledError):
