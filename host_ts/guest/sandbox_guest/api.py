@@ -84,9 +84,10 @@ def boot() -> None:
     getpass.getpass = _getpass
     time.sleep = _host.sleep
     os.system = posix.system = _system
-    from . import processes
+    from . import adapt, processes
 
     processes.install()
+    adapt.install()
     _shell = make_shell()
 
 
