@@ -331,3 +331,36 @@ def test_the_package_cache_is_not_writable_by_the_guest(kc):
     run = execute(kc, f"import js\njs.Deno.writeTextFileSync({str(cache / 'planted.whl')!r}, 'x')")
     assert run.content["status"] == "error" and "NotCapable" in run.content["evalue"]
     assert not (cache / "planted.whl").exists()
+
+
+def test_pip_list_show_and_uninstall_answer_as_pip_does(index):
+    km, kc = start_kernel([f"--SandboxKernel.allow_net=['127.0.0.1:{index.port}']"])
+    try:
+        run = execute(kc, f"%pip install -q sbk-demo --index-url http://127.0.0.1:{index.port}/simple", timeout=120)
+        assert run.content["status"] == "ok", run.content
+        table = execute(kc, "%pip list").stream().splitlines()
+        assert table[0].split() == ["Package", "Version"] and set(table[1]) == {"-", " "}, table
+        assert "sbk-demo 1.0" in [" ".join(line.split()) for line in table], table
+        assert "ipython" in " ".join(table)  # what the sandbox's Python has, as pip lists a whole environment
+        shown = execute(kc, "%pip show sbk-demo").stream()
+        assert shown.startswith("Name: sbk-demo\nVersion: 1.0\nSummary: \n"), shown
+        assert "\nLocation: /lib/python3.14/site-packages\nRequires: \nRequired-by: \n" in shown, shown
+        run = execute(kc, "%pip uninstall sbk-demo", allow_stdin=False)  # pip would ask first
+        assert run.content.get("ename") == "UsageError" and "add -y" in run.content["evalue"], run.content
+        assert value(execute(kc, "import importlib.metadata as m\nm.version('sbk-demo')")) == "'1.0'"  # still there
+        run = execute(kc, "%pip uninstall -y sbk-demo")
+        assert run.stream() == (
+            "Found existing installation: sbk-demo 1.0\nUninstalling sbk-demo-1.0:\n  Successfully uninstalled sbk-demo-1.0\n"
+        ), run.stream()
+        assert run.stream("stderr") == "", run.stream("stderr")
+        assert execute(kc, "import sbk_demo").content["ename"] == "ModuleNotFoundError"
+        run = execute(kc, "%pip uninstall sbk-demo")
+        assert run.stream("stderr") == "WARNING: Skipping sbk-demo as it is not installed.\n"
+        # After a restart, what was uninstalled is not installed again.
+        fetched = list(index.requests)
+        assert execute(kc, "import js; js.Deno.exit(0)", timeout=60).content["ename"] == "SandboxRestarted"
+        run = execute(kc, "import sbk_demo", timeout=120)
+        assert run.content.get("ename") == "ModuleNotFoundError", (run.outputs, index.requests, fetched)
+        assert index.requests == fetched
+    finally:
+        stop_kernel(km, kc)

@@ -151,3 +151,15 @@ def test_a_project_folder_that_cannot_be_used_says_why(tmp_path, working_folder,
     resolved = settings.resolve(chosen, tmp_path, [])
     assert message in resolved.error, resolved.error
     assert not any(m.guest == "/project" for m in resolved.mounts)
+
+
+def test_pip_replays_forget_what_pip_uninstall_removed():
+    from sandbox_kernel.jupyter.guest_services import PipReplays
+
+    replays = PipReplays()
+    replays.add(["Sbk_Demo==1.0", "six"], ["http://127.0.0.1:1/simple"])
+    replays.add(["sbk-demo"], None)
+    replays.forget(["sbk-demo"])
+    assert replays.installs == [{"specs": ["six"], "index_urls": ["http://127.0.0.1:1/simple"]}]
+    replays.forget(["six", "other"])
+    assert replays.installs == []

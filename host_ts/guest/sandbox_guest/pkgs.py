@@ -183,6 +183,24 @@ async def pip_install(specs: list[str], index_urls: list[str] | None = None, pre
         raise PackageLoadError(_pip_help_for(exc, index_urls)) from None
 
 
+def _warn(text: str) -> None:
+    print(text, file=sys.stderr)
+
+
+def _ask(question: str) -> str:
+    """pip's question before it removes anything, where the frontend answers prompts."""
+    from IPython.core.error import StdinNotImplementedError
+
+    from .pipcmds import PipUsageError
+
+    try:
+        return input(question)
+    except StdinNotImplementedError:
+        raise PipUsageError(
+            "%pip uninstall asks before it removes anything, but this frontend does not answer prompts: add -y"
+        ) from None
+
+
 @magics_class
 class PipMagics(Magics):
     """`%pip install ...` runs micropip inside the sandbox (there is no pip process to start)."""
@@ -196,14 +214,38 @@ class PipMagics(Magics):
             exc.message_only = True  # as pip says what failed: no traceback (it would show only the magic's line)
             raise
 
+    def _inspect(self, command: str, args: list[str]) -> None:
+        """list, show, uninstall: pip's output (pipcmds.py); a line they cannot take is a UsageError."""
+        from IPython.core.error import UsageError
+
+        from . import pipcmds
+
+        try:
+            if command == "list":
+                print(pipcmds.pip_list(args), end="")
+            elif command == "show":
+                print(pipcmds.pip_show(args, _warn), end="")
+            else:
+                removed = pipcmds.pip_uninstall(args, _ask, lambda text: print(text, end=""), _warn)
+                if removed:  # not installed again after a restart
+                    reply = _host.request({"type": Event.PIP_UNINSTALLED, "names": removed})
+                    if isinstance(reply, dict) and "error" in reply:
+                        print(f"[{reply['error'].get('message')}]", file=sys.stderr)
+        except pipcmds.PipUsageError as exc:
+            raise UsageError(str(exc)) from None
+
     def _pip(self, line: str) -> None:
         __tracebackhide__ = True
         from pyodide.ffi import can_run_sync, run_sync
 
         words = shlex.split(line)
+        if words and words[0] in ("list", "show", "uninstall"):
+            self._inspect(words[0], words[1:])
+            return
         if not words or words[0] != "install":
             raise PackageLoadError(
-                "the sandbox supports `%pip install NAME[==VERSION] ... [--index-url URL] [--pre]` only"
+                "the sandbox supports `%pip install NAME[==VERSION] ... [--index-url URL] [--pre]`, "
+                "`%pip list`, `%pip show NAME` and `%pip uninstall [-y] NAME` only"
             )
         specs, index_urls, pre, args = [], [], False, iter(words[1:])
         for word in args:

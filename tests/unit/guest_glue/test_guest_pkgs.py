@@ -180,8 +180,8 @@ def test_pip_magic_records_the_install_and_shows_a_refusal_to_replay_it(pip, hos
 @pytest.mark.parametrize(
     ("line", "message"),
     [
-        ("", r"supports `%pip install NAME\[==VERSION\] ... \[--index-url URL\] \[--pre\]` only"),
-        ("uninstall x", "supports `%pip install"),
+        ("", r"supports `%pip install NAME\[==VERSION\] ... \[--index-url URL\] \[--pre\]`, `%pip list`"),
+        ("freeze", "`%pip show NAME` and `%pip uninstall \\[-y\\] NAME` only"),
         ("install", "name at least one package"),
         ("install -q", "name at least one package"),
         ("install x --user", "option '--user' is not supported here"),
