@@ -1,4 +1,4 @@
-"""Packages in the guest: Pyodide packages a cell imports, and `%pip install` through micropip."""
+"""Packages in the guest: Pyodide packages a cell imports, and `%pip` through micropip."""
 
 from __future__ import annotations
 
@@ -93,7 +93,10 @@ class UnavailableFinder:
 def _importing() -> bool:
     """Whether the import system's own search called this finder (not importlib.util.find_spec): the caller of
     importlib._bootstrap._find_spec is then its _find_and_load_unlocked."""
-    caller = sys._getframe(3)  # _importing <- find_spec <- _find_spec <- its caller
+    try:
+        caller = sys._getframe(3)  # _importing <- find_spec <- _find_spec <- its caller
+    except ValueError:  # a shallower stack: not the import system
+        return False
     return caller.f_code.co_name == "_find_and_load_unlocked"
 
 
@@ -203,7 +206,8 @@ def _ask(question: str) -> str:
 
 @magics_class
 class PipMagics(Magics):
-    """`%pip install ...` runs micropip inside the sandbox (there is no pip process to start)."""
+    """`%pip install ...` runs micropip inside the sandbox (there is no pip process to start); `%pip list`, `show`
+    and `uninstall` answer from what the sandbox's Python has (pipcmds.py)."""
 
     @line_magic
     def pip(self, line: str) -> None:
