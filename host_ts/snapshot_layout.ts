@@ -3,11 +3,13 @@
 /** Where the guest's extracted wheels (IPython, ...) and its own package are mounted inside Pyodide. */
 export const GUEST_SITE = "/lib/sandbox-site";
 export const GUEST_CODE = "/lib/sandbox-guest";
+/** Standard-library modules that Pyodide leaves out and the sandbox provides (dbm), importable by their names. */
+export const GUEST_STDLIB = `${GUEST_CODE}/stdlib`;
 
 /** Modules imported before the snapshot is taken: only third-party code, nothing that holds JS objects. */
 export const PREIMPORT = `
 import sys
-for folder in (${JSON.stringify(GUEST_SITE)}, ${JSON.stringify(GUEST_CODE)}):
+for folder in (${JSON.stringify(GUEST_SITE)}, ${JSON.stringify(GUEST_CODE)}, ${JSON.stringify(GUEST_STDLIB)}):
     if folder not in sys.path:
         sys.path.append(folder)
 import asyncio, base64, json, platform, getpass, posix, shlex, traceback, re, io

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import ast
+import re
 import time
+
+import pytest
 
 from conftest import execute, value
 
@@ -113,11 +117,16 @@ def test_the_guest_sees_no_host_path_or_private_name(kc):
 
 
 def test_matplotlib_magic_and_dotted_imports_go_through_the_package_loader(kc):
-    """Without matplotlib, %matplotlib says why as `import matplotlib` does (one PackageLoadError), not a bare
-    ModuleNotFoundError; `import a.b` of a missing package gives that error too, never a glue traceback."""
-    for code in ("%matplotlib inline", "import matplotlib.pyplot as plt", "import dateutil.parser"):
+    """Without matplotlib, %matplotlib says why as `import matplotlib` does (the loader's reason in the
+    ModuleNotFoundError), not a bare "No module named"; `import a.b` of a missing package too, never a glue
+    traceback."""
+    for code, top in (("%matplotlib inline", "matplotlib"), ("import matplotlib.pyplot as plt", "matplotlib"),
+                      ("import dateutil.parser", "dateutil")):  # fmt: skip
         run = execute(kc, code, timeout=120)
-        assert run.content["ename"] == "PackageLoadError", (code, run.content)
+        assert run.content["ename"] == "ModuleNotFoundError", (code, run.content)
+        assert run.content["evalue"].startswith(f"No module named '{top}': "), (code, run.content["evalue"])
+        assert "SandboxKernel.pyodide_index" in run.content["evalue"], (code, run.content["evalue"])
+        assert "sandbox_guest" not in "".join(run.content["traceback"]), (code, run.content["traceback"])
         assert run.stream("stderr") == "", (code, run.stream("stderr"))
 
 
@@ -149,3 +158,49 @@ def test_post_execute_and_post_run_cell_events_fire_as_in_ipykernel(kc):
     execute(kc, "pass")
     expected = "['post_execute', ('post_run_cell', True), 'post_execute', ('post_run_cell', True)]"
     assert value(execute(kc, "str(_events[:4])")) == repr(expected)
+
+
+def test_time_reports_wall_time_to_the_precision_it_has(kc):
+    """%time took the wall time from time.time, which moves in 1 ms steps here: it printed `0 ns` or `1e+03 µs`."""
+    run = execute(kc, "\n".join(["%time x = sum(range(10))"] * 20))
+    walls = [line for line in run.stream().splitlines() if line.startswith("Wall time:")]
+    assert len(walls) == 20, run.stream()
+    for line in walls:
+        assert re.fullmatch(r"Wall time: [1-9][0-9.]* (ns|µs|μs|ms|s)", line), walls
+    clocks = "import time\n[time.get_clock_info(c).resolution for c in ('time', 'perf_counter', 'process_time')]"
+    time_res, perf_res, process_res = ast.literal_eval(value(execute(kc, clocks)))
+    assert time_res == 0.001  # the honest step of the wall clock (Date.now()), as documented
+    assert perf_res <= 1e-6 and process_res <= 1e-6
+
+
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def shown_traceback(run) -> str:
+    assert run.content["status"] == "error", run.content
+    return ANSI.sub("", "\n".join(run.content["traceback"]))
+
+
+@pytest.mark.parametrize(
+    ("code", "frames"),
+    [
+        ("open('/tmp/sbk-nope.txt')", 1),
+        ("def f():\n    return open('/tmp/sbk-nope.txt')\nf()", 2),
+        ("import os\nos.remove('/tmp/sbk-nope.txt')", 1),
+        ("open('/etc/passwd')", 1),
+    ],
+)
+def test_a_file_error_shows_the_users_frames_only(kc, code, frames):
+    """As ipykernel shows the same error: the cell's frames and the error, none of the glue's (guards.py)."""
+    text = shown_traceback(execute(kc, code))
+    assert "sandbox_guest" not in text and "guards.py" not in text, text
+    assert "File " not in text, text  # no frame of a file: the cell's frames only
+    assert text.count("Cell In[") == frames and "---->" in text, text
+    assert text.splitlines()[-1].startswith(("FileNotFoundError: [Errno 44]", "PermissionError: [Errno 13]")), text
+
+
+def test_a_pip_error_is_its_message_only(kc):
+    """As a UsageError: %pip's line is all a frame would show; no `run_line_magic`."""
+    run = execute(kc, "%pip frobnicate")
+    assert run.content["ename"] == "PackageLoadError"
+    assert run.content["traceback"] == [f"PackageLoadError: {run.content['evalue']}"], run.content["traceback"]

@@ -332,7 +332,7 @@ def test_config_file_in_a_jupyter_config_dir(tmp_path, monkeypatch):
         ("--SandboxKernel.os_sandbox=maybe", "expected any of ['auto', 'required', 'off'], not the str 'maybe'"),
         (
             "--SandboxKernel.mounts=['/no/such/folder:/data']",
-            "SandboxKernel.mounts, mount_limits or working_folder: mount",
+            "SandboxKernel.mounts, mount_limits, working_folder or project_folder: mount",
         ),
         ("--SandboxKernel.allow_net=['http://x']", "SandboxKernel.allow_net: "),
     ],

@@ -218,8 +218,8 @@ def test_pip_without_network_says_what_to_allow(kc, index):
     assert "SandboxKernel.allow_net" in run.content["evalue"] and "SandboxKernel.packages" in run.content["evalue"]
     assert index.requests == []
     errors = run.of_type("error")
-    assert len(errors) == 1, errors  # once, with the cell's frame, not again from Pyodide's run_sync
-    assert "Cell In[" in "\n".join(errors[0]["traceback"]) and not run.stream("stderr")
+    assert len(errors) == 1, errors  # once, not again from Pyodide's run_sync
+    assert errors[0]["traceback"] == [f"PackageLoadError: {run.content['evalue']}"] and not run.stream("stderr")
 
 
 def test_pip_from_an_allowed_index(index):
@@ -249,9 +249,9 @@ def test_numpy_without_a_reachable_index_fails_fast(kc):
     started = time.monotonic()
     run = execute(kc, "import numpy", timeout=120)
     assert time.monotonic() - started < 20
-    assert run.content["ename"] == "PackageLoadError"
+    assert run.content["ename"] == "ModuleNotFoundError"  # raised by the import, as under CPython
     evalue = run.content["evalue"]
-    assert "numpy is provided by the Pyodide index" in evalue
+    assert evalue.startswith("No module named 'numpy': numpy is provided by the Pyodide index"), evalue
     assert f"cdn.jsdelivr.net/pyodide/v{paths.pyodide_version()}/full/" in evalue
     assert "SandboxKernel.pyodide_index" in evalue
     assert "SandboxKernel.allow_net does not apply" in evalue  # the host fetches these, not the sandbox
@@ -302,8 +302,68 @@ def test_auto_loading_can_be_switched_off(local_index):
         stop_kernel(km, kc)
 
 
+def test_a_package_the_index_cannot_provide_fails_only_where_it_is_imported(local_index, tmp_path):
+    """As under CPython: `except ImportError` fallbacks and imports in functions never called work; the error is a
+    ModuleNotFoundError that carries the loader's reason, raised by the import itself."""
+    lock = json.loads((local_index / "pyodide-lock.json").read_text())
+    gone = {**lock["packages"]["sbk-pyo"], "name": "sbk-gone", "file_name": "sbk_gone-1.0-py3-none-any.whl"}
+    lock["packages"]["sbk-gone"] = {**gone, "imports": ["sbk_gone"]}  # named by the lock, its wheel missing
+    for wheel in local_index.glob("*.whl"):
+        (tmp_path / wheel.name).write_bytes(wheel.read_bytes())
+    (tmp_path / "pyodide-lock.json").write_text(json.dumps(lock))
+    km, kc = start_kernel([f"--SandboxKernel.pyodide_index={tmp_path}"])
+    try:
+        fallback = "try:\n    import sbk_gone as json\nexcept ImportError as e:\n    import json\n    print(repr(e))\njson.dumps([1])"
+        run = execute(kc, fallback, timeout=120)
+        assert value(run) == "'[1]'"
+        assert run.stream().startswith("ModuleNotFoundError(\"No module named 'sbk_gone': "), run.stream()
+        assert "sbk_gone-1.0-py3-none-any.whl" in run.stream()  # the loader's reason
+        assert value(execute(kc, "def later():\n    import sbk_gone\n'defined'")) == "'defined'"
+        run = execute(kc, "print('before')\nimport sbk_pyo, sbk_gone", timeout=120)
+        assert run.stream().endswith("Loaded sbk-pyo\nbefore\n"), run.stream()  # what can be had loads; the cell runs
+        assert run.content["ename"] == "ModuleNotFoundError" and "sbk_gone-1.0" in run.content["evalue"], run.content
+        assert "sandbox_guest" not in "".join(run.content["traceback"])
+        assert value(execute(kc, "sbk_pyo.VALUE")) == "'from the local Pyodide index'"  # loaded all the same
+        assert execute(kc, "import importlib.util\nprint(importlib.util.find_spec('sbk_gone'))").stream() == "None\n"
+    finally:
+        stop_kernel(km, kc)
+
+
 def test_the_package_cache_is_not_writable_by_the_guest(kc):
     cache = paths.cache_dir() / "pyodide-packages"
     run = execute(kc, f"import js\njs.Deno.writeTextFileSync({str(cache / 'planted.whl')!r}, 'x')")
     assert run.content["status"] == "error" and "NotCapable" in run.content["evalue"]
     assert not (cache / "planted.whl").exists()
+
+
+def test_pip_list_show_and_uninstall_answer_as_pip_does(index):
+    km, kc = start_kernel([f"--SandboxKernel.allow_net=['127.0.0.1:{index.port}']"])
+    try:
+        run = execute(kc, f"%pip install -q sbk-demo --index-url http://127.0.0.1:{index.port}/simple", timeout=120)
+        assert run.content["status"] == "ok", run.content
+        table = execute(kc, "%pip list").stream().splitlines()
+        assert table[0].split() == ["Package", "Version"] and set(table[1]) == {"-", " "}, table
+        assert "sbk-demo 1.0" in [" ".join(line.split()) for line in table], table
+        assert "ipython" in " ".join(table)  # what the sandbox's Python has, as pip lists a whole environment
+        shown = execute(kc, "%pip show sbk-demo").stream()
+        assert shown.startswith("Name: sbk-demo\nVersion: 1.0\nSummary: \n"), shown
+        assert "\nLocation: /lib/python3.14/site-packages\nRequires: \nRequired-by: \n" in shown, shown
+        run = execute(kc, "%pip uninstall sbk-demo", allow_stdin=False)  # pip would ask first
+        assert run.content.get("ename") == "UsageError" and "add -y" in run.content["evalue"], run.content
+        assert value(execute(kc, "import importlib.metadata as m\nm.version('sbk-demo')")) == "'1.0'"  # still there
+        run = execute(kc, "%pip uninstall -y sbk-demo")
+        assert run.stream() == (
+            "Found existing installation: sbk-demo 1.0\nUninstalling sbk-demo-1.0:\n  Successfully uninstalled sbk-demo-1.0\n"
+        ), run.stream()
+        assert run.stream("stderr") == "", run.stream("stderr")
+        assert execute(kc, "import sbk_demo").content["ename"] == "ModuleNotFoundError"
+        run = execute(kc, "%pip uninstall sbk-demo")
+        assert run.stream("stderr") == "WARNING: Skipping sbk-demo as it is not installed.\n"
+        # After a restart, what was uninstalled is not installed again.
+        fetched = list(index.requests)
+        assert execute(kc, "import js; js.Deno.exit(0)", timeout=60).content["ename"] == "SandboxRestarted"
+        run = execute(kc, "import sbk_demo", timeout=120)
+        assert run.content.get("ename") == "ModuleNotFoundError", (run.outputs, index.requests, fetched)
+        assert index.requests == fetched
+    finally:
+        stop_kernel(km, kc)

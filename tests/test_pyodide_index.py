@@ -242,7 +242,7 @@ def test_a_mirror_without_its_own_lock_says_so_when_a_file_cannot_be_had(tmp_pat
     km, kc = start_kernel([f"--SandboxKernel.pyodide_index={mirror.url}"])
     try:
         run = execute(kc, "import six", timeout=120)
-        assert run.content["ename"] == "PackageLoadError"
+        assert run.content["ename"] == "ModuleNotFoundError"
         assert f"{mirror.url} has no pyodide-lock.json" in run.content["evalue"]
         assert "looked up in Pyodide's own lock file" in run.content["evalue"]
         assert "/pyodide-lock.json" in mirror.requests
@@ -272,5 +272,21 @@ def test_pip_install_takes_what_the_configured_index_has_without_network(pypi_in
         assert run.content["status"] == "ok", run.content
         assert "Loaded six" in run.stream("stderr") and "Load" not in run.stream(), (run.stream(), run.stream("stderr"))
         assert value(execute(kc, "import six\nsix.PY3")) == "True"
+    finally:
+        stop_kernel(km, kc)
+
+
+def test_tqdm_from_pypi_draws_its_bars_without_a_thread_warning(tmp_path):
+    """tqdm's monitor thread cannot start in the sandbox: the bar works, and says nothing about threads."""
+    pip_download(["tqdm"], tmp_path)
+    write_lock(tmp_path)
+    km, kc = start_kernel([f"--SandboxKernel.pyodide_index={tmp_path}"])
+    try:
+        run = execute(kc, "from tqdm import tqdm\nfor i in tqdm(range(3)):\n    pass", timeout=120)
+        assert run.content["status"] == "ok", run.content
+        errors = run.stream("stderr")
+        assert "3/3" in errors, errors  # the bar
+        assert "thread" not in errors and "Warning" not in errors, errors
+        assert value(execute(kc, "from tqdm import trange\nsum(trange(4))")) == "6"
     finally:
         stop_kernel(km, kc)

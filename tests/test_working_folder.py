@@ -105,3 +105,118 @@ def test_files_the_guest_makes_get_the_usual_umask_quietly(notebook_folder):
         assert (notebook_folder / "app.log").stat().st_mode & 0o7777 == 0o664
     finally:
         stop_kernel(km, kc)
+
+
+def test_shelve_and_dbm_work_on_the_notebooks_files(notebook_folder):
+    """Pyodide leaves dbm out; the sandbox's dbm.dumb writes CPython's format, so both sides read each other's files."""
+    import dbm.dumb
+
+    with dbm.dumb.open(str(notebook_folder / "made-on-host"), "c") as db:
+        db["city"] = "Zürich"
+    km, kc = start_in(notebook_folder, ["--SandboxKernel.working_folder=rw"])
+    try:
+        run = execute(kc, "import shelve\nwith shelve.open('results') as s:\n    s['scores'] = {'a': [1, 2.5]}")
+        assert run.content["status"] == "ok", run.content
+        assert (
+            value(execute(kc, "with shelve.open('results', 'r') as s:\n    kept = dict(s)\nkept"))
+            == "{'scores': {'a': [1, 2.5]}}"
+        )
+        assert (
+            value(execute(kc, "import dbm\ndbm.whichdb('made-on-host'), dbm.whichdb('absent')")) == "('dbm.dumb', None)"
+        )
+        assert (
+            value(execute(kc, "with dbm.open('made-on-host') as db:\n    city = db['city'].decode()\ncity"))
+            == "'Zürich'"
+        )
+        run = execute(kc, "with dbm.open('made-on-host') as db:\n    db['x'] = 'y'")  # opened read-only ('r')
+        assert run.content["ename"] == "OSError" and "reading only" in run.content["evalue"], run.content
+        run = execute(kc, "dbm.open('absent')")
+        assert run.content["ename"] == "error" and "'c' or 'n'" in run.content["evalue"], run.content
+        run = execute(kc, "try:\n    dbm.open('absent')\nexcept dbm.error:\n    print('caught')")
+        assert run.stream() == "caught\n"
+    finally:
+        stop_kernel(km, kc)
+    import pickle
+
+    with dbm.dumb.open(str(notebook_folder / "results"), "r") as db:  # the shelf, read by the host's CPython
+        assert pickle.loads(db[b"scores"]) == {"a": [1, 2.5]}
+
+
+@pytest.fixture
+def project(tmp_path):
+    """A project folder: data and a script above the notebooks' folder, where the kernel starts."""
+    (tmp_path / "data.txt").write_text("from above")
+    (tmp_path / "tools.py").write_text("TOOL = 'ran'\n")
+    (tmp_path / "notebooks").mkdir()
+    return tmp_path
+
+
+def test_a_path_above_the_working_folder_says_how_to_show_it(project):
+    km, kc = start_in(project / "notebooks", ["--SandboxKernel.working_folder=ro"])
+    try:
+        for code in ("open('../data.txt')", "%run ../tools.py"):
+            run = execute(kc, code)
+            assert run.content["status"] == "error", run.content
+            shown = run.content["evalue"]
+            assert "goes above the working folder /work" in shown, (code, shown)
+            assert "SandboxKernel.project_folder = '..'" in shown, (code, shown)
+            assert str(project) not in shown
+        run = execute(kc, "open('missing-here.txt')")  # inside the working folder: an ordinary miss
+        assert run.content["evalue"] == "[Errno 44] No such file or directory: 'missing-here.txt'"
+    finally:
+        stop_kernel(km, kc)
+
+
+def test_project_folder_shows_the_folder_above_with_the_working_folder_in_its_place(project):
+    km, kc = start_in(project / "notebooks", ["--SandboxKernel.working_folder=rw", "--SandboxKernel.project_folder=.."])
+    try:
+        assert value(execute(kc, "import os; os.getcwd()")) == "'/project/notebooks'"
+        assert value(execute(kc, "open('../data.txt').read()")) == "'from above'"
+        assert value(execute(kc, "%run ../tools.py\nTOOL")) == "'ran'"
+        run = execute(kc, "open('made.txt', 'w').write('here')")  # the working folder stays rw
+        assert run.content["status"] == "ok", run.content
+        assert (project / "notebooks" / "made.txt").read_text() == "here"
+        run = execute(kc, "open('../made.txt', 'w')")  # the project folder is read-only
+        assert run.content["ename"] == "PermissionError" and "/project is a read-only mount" in run.content["evalue"]
+        assert not (project / "made.txt").exists()
+        run = execute(kc, "open('../../x.txt')")
+        assert "goes above /project, the folder SandboxKernel.project_folder shows" in run.content["evalue"]
+    finally:
+        stop_kernel(km, kc)
+
+
+@pytest.mark.parametrize(
+    ("arguments", "expected"),
+    [
+        (
+            ["--SandboxKernel.working_folder=ro", "--SandboxKernel.project_folder=sub"],
+            "does not hold the working folder",
+        ),
+        (["--SandboxKernel.project_folder=.."], "needs working_folder 'ro' or 'rw'"),
+    ],
+)
+def test_a_project_folder_that_cannot_be_used_says_why(project, arguments, expected):
+    (project / "notebooks" / "sub").mkdir()
+    km, kc = start_in(project / "notebooks", arguments)
+    try:
+        run = execute(kc, "1")
+        assert run.content["ename"] == "SandboxSettingsError" and expected in run.content["evalue"], run.content
+    finally:
+        stop_kernel(km, kc)
+
+
+def test_the_guards_words_survive_a_notebook_that_replaces_os_functions(notebook_folder):
+    km, kc = start_in(notebook_folder, ["--SandboxKernel.working_folder=ro"])
+    try:
+        run = execute(kc, "import os\nos.getcwd = lambda: '/somewhere/else'\nos.fspath = os.fsdecode = str")
+        assert run.content["status"] == "ok", run.content
+        run = execute(kc, "open('missing.txt')")  # an ordinary miss: the working folder is a host folder
+        assert run.content["evalue"] == "[Errno 44] No such file or directory: 'missing.txt'", run.content
+        run = execute(kc, "open('../x.txt')")
+        assert run.content["ename"] == "PermissionError", run.content
+        assert run.content["evalue"].startswith("[Errno 13] '/x.txt' is not in the sandbox"), run.content
+        assert "goes above the working folder /work" in run.content["evalue"]
+        run = execute(kc, "open('data.csv', 'a')")
+        assert run.content["evalue"].startswith("[Errno 13] /work is a read-only mount"), run.content
+    finally:
+        stop_kernel(km, kc)

@@ -25,6 +25,7 @@ VALID_EVENTS = [
     {"type": "skill_call", "n": 2, "skill": "TimeSkill", "method": "now", "args": [1, "a"], "kwargs": {"k": None}},
     {"type": "load_packages", "n": 3, "imports": ["numpy"]},
     {"type": "pip_installed", "n": 4, "specs": ["six"], "index_urls": None},
+    {"type": "pip_uninstalled", "n": 5, "names": ["six"]},
 ]
 
 INVALID_EVENTS = [
@@ -53,6 +54,8 @@ INVALID_EVENTS = [
     ("pip specs not strings", {"type": "pip_installed", "n": 1, "specs": [{"x": SECRET}]}, "specs"),
     ("pip specs empty", {"type": "pip_installed", "n": 1, "specs": []}, "minItems"),
     ("too many specs", {"type": "pip_installed", "n": 1, "specs": ["a"] * 101}, "maxItems"),
+    ("uninstalled names empty", {"type": "pip_uninstalled", "n": 1, "names": []}, "minItems"),
+    ("uninstalled names not strings", {"type": "pip_uninstalled", "n": 1, "names": [{"x": SECRET}]}, "names"),
     (
         "skill name too long",
         {"type": "skill_call", "n": 1, "skill": "S" * 129, "method": "m", "args": [], "kwargs": {}},
@@ -137,6 +140,6 @@ def test_replies_are_checked_per_request(op, reply, ok):
 def test_every_request_type_has_a_service():
     from sandbox_kernel.protocol.dispatcher import REQUEST_TYPES, GuestServices
 
-    assert set(REQUEST_TYPES) == {"input_request", "skill_call", "load_packages", "pip_installed"}
+    assert set(REQUEST_TYPES) == {"input_request", "skill_call", "load_packages", "pip_installed", "pip_uninstalled"}
     for name in REQUEST_TYPES:
         assert callable(getattr(GuestServices, name))

@@ -110,3 +110,56 @@ def test_mount_limits_take_sizes_suffixes_and_tool_files(tmp_path):
     ]:
         with pytest.raises(mounts.MountError, match=re.escape(message)):
             mounts.parse_all([f"{tmp_path}:/out:rw"], tmp_path, {"/out": bad})
+
+
+def test_project_folder_holds_the_working_folder_in_its_place(tmp_path):
+    from sandbox_kernel.jupyter import settings
+
+    notebooks = tmp_path / "proj" / "notebooks"
+    notebooks.mkdir(parents=True)
+    chosen = settings.SandboxSettings(working_folder="rw", project_folder="..")
+    resolved = settings.resolve(chosen, notebooks, [])
+    assert resolved.problems == []
+    assert resolved.working_folder == "/project/notebooks"
+    assert [(m.guest, m.writable, m.host) for m in resolved.mounts] == [
+        ("/project", False, (tmp_path / "proj").resolve()),
+        ("/project/notebooks", True, notebooks.resolve()),
+    ]  # the outer one first: the worker mounts them in this order
+    assert settings.guest_config(chosen, resolved)["cwd"] == "/project/notebooks"
+    plain = settings.resolve(settings.SandboxSettings(working_folder="ro"), notebooks, [])
+    assert plain.working_folder == "/work" and [m.guest for m in plain.mounts] == ["/work"]
+    assert settings.resolve(settings.SandboxSettings(), notebooks, []).working_folder is None
+    # Other mounts still may not overlap it.
+    overlapping = settings.SandboxSettings(working_folder="ro", project_folder="..", mounts=[f"{tmp_path}:/project/x"])
+    assert "overlap" in settings.resolve(overlapping, notebooks, []).error
+
+
+@pytest.mark.parametrize(
+    ("working_folder", "project_folder", "message"),
+    [
+        ("ro", "notebooks", "which does not hold the working folder"),
+        ("ro", ".", "which does not hold the working folder"),
+        ("off", "..", "SandboxKernel.project_folder needs working_folder 'ro' or 'rw'"),
+        ("ro", "/", "your home folder or the root folder"),
+    ],
+)
+def test_a_project_folder_that_cannot_be_used_says_why(tmp_path, working_folder, project_folder, message):
+    from sandbox_kernel.jupyter import settings
+
+    (tmp_path / "notebooks").mkdir()
+    chosen = settings.SandboxSettings(working_folder=working_folder, project_folder=project_folder)
+    resolved = settings.resolve(chosen, tmp_path, [])
+    assert message in resolved.error, resolved.error
+    assert not any(m.guest == "/project" for m in resolved.mounts)
+
+
+def test_pip_replays_forget_what_pip_uninstall_removed():
+    from sandbox_kernel.jupyter.guest_services import PipReplays
+
+    replays = PipReplays()
+    replays.add(["Sbk_Demo==1.0", "six"], ["http://127.0.0.1:1/simple"])
+    replays.add(["sbk-demo"], None)
+    replays.forget(["sbk-demo"])
+    assert replays.installs == [{"specs": ["six"], "index_urls": ["http://127.0.0.1:1/simple"]}]
+    replays.forget(["six", "other"])
+    assert replays.installs == []

@@ -76,6 +76,7 @@ ffi.can_run_sync, ffi.run_sync = lambda: True, asyncio.run
 micropip = types.ModuleType("micropip")
 async def install(specs, **options): pass
 micropip.install = install
+micropip.uninstall = lambda name: None  # (nothing is removed: the probe's own environment stays as it is)
 sys.modules.update({"_sandbox_host": host, "pyodide": types.ModuleType("pyodide"), "pyodide.ffi": ffi,
                     "micropip": micropip})
 from sandbox_guest import _host, api, device, pkgs
@@ -96,6 +97,7 @@ for call in (
     lambda: asyncio.run(pkgs.load_packages({"imports": ["numpy"]})),
     lambda: pkgs.SETTINGS.update(allow_net=["pypi.org:443", "files.pythonhosted.org:443"]),
     lambda: pkgs.PipMagics(None).pip("install six"),
+    lambda: pkgs.PipMagics(None).pip("uninstall -y pip"),  # a distribution this Python has
 ):
     try:
         call()
@@ -124,9 +126,10 @@ def test_the_guest_serves_exactly_the_files_guest_ops(guest):
 
 
 def test_the_guest_sends_exactly_the_files_guest_events(guest):
-    """input(), a skill call, a package load, %pip install and output: each sends its event, by the file's name."""
+    """input(), a skill call, a package load, %pip install and uninstall and output: each sends its event, by the
+    file's name."""
     assert sorted(guest["emitted"]) == sorted(
-        ["iopub", "input_request", "skill_call", "load_packages", "load_packages", "pip_installed"]
+        ["iopub", "input_request", "skill_call", "load_packages", "load_packages", "pip_installed", "pip_uninstalled"]
     )  # %pip install asks for the package from Pyodide's lock file first
     assert set(guest["emitted"]) == names.GUEST_EVENTS
 

@@ -60,3 +60,5 @@ class Event:
     LOAD_PACKAGES: Final = "load_packages"
     # %pip install succeeded: the kernel replays it after a restart
     PIP_INSTALLED: Final = "pip_installed"
+    # %pip uninstall removed these projects: the kernel no longer installs them after a restart
+    PIP_UNINSTALLED: Final = "pip_uninstalled"

@@ -84,9 +84,10 @@ def boot() -> None:
     getpass.getpass = _getpass
     time.sleep = _host.sleep
     os.system = posix.system = _system
-    from . import processes
+    from . import adapt, processes
 
     processes.install()
+    adapt.install()
     _shell = make_shell()
     comms.install(_shell)
 
@@ -192,12 +193,7 @@ async def _execute(req: dict[str, Any]) -> dict[str, Any]:
     except Exception:
         transformed = code
         preprocessing_exc = sys.exc_info()
-    try:
-        await pkgs.load_for(transformed if preprocessing_exc is None else code)
-    except pkgs.PackageLoadError as exc:
-        shell.showtraceback()
-        error = shell.last_error or {"ename": type(exc).__name__, "evalue": str(exc), "traceback": []}
-        return {"status": "error", **error, "user_expressions": {}, "payload": []}
+    await pkgs.load_for(transformed if preprocessing_exc is None else code)  # what cannot be had fails at its import
     silent = bool(req.get("silent"))
     result = None
     try:

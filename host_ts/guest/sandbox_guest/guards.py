@@ -11,6 +11,7 @@ from __future__ import annotations
 import builtins
 import io
 import os
+import posix
 import sys
 import sysconfig
 from dataclasses import dataclass, field
@@ -21,6 +22,35 @@ from . import _host
 from .cleantb import CleanTraceback
 
 GUEST_WRITABLE = ("/tmp", "/home/pyodide")  # in memory, lost on restart
+
+# What the guards use of os, captured when the glue is imported (before any guest code runs): a notebook that
+# replaces os.getcwd, os.fspath or os.path.join must not change what the guards check or what their errors say.
+_getcwd = posix.getcwd
+_fspath = posix.fspath
+_listdir = posix.listdir
+_PathLike = os.PathLike
+_WRITE_FLAGS = os.O_WRONLY | os.O_RDWR
+_ENCODING = sys.getfilesystemencoding()
+
+
+def _text(path: Any) -> str:
+    """A str, bytes or path-like path as text (os.fsdecode, without os's replaceable functions)."""
+    path = _fspath(path)
+    return path.decode(_ENCODING, "surrogateescape") if isinstance(path, bytes) else path
+
+
+def _absolute(path: str) -> str:
+    """`path` against the real working folder, normalised (as os.path.normpath(os.path.join(os.getcwd(), path)))."""
+    if not path.startswith("/"):
+        path = f"{_getcwd()}/{path}"
+    parts: list[str] = []
+    for part in path.split("/"):
+        if part == "..":
+            if parts:
+                parts.pop()
+        elif part not in ("", "."):
+            parts.append(part)
+    return "/" + "/".join(parts)
 
 
 class PermissionError(CleanTraceback, builtins.PermissionError):
@@ -52,11 +82,13 @@ def roots_text() -> str:
 
 
 def _mount_of(path: str) -> dict[str, Any] | None:
+    """The mount that holds `path`: the innermost (the working folder inside project_folder's mount)."""
+    found = None
     for mount in LIMITS.mounts:
         root = mount["guest"]
-        if path == root or path.startswith(root + "/"):
-            return mount
-    return None
+        if (path == root or path.startswith(root + "/")) and (found is None or len(root) > len(found["guest"])):
+            found = mount
+    return found
 
 
 def _refuse(path: str, why: str) -> PermissionError:
@@ -67,9 +99,8 @@ def check_path(path: Any, writing: bool) -> None:
     """Raise a PermissionError that names the roots if `path` may not be used this way."""
     if isinstance(path, int):
         return
-    if isinstance(path, bytes):
-        path = os.fsdecode(path)
-    path = os.path.normpath(os.path.join(os.getcwd(), os.fspath(path)))
+    given = _text(path)
+    path = _absolute(given)
     mount = _mount_of(path)
     if mount is not None:
         if writing and not mount["writable"]:
@@ -77,7 +108,9 @@ def check_path(path: Any, writing: bool) -> None:
         return
     top = path.split("/")[1] if path != "/" else ""
     if top and LIMITS.own_roots and top not in LIMITS.own_roots:
-        raise _refuse(path, f"{path!r} is not in the sandbox: the host's files are not visible here")
+        why = f"{path!r} is not in the sandbox: the host's files are not visible here"
+        hint = above_hint(given)
+        raise _refuse(path, f"{why}. {hint}" if hint else why)
 
 
 _WRITE_EVENTS = {
@@ -89,23 +122,30 @@ _READ_EVENTS = {"os.listdir", "os.scandir"}
 
 
 def _audit(event: str, args: tuple[Any, ...]) -> None:
+    try:
+        _check_event(event, args)
+    except PermissionError:
+        raise
+    except Exception:
+        return  # nothing the guards can explain (e.g. the working folder was removed): Deno's permissions decide
+
+
+def _check_event(event: str, args: tuple[Any, ...]) -> None:
     if event == "open":
         path, mode, flags = args
         if path is None:
             return
-        writing = bool(mode and any(c in str(mode) for c in "wax+")) or bool(
-            flags and flags & (os.O_WRONLY | os.O_RDWR)
-        )
+        writing = bool(mode and any(c in str(mode) for c in "wax+")) or bool(flags and flags & _WRITE_FLAGS)
         check_path(path, writing)
     elif event in _WRITE_EVENTS:
         for arg in args[:2]:
-            if isinstance(arg, (str, bytes, os.PathLike)):
+            if isinstance(arg, (str, bytes, _PathLike)):
                 check_path(arg, True)
     elif event in _COPY_EVENTS and len(args) >= 2:
         for arg, writing in ((args[0], False), (args[1], True)):
-            if isinstance(arg, (str, bytes, os.PathLike)):
+            if isinstance(arg, (str, bytes, _PathLike)):
                 check_path(arg, writing)
-    elif event in _READ_EVENTS and args and isinstance(args[0], (str, bytes, os.PathLike)):
+    elif event in _READ_EVENTS and args and isinstance(args[0], (str, bytes, _PathLike)):
         check_path(args[0], False)
 
 
@@ -185,8 +225,8 @@ def _guard_open() -> None:
             raise FileNotFoundError(exc.errno, f"{exc.strerror}. {hint}", exc.filename) from None
         except builtins.OSError as exc:
             raise explained(exc) from None
-        if isinstance(file, (str, bytes, os.PathLike)) and any(c in mode for c in "wax+"):
-            path = os.path.normpath(os.path.join(os.getcwd(), os.fsdecode(os.fspath(file))))
+        if isinstance(file, (str, bytes, _PathLike)) and any(c in mode for c in "wax+"):
+            path = _absolute(_text(file))
             mount = _mount_of(path)
             if mount is not None and mount.get("limited"):
                 return ExplainedFile(handle)
@@ -230,15 +270,38 @@ def _guard_os() -> None:
 
 def missing_file_hint(file: Any) -> str | None:
     """For a relative path that is not there: where the sandbox looks, and how host files get in."""
-    if not isinstance(file, (str, os.PathLike)) or os.path.isabs(os.fspath(file)):
+    if not isinstance(file, (str, _PathLike)) or _text(file).startswith("/"):
         return None
-    cwd = os.getcwd()
+    cwd = _getcwd()
     if _mount_of(cwd) is not None:
-        return None  # the working folder is a host folder already (working_folder): an ordinary miss
+        return above_hint(file)  # None: in a host folder already (working_folder, mounts), an ordinary miss
     return (
         f"The sandbox's working folder is {cwd}, its own (host files are not there). To open files next to the "
         "notebook, set SandboxKernel.working_folder = 'ro' (or 'rw'); for other host folders, SandboxKernel.mounts "
         "= ['host_folder:/data'], then open('/data/...')"
+    )
+
+
+def above_hint(file: Any) -> str | None:
+    """For a relative path that climbs out of the working folder (a host folder) to where no mount is: how to show
+    the folders above it."""
+    if not isinstance(file, (str, _PathLike)) or _text(file).startswith("/"):
+        return None
+    cwd = _getcwd()
+    target = _absolute(_text(file))
+    if _mount_of(cwd) is None or _mount_of(target) is not None:
+        return None
+    outer = [m["guest"] for m in LIMITS.mounts if cwd.startswith(m["guest"] + "/")]
+    if outer:  # project_folder is set: the path climbs above it too
+        return (
+            f"The path goes above {min(outer, key=len)}, the folder SandboxKernel.project_folder shows: name a "
+            "folder higher up there (e.g. '../..'), or mount the folder with SandboxKernel.mounts"
+        )
+    return (
+        f"The path goes above the working folder {cwd}, and the sandbox shows nothing of the host there: to reach "
+        "the folder above the notebook's, set SandboxKernel.project_folder = '..' (mounted read-only at /project, "
+        "with the working folder in its own place inside it); for other host folders, SandboxKernel.mounts = "
+        "['host_folder:/data'], then open('/data/...')"
     )
 
 
@@ -299,7 +362,7 @@ def install(config: dict[str, Any]) -> None:
     LIMITS.memory_limit_mb = int(config.get("memory_limit_mb") or 0)
     # "share" (and the like) under sys.prefix: where wheels' data files (`*.data/data/share/...`) install.
     data_root = sysconfig.get_path("data").strip("/").split("/")[0]
-    LIMITS.own_roots = tuple(sorted({*os.listdir("/"), "tmp", "home", "lib", "dev", "proc", "share", data_root} - {""}))
+    LIMITS.own_roots = tuple(sorted({*_listdir("/"), "tmp", "home", "lib", "dev", "proc", "share", data_root} - {""}))
     if first:
         sys.addaudithook(_audit)
         _guard_open()

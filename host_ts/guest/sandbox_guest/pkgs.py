@@ -1,7 +1,8 @@
-"""Packages in the guest: Pyodide packages a cell imports, and `%pip install` through micropip."""
+"""Packages in the guest: Pyodide packages a cell imports, and `%pip` through micropip."""
 
 from __future__ import annotations
 
+import builtins
 import importlib.util
 import re
 import shlex
@@ -39,13 +40,64 @@ def missing_imports(source: str) -> list[str]:
     return sorted(top for top in tops if importlib.util.find_spec(top) is None)
 
 
+class ModuleNotFoundError(CleanTraceback, builtins.ModuleNotFoundError):
+    """The builtin ModuleNotFoundError (same name, caught the same), shown without the glue's frames."""
+
+
+UNAVAILABLE: dict[str, str] = {}  # top-level module -> why the host could not provide it
+
+
 async def load_for(source: str) -> None:
-    """Before a cell runs: have the host fetch the Pyodide packages it imports, then load them."""
+    """Before a cell runs: have the host fetch the Pyodide packages it imports, then load them.
+
+    A module that cannot be had fails only where it is imported, as under CPython (`try: import simplejson`
+    `except ImportError: import json` works; so does an import in a function never called): with a
+    ModuleNotFoundError that carries the reason (see `UnavailableFinder`).
+    """
     if not SETTINGS["auto_load"]:
         return
-    missing = missing_imports(source)
-    if missing:
+    missing = [name for name in missing_imports(source) if name not in UNAVAILABLE]  # asked once per sandbox
+    if not missing:
+        return
+    try:
         await load_packages({"imports": missing})
+    except PackageLoadError as exc:
+        if len(missing) == 1:
+            _unavailable(missing[0], str(exc))
+            return
+        for name in missing:  # one at a time: those that can be had are loaded
+            try:
+                await load_packages({"imports": [name]})
+            except PackageLoadError as one:
+                _unavailable(name, str(one))
+
+
+def _unavailable(name: str, reason: str) -> None:
+    UNAVAILABLE[name] = reason
+    if not any(isinstance(finder, UnavailableFinder) for finder in sys.meta_path):
+        sys.meta_path.append(UnavailableFinder())
+
+
+class UnavailableFinder:
+    """The last finder: an import statement (or import_module) of a module the host could not provide raises
+    ModuleNotFoundError with the host's reason; `importlib.util.find_spec` gets None, as under CPython."""
+
+    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> None:
+        __tracebackhide__ = True
+        reason = UNAVAILABLE.get(fullname)
+        if reason is None or not _importing():
+            return None
+        raise ModuleNotFoundError(f"No module named {fullname!r}: {reason}", name=fullname)
+
+
+def _importing() -> bool:
+    """Whether the import system's own search called this finder (not importlib.util.find_spec): the caller of
+    importlib._bootstrap._find_spec is then its _find_and_load_unlocked."""
+    try:
+        caller = sys._getframe(3)  # _importing <- find_spec <- _find_spec <- its caller
+    except ValueError:  # a shallower stack: not the import system
+        return False
+    return caller.f_code.co_name == "_find_and_load_unlocked"
 
 
 def _object(pairs: Any) -> Any:
@@ -175,19 +227,70 @@ async def pip_install(specs: list[str], index_urls: list[str] | None = None, pre
         raise PackageLoadError(untrusted or _pip_help_for(exc, index_urls)) from None
 
 
+def _warn(text: str) -> None:
+    print(text, file=sys.stderr)
+
+
+def _ask(question: str) -> str:
+    """pip's question before it removes anything, where the frontend answers prompts."""
+    from IPython.core.error import StdinNotImplementedError
+
+    from .pipcmds import PipUsageError
+
+    try:
+        return input(question)
+    except StdinNotImplementedError:
+        raise PipUsageError(
+            "%pip uninstall asks before it removes anything, but this frontend does not answer prompts: add -y"
+        ) from None
+
+
 @magics_class
 class PipMagics(Magics):
-    """`%pip install ...` runs micropip inside the sandbox (there is no pip process to start)."""
+    """`%pip install ...` runs micropip inside the sandbox (there is no pip process to start); `%pip list`, `show`
+    and `uninstall` answer from what the sandbox's Python has (pipcmds.py)."""
 
     @line_magic
     def pip(self, line: str) -> None:
         __tracebackhide__ = True
+        try:
+            self._pip(line)
+        except PackageLoadError as exc:
+            exc.message_only = True  # as pip says what failed: no traceback (it would show only the magic's line)
+            raise
+
+    def _inspect(self, command: str, args: list[str]) -> None:
+        """list, show, uninstall: pip's output (pipcmds.py); a line they cannot take is a UsageError."""
+        from IPython.core.error import UsageError
+
+        from . import pipcmds
+
+        try:
+            if command == "list":
+                print(pipcmds.pip_list(args), end="")
+            elif command == "show":
+                print(pipcmds.pip_show(args, _warn), end="")
+            else:
+                removed = pipcmds.pip_uninstall(args, _ask, lambda text: print(text, end=""), _warn)
+                if removed:  # not installed again after a restart
+                    reply = _host.request({"type": Event.PIP_UNINSTALLED, "names": removed})
+                    if isinstance(reply, dict) and "error" in reply:
+                        print(f"[{reply['error'].get('message')}]", file=sys.stderr)
+        except pipcmds.PipUsageError as exc:
+            raise UsageError(str(exc)) from None
+
+    def _pip(self, line: str) -> None:
+        __tracebackhide__ = True
         from pyodide.ffi import can_run_sync, run_sync
 
         words = shlex.split(line)
+        if words and words[0] in ("list", "show", "uninstall"):
+            self._inspect(words[0], words[1:])
+            return
         if not words or words[0] != "install":
             raise PackageLoadError(
-                "the sandbox supports `%pip install NAME[==VERSION] ... [--index-url URL] [--pre]` only"
+                "the sandbox supports `%pip install NAME[==VERSION] ... [--index-url URL] [--pre]`, "
+                "`%pip list`, `%pip show NAME` and `%pip uninstall [-y] NAME` only"
             )
         specs, index_urls, pre, args = [], [], False, iter(words[1:])
         for word in args:

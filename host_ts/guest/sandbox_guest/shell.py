@@ -7,6 +7,7 @@ import re
 import shlex
 import subprocess
 import sys
+import time
 from typing import TYPE_CHECKING, Any
 
 from IPython.core import error, page
@@ -16,7 +17,7 @@ from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 from IPython.utils.text import LSString, SList
 
 from . import _host
-from .cleantb import CleanTraceback
+from .cleantb import GLUE, CleanTraceback, without_frames
 from .display import BridgeDisplayHook, BridgeDisplayPublisher
 
 if TYPE_CHECKING:
@@ -46,6 +47,42 @@ SHELL_ALIASES = (
     ("ldir", "ls -F -l %l | grep /$"),
     ("lx", "ls -F -l %l | grep ^-..x"),
 )
+
+
+class _ElapsedTime:
+    """The `time` module as IPython's %time sees it: `time()` is `perf_counter()`.
+
+    %time takes the wall time as the difference of two `time.time()`; the sandbox's wall clock is JavaScript's
+    Date.now(), in 1 ms steps (time.get_clock_info('time').resolution says so), which printed `Wall time: 0 ns` or
+    `1e+03 µs`. perf_counter measures the same elapsed time in steps of well under a microsecond.
+    """
+
+    time = staticmethod(time.perf_counter)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(time, name)
+
+
+def _time_magic_uses_perf_counter() -> None:
+    from IPython.core.magics import execution
+
+    setattr(execution, "time", _ElapsedTime())  # noqa: B010  # the module the magics read `time.time` from
+
+
+def _find_script(name: str) -> str:
+    """IPython's file finder for %run, with the sandbox's hint when the path climbs above the working folder."""
+    from IPython.utils.path import get_py_filename
+
+    from .guards import above_hint
+
+    try:
+        found: str = get_py_filename(name)
+    except OSError as exc:
+        hint = above_hint(name)
+        if hint is None:
+            raise
+        raise OSError(f"{exc} {hint}") from None
+    return found
 
 
 def no_shell(what: str) -> ShellUnavailableError:
@@ -196,6 +233,18 @@ class SandboxShell(InteractiveShell):
         from .pkgs import PipMagics
 
         self.register_magics(PipMagics)
+        self._hint_run_misses()
+        _time_magic_uses_perf_counter()
+
+    def _hint_run_misses(self) -> None:
+        """`%run ../x.py` that misses above the working folder says how to show that folder (as open() does)."""
+        original = self.find_line_magic("run")
+
+        def run(parameter_s: str = "", runner: Any = None) -> Any:
+            return original(parameter_s, runner, file_finder=_find_script)
+
+        run.__doc__ = original.__doc__
+        self.register_magic_function(run, "line", "run")  # type: ignore[arg-type]  # IPython types it oddly
 
     # IPython registers some magics lazily (the script magics on first use), so a magic removed from the
     # table can come back: those that need a process, or a person at a prompt, are refused here by name.
@@ -239,6 +288,16 @@ class SandboxShell(InteractiveShell):
         That happens on the way out of `run_sync` (as in `%pip install`), where the error is then
         raised again in the cell and shown once by the shell; IPython's own hook would show it twice.
         """
+
+    def _get_exc_info(self, exc_tuple: Any = None) -> tuple[Any, Any, Any]:
+        """The exception to show, without the glue's frames (an error its open() or os wrappers raise shows the
+        user's line, as under ipykernel); also what %debug and sys.last_traceback get."""
+        etype, value, tb = super()._get_exc_info(exc_tuple)
+        kept = without_frames(tb, GLUE) or tb  # all the glue's: a bug in it, shown whole
+        if kept is not tb:
+            value = value.with_traceback(kept)
+            sys.last_traceback = kept
+        return etype, value, kept
 
     def _showtraceback(self, etype: type, evalue: BaseException, stb: list[str]) -> None:
         if self.interrupt_requested and issubclass(etype, asyncio.CancelledError):

@@ -50,6 +50,8 @@ class KernelSettings(TypedDict, total=False):
     """OS confinement of the sandbox process behind Deno's permissions (Linux): 'auto' uses every layer available and logs which; 'required' refuses to start when one of os_layers is missing; 'off' uses none."""
     packages: list[str]
     """Packages installed in the sandbox at every start, e.g. ['six', 'attrs==23.2']: resolved on the host (pip, or SandboxKernel.wheelhouse); pure-Python or Pyodide wheels only."""
+    project_folder: str | PathLike[str]
+    """A folder that holds the working folder, e.g. '..' (relative to the working folder): with working_folder 'ro' or 'rw', it is mounted read-only at /project and the working folder takes its own place inside it (a notebook in project/notebooks works in /project/notebooks), so that paths above the notebook's folder ('../data.csv', '%run ../tools.py') work. Never your home folder or /."""
     pyodide_index: str | PathLike[str]
     """Where Pyodide's compiled packages (numpy, ...) come from: an http(s) URL, a file:// URL or a local folder, each with its pyodide-lock.json (without one, Pyodide's own lock names the files). Default: the CDN of the pinned Pyodide version."""
     skill_approver: str | PathLike[str]

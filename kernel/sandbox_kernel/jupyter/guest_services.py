@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -45,6 +46,21 @@ class PipReplays:
             return False
         self.installs.append(install)
         return True
+
+    def forget(self, names: list[str]) -> None:
+        """%pip uninstall removed these projects: their specs are not installed again after a restart."""
+        gone = {_project(name) for name in names}
+        kept = []
+        for install in self.installs:
+            specs = [spec for spec in install["specs"] if _project(spec) not in gone]
+            if specs:
+                kept.append({**install, "specs": specs})
+        self.installs = kept
+
+
+def _project(requirement: str) -> str:
+    """A requirement's project name, canonical (`Six>=1.1` -> `six`)."""
+    return re.sub(r"[-_.]+", "-", re.split(r"[<>=!~\[;@ ]", requirement.strip(), maxsplit=1)[0]).lower()
 
 
 class GuestServiceDesk:
@@ -107,6 +123,10 @@ class GuestServiceDesk:
         except PackageError as exc:
             return error_answer("PackageError", str(exc))
         return {"value": names}
+
+    async def pip_uninstalled(self, event: dict[str, Any]) -> dict[str, Any]:
+        self.pip_replays.forget(list(event["names"]))
+        return {"value": True}
 
     async def pip_installed(self, event: dict[str, Any]) -> dict[str, Any]:
         if not self.pip_replays.add(event["specs"], event.get("index_urls")):

@@ -27,6 +27,7 @@ from sandbox_kernel.skills.calls import SkillService
 from sandbox_kernel.skills.gatekeeper import Gatekeeper, check_policy
 
 WORKING_FOLDER = "/work"  # where working_folder puts the kernel's folder in the guest
+PROJECT_FOLDER = "/project"  # where project_folder puts the folder above it
 
 
 class SandboxSettings(LoggingConfigurable):
@@ -161,6 +162,13 @@ class SandboxSettings(LoggingConfigurable):
         "to the notebook. 'off': the guest sees no host file unless `mounts` names it. Never your home folder or / "
         "(put the notebook in a project folder); secret folders in it (.ssh, .env, ...) stay hidden.",
     ).tag(config=True)
+    project_folder = Unicode(
+        "",
+        help="A folder that holds the working folder, e.g. '..' (relative to the working folder): with "
+        "working_folder 'ro' or 'rw', it is mounted read-only at /project and the working folder takes its own "
+        "place inside it (a notebook in project/notebooks works in /project/notebooks), so that paths above the "
+        "notebook's folder ('../data.csv', '%run ../tools.py') work. Never your home folder or /.",
+    ).tag(config=True)
     os_sandbox = Enum(
         MODES,
         "auto",
@@ -209,6 +217,7 @@ class Resolved:
     ca: tls_trust.CaTrust = field(default_factory=lambda: tls_trust.CaTrust(None, ""))  # what TLS trusts
     ca_note: str = ""  # for the kernel's log and kernel_info: what the sandbox's TLS trusts, and from where
     ca_warnings: list[str] = field(default_factory=list)  # the host's variables that could not be used
+    working_folder: str | None = None  # the guest's working folder (a mount), None: its own home
 
     @property
     def error(self) -> str:
@@ -226,10 +235,15 @@ def resolve(settings: SandboxSettings, cwd: Path, config_files: list[str]) -> Re
     """Check and resolve the settings once; nothing from a folder the guest may write is loaded."""
     problems: list[str] = []
     found: list[mounts.Mount] = []
+    guest_cwd, project, problem = working_place(settings, cwd)
+    if problem:
+        problems.append(problem)
     try:
-        found = mounts.parse_all(mount_specs(settings, cwd), cwd, dict(settings.mount_limits))
+        specs = mount_specs(settings, cwd, guest_cwd, project)
+        nested = (PROJECT_FOLDER, guest_cwd) if project is not None and guest_cwd is not None else None
+        found = mounts.parse_all(specs, cwd, dict(settings.mount_limits), nested)
     except mounts.MountError as exc:
-        problems.append(f"SandboxKernel.mounts, mount_limits or working_folder: {exc}")
+        problems.append(f"SandboxKernel.mounts, mount_limits, working_folder or project_folder: {exc}")
     # Before any skill is imported: nothing the kernel loads may lie where guest code can write.
     problems += host_place_problems(settings, found, cwd, config_files)
     try:
@@ -251,14 +265,64 @@ def resolve(settings: SandboxSettings, cwd: Path, config_files: list[str]) -> Re
     except tls_trust.CaBundleError as exc:
         problems.append(str(exc))
     note = ca.describe() if settings.allow_net else ""
-    return Resolved(found, skills, image_hosts, problems, ca, note, warnings)
+    return Resolved(
+        found, skills, image_hosts, problems, ca=ca, ca_note=note, ca_warnings=warnings, working_folder=guest_cwd
+    )
 
 
-def mount_specs(settings: SandboxSettings, cwd: Path) -> list[str]:
-    """`mounts`, and the kernel's working folder at WORKING_FOLDER when `working_folder` asks for it."""
+def working_place(settings: SandboxSettings, cwd: Path) -> tuple[str | None, Path | None, str | None]:
+    """The guest's working folder (None: its own home), the project folder to mount read-only at PROJECT_FOLDER
+    (None: none), and the problem with project_folder, if any."""
+    if settings.working_folder == "off":
+        if settings.project_folder:
+            return None, None, "SandboxKernel.project_folder needs working_folder 'ro' or 'rw' (it holds that folder)"
+        return None, None, None
+    if not settings.project_folder:
+        return WORKING_FOLDER, None, None
+    project = (cwd / Path(settings.project_folder).expanduser()).resolve()
+    here = cwd.resolve()
+    if project == here or not here.is_relative_to(project):
+        return (
+            WORKING_FOLDER,
+            None,
+            (
+                f"SandboxKernel.project_folder {settings.project_folder!r} is {str(project)!r}, which does not hold the "
+                f"working folder {str(here)!r}: name a folder above it, e.g. '..'"
+            ),
+        )
+    way_down = here.relative_to(project).as_posix()
+    if ":" in way_down:
+        return (
+            WORKING_FOLDER,
+            None,
+            (
+                f"SandboxKernel.project_folder: the way down to the working folder ({way_down!r}) has a ':', which a "
+                "mount cannot name; move the notebook, or mount the folders with SandboxKernel.mounts"
+            ),
+        )
+    if host_places.working_folder_problem(project):
+        return (
+            WORKING_FOLDER,
+            None,
+            (
+                f"SandboxKernel.project_folder {settings.project_folder!r} is {str(project)!r}, your home folder or the "
+                "root folder, which hold your keys and tool configuration: name the project's own folder (below your "
+                "home), or mount the folders the notebook needs with SandboxKernel.mounts"
+            ),
+        )
+    return f"{PROJECT_FOLDER}/{way_down}", project, None
+
+
+def mount_specs(
+    settings: SandboxSettings, cwd: Path, guest_cwd: str | None = WORKING_FOLDER, project: Path | None = None
+) -> list[str]:
+    """`mounts`, the project folder read-only at PROJECT_FOLDER (`project_folder`), and the kernel's working
+    folder at `guest_cwd` when `working_folder` asks for it."""
     specs = list(settings.mounts)
-    if settings.working_folder != "off":
-        specs.append(f"{cwd}:{WORKING_FOLDER}:{settings.working_folder}")
+    if project is not None:
+        specs.append(f"{project}:{PROJECT_FOLDER}:ro")
+    if settings.working_folder != "off" and guest_cwd is not None:
+        specs.append(f"{cwd}:{guest_cwd}:{settings.working_folder}")
     return specs
 
 
@@ -332,5 +396,5 @@ def guest_config(settings: SandboxSettings, resolved: Resolved) -> dict[str, Any
         "allow_net": list(settings.allow_net),
         "memory_limit_mb": settings.memory_limit_mb,
         "auto_load_packages": settings.auto_load_packages,
-        "cwd": WORKING_FOLDER if settings.working_folder != "off" else None,
+        "cwd": resolved.working_folder,
     }

@@ -43,6 +43,8 @@ class GuestServices(Protocol):
 
     async def pip_installed(self, event: dict[str, Any]) -> dict[str, Any]: ...
 
+    async def pip_uninstalled(self, event: dict[str, Any]) -> dict[str, Any]: ...
+
     def skill_calls_refused(self, reason: str, calls: dict[str, int], unnamed: int) -> None:
         """Record skill calls refused before any handler saw them (`calls`: count per Skill.method, `unnamed`:
         those past the first NAMED_REFUSALS names)."""

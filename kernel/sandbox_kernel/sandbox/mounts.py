@@ -97,7 +97,14 @@ def escaping_symlinks(mount: Mount) -> list[str]:
     return found
 
 
-def parse_all(specs: list[str], base: Path, limits: dict[str, dict[str, Any]] | None = None) -> list[Mount]:
+def parse_all(
+    specs: list[str],
+    base: Path,
+    limits: dict[str, dict[str, Any]] | None = None,
+    nested: tuple[str, str] | None = None,
+) -> list[Mount]:
+    """Every mount, checked; guest paths may not overlap, except `nested`: (outer, inner) guest paths, the
+    working folder at its own place inside the project folder (`project_folder`)."""
     mounts = [parse(spec, base, limits) for spec in specs]
     for mount in mounts:
         links = escaping_symlinks(mount)
@@ -109,6 +116,8 @@ def parse_all(specs: list[str], base: Path, limits: dict[str, dict[str, Any]] | 
     guests = [PurePosixPath(m.guest) for m in mounts]
     for i, a in enumerate(guests):
         for b in guests[i + 1 :]:
+            if nested is not None and {str(a), str(b)} == set(nested) and a != b:
+                continue
             if a == b or a.is_relative_to(b) or b.is_relative_to(a):
                 raise MountError(f"mounts {str(a)!r} and {str(b)!r} overlap; guest paths must be separate")
     for name in limits or {}:

@@ -63,9 +63,9 @@ def test_a_host_path_is_not_in_the_sandbox(limits):
 
 
 def test_relative_paths_are_judged_from_the_working_folder(limits, monkeypatch):
-    monkeypatch.setattr(os, "getcwd", lambda: "/data/sub")
+    monkeypatch.setattr(guards, "_getcwd", lambda: "/data/sub")
     assert refused("x.txt", writing=True) == f"/data/sub/x.txt: /data is a read-only mount. {ROOTS}"
-    monkeypatch.setattr(os, "getcwd", lambda: "/home/pyodide")
+    monkeypatch.setattr(guards, "_getcwd", lambda: "/home/pyodide")
     guards.check_path("x.txt", True)
 
 
@@ -198,7 +198,7 @@ def test_guard_os_wraps_the_functions_that_change_files(host, monkeypatch):
 
 
 def test_missing_file_hint(limits, monkeypatch):
-    monkeypatch.setattr(os, "getcwd", lambda: "/home/pyodide")
+    monkeypatch.setattr(guards, "_getcwd", lambda: "/home/pyodide")
     hint = guards.missing_file_hint("data.csv")
     assert hint is not None
     assert hint.startswith("The sandbox's working folder is /home/pyodide, its own (host files are not there).")
@@ -208,8 +208,53 @@ def test_missing_file_hint(limits, monkeypatch):
     assert guards.missing_file_hint("/home/pyodide/data.csv") is None  # absolute: an ordinary miss
     assert guards.missing_file_hint(b"data.csv") is None
     assert guards.missing_file_hint(3) is None
-    monkeypatch.setattr(os, "getcwd", lambda: "/work/notebooks")  # the working folder is a host folder
+    monkeypatch.setattr(guards, "_getcwd", lambda: "/work/notebooks")  # the working folder is a host folder
     assert guards.missing_file_hint("data.csv") is None
+
+
+def test_a_path_above_the_working_folder_says_how_to_show_it(limits, monkeypatch):
+    monkeypatch.setattr(guards, "_getcwd", lambda: "/work")  # working_folder: a host folder
+    hint = guards.missing_file_hint("../data.txt")
+    assert hint is not None and hint.startswith("The path goes above the working folder /work")
+    assert "SandboxKernel.project_folder = '..'" in hint
+    assert guards.missing_file_hint("sub/../data.txt") is None  # still inside: an ordinary miss
+    assert guards.missing_file_hint("../data/x.csv") is None  # in another mount
+    with pytest.raises(PermissionError, match=r"'/data.txt' is not in the sandbox.*project_folder = '\.\.'"):
+        guards.check_path("../data.txt", False)
+    with pytest.raises(PermissionError, match="not in the sandbox") as refused:
+        guards.check_path("/data.txt", False)  # absolute: no word about the working folder
+    assert "project_folder" not in str(refused.value)
+    limits.mounts = [{"guest": "/project", "writable": False}, {"guest": "/project/nb", "writable": True}]
+    monkeypatch.setattr(guards, "_getcwd", lambda: "/project/nb")
+    assert guards._mount_of("/project/nb/x")["writable"] is True  # the innermost mount
+    assert guards.missing_file_hint("../data.txt") is None  # in the project folder
+    hint = guards.missing_file_hint("../../data.txt")
+    assert hint is not None and hint.startswith("The path goes above /project, the folder SandboxKernel.project_folder")
+
+
+def test_the_guards_do_not_use_what_guest_code_replaces(limits, monkeypatch):
+    """A notebook that replaces os functions changes neither the guards' checks nor their words."""
+    monkeypatch.setattr(guards, "_getcwd", lambda: "/home/pyodide")  # the real working folder
+
+    def broken(*args, **kwargs):
+        raise ZeroDivisionError
+
+    for name in ("getcwd", "fspath", "fsdecode", "listdir"):
+        monkeypatch.setattr(os, name, broken)
+    for name in ("join", "normpath", "isabs", "abspath"):
+        monkeypatch.setattr(os.path, name, broken)
+    with pytest.raises(PermissionError, match=r"^\[Errno 13\] '/etc/passwd' is not in the sandbox"):
+        guards.check_path(b"/etc/../etc/passwd", False)
+    hint = guards.missing_file_hint("data.csv")
+    assert hint is not None and hint.startswith("The sandbox's working folder is /home/pyodide, its own")
+    guards._audit("open", ("/tmp/x", "r", 0))  # allowed: no error
+
+
+def test_an_error_inside_the_guards_does_not_escape_the_audit_hook(limits, monkeypatch):
+    monkeypatch.setattr(guards, "_getcwd", lambda: 1 / 0)  # e.g. the working folder was removed
+    guards._audit("open", ("relative.txt", "r", 0))  # Deno's permissions still decide; nothing raised here
+    with pytest.raises(PermissionError):
+        guards._audit("open", ("/etc/passwd", "r", 0))  # an absolute path needs no working folder
 
 
 @pytest.fixture

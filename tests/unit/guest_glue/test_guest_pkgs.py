@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import importlib
 import importlib.util
+import sys
 
 import pytest
 from sandbox_guest import pkgs
@@ -37,6 +39,33 @@ def test_load_for_asks_the_host_for_missing_imports_only(host, fake_pyodide, set
     settings["auto_load"] = False  # SandboxKernel.auto_load_packages = False
     asyncio.run(pkgs.load_for("import sbk_absent"))
     assert len(host.events()) == 1
+
+
+@pytest.fixture
+def unavailable(monkeypatch):
+    monkeypatch.setattr(pkgs, "UNAVAILABLE", {})
+    yield pkgs.UNAVAILABLE
+    sys.meta_path[:] = [f for f in sys.meta_path if not isinstance(f, pkgs.UnavailableFinder)]
+
+
+def test_an_import_the_host_cannot_provide_fails_where_it_runs_with_the_reason(
+    host, fake_pyodide, settings, unavailable
+):
+    """A batch that fails is asked again one import at a time: what can be had is loaded, the rest fails later."""
+    refusal = {"error": {"type": "PackageError", "message": "could not be fetched (offline)"}}
+    host.answers = [refusal, {"value": []}, refusal]
+    asyncio.run(pkgs.load_for("import sbk_fine\ndef later():\n    import sbk_offline"))  # no exception here
+    assert [e["imports"] for e in host.events()] == [["sbk_fine", "sbk_offline"], ["sbk_fine"], ["sbk_offline"]]
+    assert unavailable == {"sbk_offline": "could not be fetched (offline)"}
+    with pytest.raises(ModuleNotFoundError, match=r"^No module named 'sbk_offline': could not be fetched") as caught:
+        import sbk_offline  # noqa: F401
+    assert caught.value.name == "sbk_offline"
+    with pytest.raises(ImportError, match="could not be fetched"):
+        importlib.import_module("sbk_offline")
+    assert importlib.util.find_spec("sbk_offline") is None  # as under CPython: a check, not an import
+    asyncio.run(pkgs.load_for("import sbk_offline"))
+    assert len(host.events()) == 3  # not asked again
+    assert sum(isinstance(f, pkgs.UnavailableFinder) for f in sys.meta_path) == 1
 
 
 def test_loaded_packages_are_loaded_with_pyodide_and_say_so(host, fake_pyodide, settings, capsys):
@@ -179,8 +208,8 @@ def test_pip_magic_records_the_install_and_shows_a_refusal_to_replay_it(pip, hos
 @pytest.mark.parametrize(
     ("line", "message"),
     [
-        ("", r"supports `%pip install NAME\[==VERSION\] ... \[--index-url URL\] \[--pre\]` only"),
-        ("uninstall x", "supports `%pip install"),
+        ("", r"supports `%pip install NAME\[==VERSION\] ... \[--index-url URL\] \[--pre\]`, `%pip list`"),
+        ("freeze", "`%pip show NAME` and `%pip uninstall \\[-y\\] NAME` only"),
         ("install", "name at least one package"),
         ("install -q", "name at least one package"),
         ("install x --user", "option '--user' is not supported here"),
