@@ -1,6 +1,6 @@
 """Benchmarks of sandbox-kernel side by side with ipykernel's python3 kernel, in one run.
 
-Usage: python bench/run.py [--trials N] [--calls N] [--lines N] [--scale N ...] [--only checkpoint|files] [--output bench/RESULTS.md]
+Usage: python bench/run.py [--trials N] [--calls N] [--lines N] [--scale N ...] [--only checkpoint|files|firsts|shell] [--output bench/RESULTS.md]
 Prints a markdown table (medians and p90s, memory as PSS, ratio to ipykernel) and writes it to RESULTS.md.
 """
 
@@ -446,11 +446,69 @@ def shell_rows(trials: int) -> list[Row]:
     return rows
 
 
+FIRSTS_HEADING = "## The first requests of a kernel"
+
+
+def timed_error(kc: BlockingKernelClient, code: str) -> float:
+    """Seconds from execute_request to idle of a cell that must raise."""
+    t0 = time.perf_counter()
+    reply = run(kc, code)
+    assert reply["status"] == "error", reply
+    return time.perf_counter() - t0
+
+
+def first_rows(trials: int) -> list[Row]:
+    """What a user meets first in a new kernel: Tab on a module a cell imports but has not run, the first
+    exception, and (ours) the first cell after a crash restart into the spare (issue 26)."""
+
+    def first(kernel: str) -> tuple[float, float, float]:
+        km, kc = start(kernel)
+        try:
+            run(kc, "pass")  # up: what follows is the request itself
+            t0 = time.perf_counter()
+            reply = reply_to(kc, kc.complete("import os\nos.pa", 15), timeout=60)
+            tab = time.perf_counter() - t0
+            assert any(m.endswith("path") for m in reply["matches"]), reply
+            error = timed_error(kc, "undefined_name")
+            later = timed_error(kc, "undefined_name")
+            return tab, error, later
+        finally:
+            stop(km, kc)
+
+    ours = [first(OURS) for _ in range(trials)]
+    ref = [first(REFERENCE) for _ in range(trials)]
+
+    def median(values: list[tuple[float, float, float]], i: int, scale: float = 1000) -> float:
+        return scale * statistics.median(v[i] for v in values)
+
+    def after_restart() -> float:
+        km, kc = start(OURS, ["--SandboxKernel.cell_timeout=5", "--SandboxKernel.interrupt_grace=1"])
+        try:
+            run(kc, "pass")
+            run(kc, "import js\njs.eval('while (true) {}')")  # timed out: a restart into the warm spare
+            time.sleep(3)  # the next spare may start; what is timed is the first cell of the restarted sandbox
+            return timed_error(kc, "undefined_name")
+        finally:
+            stop(km, kc)
+
+    restart = 1000 * median_of(trials, after_restart)
+    return [
+        Row("Tab on a module the cell imports but has not run (`import os` / `os.pa`)", "ms",
+            median(ours, 0), median(ref, 0), "after the first cell; JupyterLab's limit: 1000 ms"),
+        Row("first exception in a new kernel (`undefined_name`)", "ms", median(ours, 1), median(ref, 1),
+            "execute to idle"),
+        Row("the same exception again", "ms", median(ours, 2), median(ref, 2), "compare with the row above"),
+        Row("first exception after a restart into the spare", "ms", restart, None,
+            "ipykernel has no spare; compare with the rows above"),
+    ]  # fmt: skip
+
+
 # ---- report --------------------------------------------------------------------------------
 
 SECTIONS: dict[str, tuple[str, Callable[[int], list[Row]]]] = {
     "checkpoint": (CHECKPOINT_HEADING, checkpoint_rows),
     "files": (FILES_HEADING, file_rows),
+    "firsts": (FIRSTS_HEADING, first_rows),
     "shell": (SHELL_HEADING, shell_rows),
 }
 
