@@ -144,6 +144,7 @@ def test_tqdm_auto_draws_a_widget_bar_that_finishes(widgets):
     _, kc = widgets
     run = execute(kc, "from tqdm.auto import tqdm\nfor i in tqdm(range(40)): pass")
     assert run.content["status"] == "ok"
+    assert run.stream("stderr") == ""  # no IProgress or monitor-thread warnings
     progress = opened(run, "FloatProgressModel")
     assert progress, "tqdm.auto drew no widget bar"
     updates = [c["data"]["state"] for c in run.of_type("comm_msg") if c["comm_id"] == progress[0]["comm_id"]]

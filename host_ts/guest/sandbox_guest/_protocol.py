@@ -45,6 +45,8 @@ class Op:
     RESTORE: Final = "restore"
     # a frontend's comm_open, comm_msg or comm_close, for the guest's comm manager (widgets)
     COMM: Final = "comm"
+    # run the traceback, display and completion paths once: a spare, before it takes a cell
+    WARM: Final = "warm"
 
 
 class Event:

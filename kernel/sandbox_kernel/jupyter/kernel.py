@@ -91,7 +91,7 @@ class SandboxKernel(SandboxSettings, Kernel):
         auto = self.spare_sandbox == "auto"
         from_start = self.spare_sandbox is True or (auto and bool(self.cell_timeout))
         launch = self.sandbox_launch or self._launcher.launch
-        self._pool = SandboxPool(launch, self._prepare, from_start, self.log, spare_after_restart=auto)
+        self._pool = SandboxPool(launch, self._prepare, from_start, self.log, spare_after_restart=auto, warm=self._warm)
         self._widgets = WidgetGuard(sanitizer, frozenset(self.widget_modules))
         self._channels = KernelChannels(
             self, sanitizer, self._settings.skills, self._pip_replays, lambda: self._launcher.pyodide_index,
@@ -147,6 +147,10 @@ class SandboxKernel(SandboxSettings, Kernel):
         """A started sandbox learns its limits (to explain them), before it takes any cell."""
         config = settings.guest_config(self, self._settings)
         await self._runner.background_request(sandbox, "configure", config, SIMPLE_REQUEST_TIMEOUT)
+
+    async def _warm(self, sandbox: SandboxProcess) -> None:
+        """A spare runs its traceback, display and completion paths once while it waits (see api.warm_process)."""
+        await self._runner.background_request(sandbox, "warm", {}, SIMPLE_REQUEST_TIMEOUT)
 
     async def _prepare(self, sandbox: SandboxProcess) -> None:
         """Before a sandbox becomes current: the comms of the one before are gone; %pip installs are replayed."""

@@ -30,9 +30,16 @@ class SandboxPool:
     """Owns every sandbox process of a kernel; the kernel asks it for the current one."""
 
     def __init__(
-        self, launch: Launch, prepare: Prepare, keep_spare: bool, log: logging.Logger, spare_after_restart: bool = False
+        self,
+        launch: Launch,
+        prepare: Prepare,
+        keep_spare: bool,
+        log: logging.Logger,
+        spare_after_restart: bool = False,
+        warm: Prepare | None = None,
     ) -> None:
         self._launch = launch
+        self._warm = warm  # run on a spare while it waits, so that its first cell is as quick as later ones
         self._prepare = prepare  # run on a sandbox before it becomes current (e.g. %pip replays)
         self.keep_spare = keep_spare  # a pre-warmed spare beside the current sandbox
         self.spare_after_restart = spare_after_restart  # keep one from the first restart on
@@ -51,8 +58,17 @@ class SandboxPool:
     def start_spare(self) -> None:
         """Launch the spare, if the policy keeps one and there is none."""
         if self.keep_spare and self._spare is None:
-            self._spare = asyncio.get_running_loop().create_task(self._launch())
+            self._spare = asyncio.get_running_loop().create_task(self._launch_spare())
             self._spare.add_done_callback(_quiet)
+
+    async def _launch_spare(self) -> SandboxProcess:
+        sandbox = await self._launch()
+        if self._warm is not None:
+            try:
+                await self._warm(sandbox)
+            except Exception as exc:  # a cold spare still serves: its first cell is only slower
+                self.log.warning("warming the spare sandbox failed: %r", exc)
+        return sandbox
 
     async def _promote(self, spare_now: bool) -> SandboxProcess:
         spare, self._spare = self._spare, None
