@@ -48,6 +48,9 @@ def test_a_requirement_and_its_dependencies_come_from_the_wheelhouse_into_the_sa
     assert sorted(w.name for w in wheels) == ["sbk_app-1.0-py3-none-any.whl", "sbk_dep-1.2-py3-none-any.whl"]
     assert all(w.parent.parent == house.folder and w.is_file() for w in wheels)
     assert house.folder.parent == cache / "pip-wheelhouse"  # a folder made for this, not the wheelhouse
+    # another way of asking for them gives the same copies: the folder never holds more than the wheelhouse has
+    assert ask(house, "sbk-app>=1", "sbk-dep")["value"] == answer["value"]
+    assert sorted(p.name for p in house.folder.rglob("*") if p.is_file()) == sorted(w.name for w in wheels)
 
 
 def test_the_same_request_is_served_from_the_cache_until_the_wheelhouse_changes(house, monkeypatch):
@@ -75,7 +78,7 @@ def test_a_name_the_wheelhouse_lacks_says_which_wheelhouse_and_which_setting(hou
 def test_a_native_wheel_in_the_wheelhouse_is_not_given_to_the_sandbox(house):
     error = ask(house, "sbk-native")["error"]
     assert error["type"] == "PackageError" and "sbk-native" in error["message"]
-    assert not list(house.folder.rglob("*.whl"))
+    assert not list(house.folder.rglob("*"))  # nothing of it reaches the sandbox's folder
 
 
 HOSTILE = [

@@ -1,7 +1,7 @@
 """`%pip install` from `SandboxKernel.wheelhouse`: the guest's requirements resolved on the host (pip, offline,
 from the wheelhouse only) into a folder made for them, which the sandbox may read; the guest installs the wheels.
 
-The wheelhouse itself stays out of the sandbox's reach. The requirements come from guest code (hostile): each is
+The wheelhouse itself stays out of the sandbox's reach; its folder holds at most one copy of each wheel. The requirements come from guest code (hostile): each is
 checked as `SandboxKernel.packages` entries are (`checks.pip_requirement`) before pip sees it.
 """
 
@@ -16,10 +16,13 @@ import tempfile
 from pathlib import Path
 
 from sandbox_kernel import paths
-from sandbox_kernel.packages.checks import PackageError, pip_requirement
-from sandbox_kernel.packages.index import _finish, guest_platform, pip_download
+from sandbox_kernel.packages.checks import PackageError, _wheel_problem, pip_requirement
+from sandbox_kernel.packages.index import guest_platform, pip_download
 
 WHERE = "%pip install"
+
+
+MAX_REMEMBERED = 256  # resolved requests a kernel remembers (a guest asking for ever more is bounded)
 
 
 def _listing(wheelhouse: Path) -> list[tuple[str, int, int]]:
@@ -32,15 +35,37 @@ def _listing(wheelhouse: Path) -> list[tuple[str, int, int]]:
     return sorted(found)
 
 
+def _place(staging: Path, target: Path) -> list[Path]:
+    """Check that pip's download holds only guest wheels, then move them into `target` (one file per wheel name:
+    what the sandbox may read never grows beyond one copy of the wheelhouse, however often the guest asks)."""
+    problems = [p for p in map(_wheel_problem, staging.iterdir()) if p]
+    try:
+        if problems:
+            raise PackageError(
+                f"{WHERE} from SandboxKernel.wheelhouse: {', '.join(problems)}; the sandbox needs pure-Python or "
+                "Pyodide wheels"
+            )
+        target.mkdir(parents=True, exist_ok=True)
+        placed = []
+        for wheel in sorted(staging.glob("*.whl")):
+            os.replace(wheel, target / wheel.name)  # the same name from the same wheelhouse: the same file
+            placed.append(target / wheel.name)
+        return placed
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
 class PipWheelhouse:
-    """Wheels for `%pip install` from one wheelhouse, for the guest's Pyodide ABI, cached per request under
-    `folder` (the one place of this the sandbox reads)."""
+    """Wheels for `%pip install` from one wheelhouse, for the guest's Pyodide ABI, copied under `folder` (the one
+    place of this the sandbox reads); what a requirement resolved to is remembered while the wheelhouse is
+    unchanged."""
 
     def __init__(self, wheelhouse: Path, abi_version: str) -> None:
         self.wheelhouse = Path(os.path.abspath(wheelhouse))
         self.abi_version = abi_version
         digest = hashlib.sha256(f"{self.wheelhouse}\0{abi_version}".encode()).hexdigest()[:16]
         self.folder = paths.cache_dir() / "pip-wheelhouse" / digest
+        self._resolved: dict[str, list[Path]] = {}
 
     def prepare(self) -> None:
         """The folder exists before the sandbox starts (its read permission names it)."""
@@ -56,10 +81,11 @@ class PipWheelhouse:
         """The wheels of `specs` (checked) and of their dependencies, from the wheelhouse only."""
         specs = self.checked(specs)
         listing = await asyncio.to_thread(_listing, self.wheelhouse)
-        request = {"specs": sorted(specs), "wheelhouse": listing}
-        target = self.folder / hashlib.sha256(json.dumps(request).encode()).hexdigest()[:16]
-        if (target / ".complete").is_file():
-            return sorted(target.glob("*.whl"))
+        target = self.folder / hashlib.sha256(json.dumps(listing).encode()).hexdigest()[:16]
+        key = json.dumps([sorted(specs), str(target)])
+        known = self._resolved.get(key)
+        if known and all(await asyncio.to_thread(lambda: [w.is_file() for w in known])):
+            return known
         await asyncio.to_thread(self.prepare)
         staging = Path(tempfile.mkdtemp(prefix=".download-", dir=self.folder))
         code, out = await pip_download(specs, self.wheelhouse, staging, self.abi_version)
@@ -71,4 +97,8 @@ class PipWheelhouse:
                 "dependencies: add their wheels to that folder, or set SandboxKernel.wheelhouse to a folder that has "
                 f"them.\npip said: {out.strip()[-1500:]}"
             )
-        return await asyncio.to_thread(_finish, staging, target, f"{WHERE} from SandboxKernel.wheelhouse")
+        wheels = await asyncio.to_thread(_place, staging, target)
+        if len(self._resolved) >= MAX_REMEMBERED:
+            self._resolved.clear()
+        self._resolved[key] = wheels
+        return wheels
