@@ -109,6 +109,14 @@ def test_a_hostile_name_is_refused_before_pip_runs(house, monkeypatch, spec):
     assert ran == []  # pip never saw it, nor the good name beside it
 
 
+def test_a_wheelhouse_gone_since_the_start_is_named(house, tmp_path):
+    house.wheelhouse = tmp_path / "gone"
+    assert ask(house, "sbk-app")["error"]["message"] == (
+        f"%pip install: SandboxKernel.wheelhouse ({tmp_path / 'gone'}) cannot be read (No such file or directory): "
+        "set it to a folder of wheels"
+    )
+
+
 def test_without_a_wheelhouse_the_request_is_refused():
     assert ask(None, "sbk-app")["error"] == {
         "type": "PackageError", "message": "SandboxKernel.wheelhouse is not set", "exception": ""

@@ -80,7 +80,13 @@ class PipWheelhouse:
     async def wheels(self, specs: list[str]) -> list[Path]:
         """The wheels of `specs` (checked) and of their dependencies, from the wheelhouse only."""
         specs = self.checked(specs)
-        listing = await asyncio.to_thread(_listing, self.wheelhouse)
+        try:
+            listing = await asyncio.to_thread(_listing, self.wheelhouse)
+        except OSError as exc:
+            raise PackageError(
+                f"{WHERE}: SandboxKernel.wheelhouse ({self.wheelhouse}) cannot be read ({exc.strerror or exc}): set it "
+                "to a folder of wheels"
+            ) from None
         target = self.folder / hashlib.sha256(json.dumps(listing).encode()).hexdigest()[:16]
         key = json.dumps([sorted(specs), str(target)])
         known = self._resolved.get(key)
