@@ -21,12 +21,20 @@ from sandbox_kernel import paths
 from sandbox_kernel.sandbox import provision
 
 
-def make_wheel(folder: Path, name: str, version: str = "1.0", tag: str = "py3-none-any", body: str = "") -> Path:
-    """A minimal wheel whose module `name` has VALUE = '<name> <version>'."""
+def make_wheel(
+    folder: Path,
+    name: str,
+    version: str = "1.0",
+    tag: str = "py3-none-any",
+    body: str = "",
+    requires: tuple[str, ...] = (),
+) -> Path:
+    """A minimal wheel whose module `name` has VALUE = '<name> <version>' (and the dependencies `requires`)."""
     dist = f"{name}-{version}"
+    needs = "".join(f"Requires-Dist: {r}\n" for r in requires)
     files = {
         f"{name}/__init__.py": body or f"VALUE = '{name} {version}'\n",
-        f"{dist}.dist-info/METADATA": f"Metadata-Version: 2.1\nName: {name.replace('_', '-')}\nVersion: {version}\n",
+        f"{dist}.dist-info/METADATA": f"Metadata-Version: 2.1\nName: {name.replace('_', '-')}\nVersion: {version}\n{needs}",
         f"{dist}.dist-info/WHEEL": f"Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: {tag}\n",
     }
     record = []
@@ -103,6 +111,8 @@ class HostileIndex:
 def wheelhouse(tmp_path_factory) -> Path:
     folder = tmp_path_factory.mktemp("wheelhouse")
     make_wheel(folder, "sbk_demo")
+    make_wheel(folder, "sbk_app", requires=("sbk-dep>=1",))  # for %pip install: a dependency comes too
+    make_wheel(folder, "sbk_dep")
     return folder
 
 
@@ -116,6 +126,47 @@ def test_packages_from_a_wheelhouse_are_there_at_start_and_after_a_restart(wheel
         stop_kernel(km, kc)
     cached = list((paths.cache_dir() / "packages").glob("*/sbk_demo-1.0-py3-none-any.whl"))
     assert cached, "the resolved wheel is cached on the host"
+
+
+READ_HOST_FILE = """import js
+try:
+    await js.Deno.readFile({path!r})
+    print("read")
+except Exception as e:
+    print("refused" if "NotCapable" in str(e) else repr(e))"""
+
+
+def test_pip_install_from_the_wheelhouse_without_network_and_again_after_a_restart(wheelhouse):
+    km, kc = start_kernel([f"--SandboxKernel.wheelhouse={wheelhouse}"])
+    try:
+        run = execute(kc, "%pip install sbk-demo sbk-app", timeout=120)
+        assert run.content["status"] == "ok", run.content
+        assert "Installed sbk-demo, sbk-app in the sandbox (SandboxKernel.wheelhouse)" in run.stream()
+        both = "import sbk_demo, sbk_app, sbk_dep\n(sbk_demo.VALUE, sbk_app.VALUE, sbk_dep.VALUE)"
+        assert value(execute(kc, both)) == "('sbk_demo 1.0', 'sbk_app 1.0', 'sbk_dep 1.0')"
+        listed = execute(kc, "%pip list --format freeze").stream()
+        assert {"sbk-app==1.0", "sbk-dep==1.0", "sbk-demo==1.0"} <= set(listed.split()), listed
+        # the sandbox reads the copies resolved for it, never the wheelhouse itself
+        wheel = wheelhouse / "sbk_demo-1.0-py3-none-any.whl"
+        assert execute(kc, READ_HOST_FILE.format(path=str(wheel))).stream() == "refused\n"
+        assert execute(kc, "import js; js.Deno.exit(0)", timeout=60).content["ename"] == "SandboxRestarted"
+        assert value(execute(kc, both, timeout=120)) == "('sbk_demo 1.0', 'sbk_app 1.0', 'sbk_dep 1.0')"  # replayed
+
+        run = execute(kc, "%pip install sbk-absent", timeout=120)
+        assert run.content["ename"] == "PackageLoadError", run.content
+        evalue = run.content["evalue"]
+        assert evalue.startswith(f"%pip install sbk-absent: SandboxKernel.wheelhouse ({wheelhouse}) has no "), evalue
+        assert "SandboxKernel.allow_net" in evalue and len(run.of_type("error")) == 1
+
+        run = execute(kc, "%pip install ../x", timeout=60)
+        assert run.content["ename"] == "PackageLoadError"
+        assert run.content["evalue"].startswith("%pip install: '../x' is not a package name"), run.content["evalue"]
+        hostile = "from sandbox_guest import _host\n_host.request({'type': 'wheelhouse_wheels', 'specs': ['--index-url=http://x']})"
+        answer = value(execute(kc, hostile, timeout=60))
+        assert "'type': 'InvalidRequirement'" in answer and "--index-url=http://x" in answer, answer
+        assert value(execute(kc, "import sbk_demo; sbk_demo.VALUE")) == "'sbk_demo 1.0'"
+    finally:
+        stop_kernel(km, kc)
 
 
 def test_native_wheels_are_refused_clearly(tmp_path):

@@ -34,7 +34,7 @@ class FakeServices:
             raise TypeError(f"handler bug {SECRET}")
         return {"value": event["type"]}
 
-    input_request = skill_call = load_packages = pip_installed = pip_uninstalled = _serve
+    input_request = skill_call = load_packages = pip_installed = pip_uninstalled = wheelhouse_wheels = _serve
 
     def skill_calls_refused(self, reason: str, calls: dict[str, int], unnamed: int) -> None:
         self.refusals.append((reason, dict(calls), unnamed))

@@ -140,6 +140,8 @@ def test_replies_are_checked_per_request(op, reply, ok):
 def test_every_request_type_has_a_service():
     from sandbox_kernel.protocol.dispatcher import REQUEST_TYPES, GuestServices
 
-    assert set(REQUEST_TYPES) == {"input_request", "skill_call", "load_packages", "pip_installed", "pip_uninstalled"}
+    assert set(REQUEST_TYPES) == {
+        "input_request", "skill_call", "load_packages", "pip_installed", "pip_uninstalled", "wheelhouse_wheels"
+    }  # fmt: skip
     for name in REQUEST_TYPES:
         assert callable(getattr(GuestServices, name))

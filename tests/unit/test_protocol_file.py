@@ -95,6 +95,7 @@ for call in (
     lambda: api._input("name? "),
     lambda: device.Device({"S": {"methods": {"m": {"signature": "()", "doc": ""}}}}, 1 << 20).S.m(),
     lambda: asyncio.run(pkgs.load_packages({"imports": ["numpy"]})),
+    lambda: asyncio.run(pkgs.install_from_wheelhouse(["six"])),
     lambda: pkgs.SETTINGS.update(allow_net=["pypi.org:443", "files.pythonhosted.org:443"]),
     lambda: pkgs.PipMagics(None).pip("install six"),
     lambda: pkgs.PipMagics(None).pip("uninstall -y pip"),  # a distribution this Python has
@@ -126,10 +127,19 @@ def test_the_guest_serves_exactly_the_files_guest_ops(guest):
 
 
 def test_the_guest_sends_exactly_the_files_guest_events(guest):
-    """input(), a skill call, a package load, %pip install and uninstall and output: each sends its event, by the
+    """input(), a skill call, a package load, wheels from the wheelhouse, %pip install and uninstall and output: each sends its event, by the
     file's name."""
     assert sorted(guest["emitted"]) == sorted(
-        ["iopub", "input_request", "skill_call", "load_packages", "load_packages", "pip_installed", "pip_uninstalled"]
+        [
+            "iopub",
+            "input_request",
+            "skill_call",
+            "load_packages",
+            "wheelhouse_wheels",
+            "load_packages",
+            "pip_installed",
+            "pip_uninstalled",
+        ]
     )  # %pip install asks for the package from Pyodide's lock file first
     assert set(guest["emitted"]) == names.GUEST_EVENTS
 

@@ -62,5 +62,7 @@ class Event:
     LOAD_PACKAGES: Final = "load_packages"
     # %pip install succeeded: the kernel replays it after a restart
     PIP_INSTALLED: Final = "pip_installed"
+    # %pip install: the host resolves these requirements from SandboxKernel.wheelhouse; the guest waits for the wheels' paths
+    WHEELHOUSE_WHEELS: Final = "wheelhouse_wheels"
     # %pip uninstall removed these projects: the kernel no longer installs them after a restart
     PIP_UNINSTALLED: Final = "pip_uninstalled"

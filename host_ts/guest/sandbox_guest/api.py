@@ -312,6 +312,7 @@ def _configure(req: dict[str, Any]) -> dict[str, Any]:
     pkgs.SETTINGS.update(
         auto_load=bool(req.get("auto_load_packages", True)),
         allow_net=list(req.get("allow_net") or []),
+        wheelhouse=bool(req.get("wheelhouse")),
     )
     device = Device(req.get("skills") or {}, int(req.get("max_bytes") or 1 << 20))
     builtins.device = device  # type: ignore[attr-defined]  # survives %reset

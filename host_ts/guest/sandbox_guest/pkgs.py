@@ -17,11 +17,15 @@ from ._protocol import Event
 from .cleantb import CleanTraceback
 
 MATPLOTLIB_MAGIC = "run_line_magic('matplotlib'"  # how IPython transforms a %matplotlib line
-SETTINGS: dict[str, Any] = {"auto_load": True, "allow_net": []}
+SETTINGS: dict[str, Any] = {"auto_load": True, "allow_net": [], "wheelhouse": False}
 
 
 class PackageLoadError(CleanTraceback, ImportError):
     """A package the cell needs could not be provided; the message says what to configure."""
+
+
+class WheelhouseMiss(PackageLoadError):
+    """SandboxKernel.wheelhouse has no wheels for a requirement (the package index may still have them)."""
 
 
 def missing_imports(source: str) -> list[str]:
@@ -198,19 +202,81 @@ def _blocked_hosts(index_urls: list[str] | None) -> list[str]:
     return blocked
 
 
-async def pip_install(specs: list[str], index_urls: list[str] | None = None, pre: bool = False) -> None:
+async def install_from_wheelhouse(specs: list[str]) -> None:
+    """Have the host resolve `specs` (with their dependencies) from SandboxKernel.wheelhouse, then install its wheels
+    as Pyodide installs a wheel: WheelhouseMiss when the wheelhouse lacks them, PackageLoadError for a spec the host
+    refuses (not a requirement) or a wheel that did not install."""
+    reply = _host.request({"type": Event.WHEELHOUSE_WHEELS, "specs": specs})
+    if not isinstance(reply, dict) or "error" in reply:
+        error = reply.get("error") if isinstance(reply, dict) else None
+        message = str(error.get("message")) if isinstance(error, dict) else "the host did not answer"
+        raise (WheelhouseMiss if isinstance(error, dict) and error.get("type") == "PackageError" else PackageLoadError)(
+            message
+        )
+    wheels = [str(wheel) for wheel in reply.get("value") or []]
+    import pyodide_js
+    from pyodide.ffi import create_proxy, to_js
+
+    errors: list[str] = []
+
+    def failed(message: str) -> None:
+        errors.append(str(message))
+        print(message, file=sys.stderr)
+
+    say = create_proxy(lambda message: print(message, file=sys.stderr))  # a note, not the code's output
+    fail = create_proxy(failed)
+    try:
+        callbacks = {"messageCallback": say, "errorCallback": fail}
+        await pyodide_js.loadPackage(to_js(wheels), to_js(callbacks, dict_converter=_object))
+    finally:
+        say.destroy()
+        fail.destroy()
+    absent = [spec for spec in specs if not _installed(_canonical(spec))]
+    if absent:
+        raise PackageLoadError(
+            f"{', '.join(absent)}: the wheels from SandboxKernel.wheelhouse did not install"
+            + (f" ({' '.join(errors)[-1000:]})" if errors else "")
+        )
+
+
+def _installed(project: str) -> bool:
+    from importlib import metadata
+
+    try:
+        metadata.distribution(project)
+    except metadata.PackageNotFoundError:
+        return False
+    return True
+
+
+async def pip_install(specs: list[str], index_urls: list[str] | None = None, pre: bool = False) -> str:
+    """Install `specs`; returns where they came from. Without an index on the line: Pyodide's index (via the host),
+    then SandboxKernel.wheelhouse (via the host), then the package index with micropip (needs allow_net)."""
     import micropip
 
     blocked = _blocked_hosts(index_urls)
     if not index_urls:  # an index named on the line is used as asked; otherwise Pyodide's index comes first
+        rest, sources, index_error = list(specs), [], None
         try:
-            loaded = await load_packages({"packages": specs})  # those in Pyodide's lock file, fetched by the host
-            if {_canonical(spec) for spec in specs} <= {_canonical(name) for name in loaded}:
-                return  # all installed: the package index is not needed
-        except PackageLoadError:
-            if blocked:
-                raise
-            # the sandbox may reach PyPI itself: micropip tries there
+            loaded = {_canonical(name) for name in await load_packages({"packages": specs})}
+            rest = [spec for spec in specs if _canonical(spec) not in loaded]  # those in Pyodide's lock file
+            sources = ["the Pyodide index"] if len(rest) < len(specs) else []
+        except PackageLoadError as exc:
+            index_error = exc  # the sandbox may reach PyPI itself, or the wheelhouse may have them
+        if not rest:
+            return "the Pyodide index"  # all installed: the package index is not needed
+        if SETTINGS.get("wheelhouse"):
+            try:
+                await install_from_wheelhouse(rest)
+                return " and ".join([*sources, "SandboxKernel.wheelhouse"])
+            except WheelhouseMiss as miss:
+                if blocked:
+                    raise index_error or PackageLoadError(
+                        f"{miss}\nBeyond the wheelhouse, %pip needs network access to the package index, which the "
+                        f"sandbox does not have: allow {', '.join(blocked)} in SandboxKernel.allow_net."
+                    ) from None
+        elif index_error is not None and blocked:
+            raise index_error
     if blocked:
         raise PackageLoadError(
             f"%pip needs network access to the package index, which the sandbox does not have: allow "
@@ -225,6 +291,7 @@ async def pip_install(specs: list[str], index_urls: list[str] | None = None, pre
         # fetch: an untrusted certificate is told as such.
         untrusted = await untrusted_certificate(index_urls)
         raise PackageLoadError(untrusted or _pip_help_for(exc, index_urls)) from None
+    return "micropip"
 
 
 def _warn(text: str) -> None:
@@ -310,8 +377,8 @@ class PipMagics(Magics):
             raise PackageLoadError("%pip install: name at least one package")
         if not can_run_sync():
             raise PackageLoadError("%pip cannot run here; use `import micropip; await micropip.install(...)`")
-        run_sync(pip_install(specs, index_urls or None, pre))
-        print(f"Installed {', '.join(specs)} in the sandbox (micropip)")
+        source = run_sync(pip_install(specs, index_urls or None, pre))
+        print(f"Installed {', '.join(specs)} in the sandbox ({source})")
         reply = _host.request({"type": Event.PIP_INSTALLED, "specs": specs, "index_urls": index_urls or None})
         if isinstance(reply, dict) and "error" in reply:
             print(f"[{reply['error'].get('message')}]", file=sys.stderr)

@@ -75,7 +75,7 @@ class KernelSettings(TypedDict, total=False):
     use_snapshot: bool
     """Start sandboxes from a memory snapshot of Python with IPython loaded (built once, cached per version)."""
     wheelhouse: str | PathLike[str] | None
-    """A local folder of wheels to resolve `packages` from (offline)."""
+    """A local folder of wheels to resolve `packages` and `%pip install` from, on the host (offline); the sandbox gets copies of the wheels it asks for, never the folder."""
     widget_modules: list[str]
     """Widget modules (npm names, e.g. 'bqplot') whose models the sandbox may create in the browser, besides the @jupyter-widgets/base, controls and output that JupyterLab ships. Only for widget libraries you trust: their views get the widget state the sandbox wrote, unchecked."""
     working_folder: Literal["off", "ro", "rw"]

@@ -13,6 +13,7 @@ from sandbox_kernel.jupyter.sanitize import OutputSanitizer
 from sandbox_kernel.jupyter.stdin_gate import StdinGate
 from sandbox_kernel.jupyter.widget_guard import WidgetGuard
 from sandbox_kernel.packages import index as packages
+from sandbox_kernel.packages.wheelhouse import PipWheelhouse
 from sandbox_kernel.protocol.dispatcher import RequestDispatcher
 from sandbox_kernel.sandbox.process import SandboxProcess
 from sandbox_kernel.skills.calls import SkillService
@@ -34,8 +35,10 @@ class KernelChannels:
         max_output_bytes: int,
         request_bytes: int,
         widgets: WidgetGuard,
+        pip_wheelhouse: Callable[[], PipWheelhouse | None] = lambda: None,
     ) -> None:
         self.kernel = kernel
+        self.pip_wheelhouse = pip_wheelhouse
         self.widgets = widgets  # the open comms, and the rules for widget state
         self.sanitizer = sanitizer
         self.skills = skills
@@ -100,6 +103,7 @@ class KernelChannels:
             self.skills,
             self.pyodide_index(),
             self.pip_replays,
+            self.pip_wheelhouse(),
         )
         return RequestDispatcher(
             router,

@@ -10,6 +10,7 @@ from typing import Any
 
 from sandbox_kernel.packages import index as packages
 from sandbox_kernel.packages.checks import PackageError
+from sandbox_kernel.packages.wheelhouse import PipWheelhouse
 from sandbox_kernel.protocol.dispatcher import error_answer
 from sandbox_kernel.skills.approvals import Approval, imitates_kernel
 from sandbox_kernel.skills.calls import SkillService
@@ -74,8 +75,10 @@ class GuestServiceDesk:
         skills: SkillService,
         pyodide_index: packages.PyodideIndex | None,
         pip_replays: PipReplays,
+        pip_wheelhouse: PipWheelhouse | None = None,
     ) -> None:
         self.context = context
+        self.pip_wheelhouse = pip_wheelhouse
         self._ask = ask
         self._show = show
         self.skills = skills
@@ -123,6 +126,23 @@ class GuestServiceDesk:
         except PackageError as exc:
             return error_answer("PackageError", str(exc))
         return {"value": names}
+
+    async def wheelhouse_wheels(self, event: dict[str, Any]) -> dict[str, Any]:
+        """%pip install: the wheels of `specs` and their dependencies from SandboxKernel.wheelhouse, resolved on the
+        host into the folder the sandbox reads them from; their paths. A spec that is not a requirement (an option,
+        a path, a URL) is refused before pip runs."""
+        house = self.pip_wheelhouse
+        if house is None:
+            return error_answer("PackageError", "SandboxKernel.wheelhouse is not set")
+        try:
+            specs = house.checked(list(event["specs"]))
+        except PackageError as exc:
+            return error_answer("InvalidRequirement", str(exc))
+        try:
+            wheels = await house.wheels(specs)
+        except PackageError as exc:
+            return error_answer("PackageError", str(exc))
+        return {"value": [str(wheel) for wheel in wheels]}
 
     async def pip_uninstalled(self, event: dict[str, Any]) -> dict[str, Any]:
         self.pip_replays.forget(list(event["names"]))

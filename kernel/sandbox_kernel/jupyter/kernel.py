@@ -95,7 +95,7 @@ class SandboxKernel(SandboxSettings, Kernel):
         self._widgets = WidgetGuard(sanitizer, frozenset(self.widget_modules))
         self._channels = KernelChannels(
             self, sanitizer, self._settings.skills, self._pip_replays, lambda: self._launcher.pyodide_index,
-            self.max_output_bytes, request_bytes, self._widgets,
+            self.max_output_bytes, request_bytes, self._widgets, lambda: self._launcher.pip_wheelhouse,
         )  # fmt: skip
         self._runner = CellRunner(
             self._pool, self._channels, sanitizer, self.log, self.cell_timeout, self.interrupt_grace,

@@ -92,7 +92,10 @@ class SandboxSettings(LoggingConfigurable):
         "(pip, or SandboxKernel.wheelhouse); pure-Python or Pyodide wheels only.",
     ).tag(config=True)
     wheelhouse = Unicode(
-        None, allow_none=True, help="A local folder of wheels to resolve `packages` from (offline)."
+        None,
+        allow_none=True,
+        help="A local folder of wheels to resolve `packages` and `%pip install` from, on the host (offline); the "
+        "sandbox gets copies of the wheels it asks for, never the folder.",
     ).tag(config=True)
     pyodide_index = Unicode(
         help="Where Pyodide's compiled packages (numpy, ...) come from: an http(s) URL, a file:// URL or a local "
@@ -396,5 +399,6 @@ def guest_config(settings: SandboxSettings, resolved: Resolved) -> dict[str, Any
         "allow_net": list(settings.allow_net),
         "memory_limit_mb": settings.memory_limit_mb,
         "auto_load_packages": settings.auto_load_packages,
+        "wheelhouse": bool(settings.wheelhouse),  # whether %pip may ask for its wheels (not where it is)
         "cwd": resolved.working_folder,
     }

@@ -87,14 +87,12 @@ async def pip_download(specs: list[str], wheelhouse: Path | None, target: Path, 
     return proc.returncode or 0, out.decode(errors="replace")
 
 
-def _finish(staging: Path, folder: Path) -> list[Path]:
+def _finish(staging: Path, folder: Path, where: str = "SandboxKernel.packages") -> list[Path]:
     """Check the download holds only guest wheels, then move it into place in one rename."""
     problems = [p for p in map(_wheel_problem, staging.iterdir()) if p]
     if problems:
         shutil.rmtree(staging, ignore_errors=True)
-        raise PackageError(
-            f"SandboxKernel.packages: {', '.join(problems)}; the sandbox needs pure-Python or Pyodide wheels"
-        )
+        raise PackageError(f"{where}: {', '.join(problems)}; the sandbox needs pure-Python or Pyodide wheels")
     (staging / ".complete").write_text("ok\n")
     shutil.rmtree(folder, ignore_errors=True)
     staging.rename(folder)

@@ -14,6 +14,7 @@ from typing import Any
 from sandbox_kernel import paths
 from sandbox_kernel.packages import index as packages
 from sandbox_kernel.packages.checks import PackageError
+from sandbox_kernel.packages.wheelhouse import PipWheelhouse
 from sandbox_kernel.sandbox import provision
 from sandbox_kernel.sandbox.oslayers.report import describe as describe_layers
 from sandbox_kernel.sandbox.process import SandboxProcess
@@ -52,6 +53,7 @@ class SandboxLauncher:
         self.os_report: dict[str, Any] = {}  # the OS layers of the latest sandbox (oslayers.launch)
         self.layers_known = asyncio.Event()  # the first sandbox's launcher has reported
         self.pyodide_index: packages.PyodideIndex | None = None
+        self.pip_wheelhouse: PipWheelhouse | None = None  # %pip install from SandboxKernel.wheelhouse
         self._pyodide_verified = False  # the cached Pyodide's contents were checked by this kernel process
         self._pyodide_lock = asyncio.Lock()
         self._snapshot_task: asyncio.Task[Path] | None = None
@@ -112,6 +114,11 @@ class SandboxLauncher:
                 list(self.settings.packages), wheelhouse, self._say, index.abi_version
             )
             extra_read.insert(0, folder)
+        if self.settings.wheelhouse:
+            if self.pip_wheelhouse is None:
+                self.pip_wheelhouse = PipWheelhouse(Path(self.settings.wheelhouse), index.abi_version)
+            await asyncio.to_thread(self.pip_wheelhouse.prepare)
+            extra_read.append(self.pip_wheelhouse.folder)  # what %pip resolved there; never the wheelhouse itself
         return replace(
             self.settings.options,
             pyodide_dir=pyodide_dir,

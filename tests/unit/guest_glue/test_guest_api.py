@@ -211,7 +211,7 @@ def test_configure_applies_the_kernels_settings(fresh_guest, tmp_path):
     skills = {"Clock": {"doc": "", "methods": {"now": {"signature": "()", "doc": "Now."}}}}
     request = {
         "op": "configure", "cwd": str(tmp_path), "auto_load_packages": False, "allow_net": ["example.org:443"],
-        "mounts": [], "memory_limit_mb": 64, "skills": skills, "max_bytes": 1000,
+        "mounts": [], "memory_limit_mb": 64, "skills": skills, "max_bytes": 1000, "wheelhouse": True,
     }  # fmt: skip
     assert fresh_guest.handle(request).reply == {"status": "ok"}
     served = fresh_guest.execute(
@@ -220,7 +220,7 @@ def test_configure_applies_the_kernels_settings(fresh_guest, tmp_path):
         "    print(fact)"
     )
     assert served.text().splitlines() == [
-        str(tmp_path), "module://matplotlib_inline.backend_inline", "{'auto_load': False, 'allow_net': ['example.org:443']}",
+        str(tmp_path), "module://matplotlib_inline.backend_inline", "{'auto_load': False, 'allow_net': ['example.org:443'], 'wheelhouse': True}",
         "<device: Clock>", "False",
     ]  # fmt: skip
     assert not served.events("load_packages")  # auto_load_packages is off: an import is not asked for

@@ -13,7 +13,7 @@ from sandbox_guest import pkgs
 
 @pytest.fixture
 def settings(monkeypatch):
-    fresh = {"auto_load": True, "allow_net": []}
+    fresh = {"auto_load": True, "allow_net": [], "wheelhouse": False}
     monkeypatch.setattr(pkgs, "SETTINGS", fresh)
     return fresh
 
@@ -180,6 +180,94 @@ def test_a_micropip_failure_behind_an_untrusted_certificate_says_so_and_names_ca
         pkgs.PackageLoadError, match=r"certificate of pypi\.org:443 \(invalid peer certificate: Expired\)"
     ):
         asyncio.run(pkgs.pip_install(["tabulate"]))  # PyPI's hosts when no index is named
+
+
+MISS = {"error": {"type": "PackageError", "message": "%pip install sbk-absent: SandboxKernel.wheelhouse (/h) has no"}}
+
+
+@pytest.fixture
+def installed(monkeypatch):
+    """What importlib.metadata finds after a load (the fake loadPackage installs nothing)."""
+    found: set[str] = set()
+    monkeypatch.setattr(pkgs, "_installed", lambda project: project in found)
+    return found
+
+
+def test_with_a_wheelhouse_what_pyodides_index_lacks_comes_from_it(host, fake_pyodide, settings, installed):
+    settings["wheelhouse"] = True
+    installed.update({"sbk-app"})
+    host.answers = [{"value": ["six"]}, {"value": ["/c/pip-wheelhouse/d/sbk_app-1.0-py3-none-any.whl", "/c/x.whl"]}]
+    assert asyncio.run(pkgs.pip_install(["six", "SBK_App>=1"])) == "the Pyodide index and SandboxKernel.wheelhouse"
+    assert host.events()[1] == {"type": "wheelhouse_wheels", "specs": ["SBK_App>=1"], "n": 2}  # the rest only
+    loads = [r for r in fake_pyodide.record if r[0] == "loadPackage"]
+    assert [names for _, names, _ in loads] == [
+        ["six"],
+        ["/c/pip-wheelhouse/d/sbk_app-1.0-py3-none-any.whl", "/c/x.whl"],
+    ]
+    assert sorted(loads[1][2]["<js Object>"]) == ["errorCallback", "messageCallback"]
+    assert not [r for r in fake_pyodide.record if r[0] == "micropip.install"]
+
+
+def test_a_wheel_that_did_not_install_is_an_error_with_pyodides_words(host, fake_pyodide, settings, installed):
+    settings["wheelhouse"] = True
+    host.answers = [{"value": []}, {"value": ["/c/sbk_app-1.0-py3-none-any.whl"]}]
+    original = sys.modules["pyodide_js"].loadPackage
+
+    async def failing(names, options):
+        options["<js Object>"]["errorCallback"]("The following error occurred while loading sbk_app: bad zip")
+        await original(names, options)
+
+    sys.modules["pyodide_js"].loadPackage = failing
+    with pytest.raises(pkgs.PackageLoadError) as caught:
+        asyncio.run(pkgs.pip_install(["sbk-app"]))
+    assert str(caught.value) == (
+        "sbk-app: the wheels from SandboxKernel.wheelhouse did not install (The following error occurred while "
+        "loading sbk_app: bad zip)"
+    )
+
+
+def test_a_name_the_wheelhouse_lacks_without_network_says_so_and_what_to_allow(host, fake_pyodide, settings):
+    settings["wheelhouse"] = True
+    host.answers = [{"value": []}, MISS]
+    with pytest.raises(pkgs.PackageLoadError) as caught:
+        asyncio.run(pkgs.pip_install(["sbk-absent"]))
+    assert str(caught.value) == (
+        f"{MISS['error']['message']}\nBeyond the wheelhouse, %pip needs network access to the package index, which "
+        "the sandbox does not have: allow pypi.org:443, files.pythonhosted.org:443 in SandboxKernel.allow_net."
+    )
+    assert not [r for r in fake_pyodide.record if r[0] in ("micropip.install", "loadPackage")]
+
+
+def test_a_name_the_wheelhouse_lacks_goes_to_the_index_when_the_sandbox_may_reach_it(host, fake_pyodide, settings):
+    settings.update(wheelhouse=True, allow_net=["pypi.org:443", "files.pythonhosted.org:443"])
+    host.answers = [{"value": []}, MISS]
+    assert asyncio.run(pkgs.pip_install(["sbk-absent"])) == "micropip"
+    assert fake_pyodide.record[-1] == ("micropip.install", ["sbk-absent"], None, False)
+
+
+def test_a_requirement_the_host_refuses_is_never_tried_elsewhere(host, fake_pyodide, settings):
+    settings.update(wheelhouse=True, allow_net=["pypi.org:443", "files.pythonhosted.org:443"])
+    refusal = {"error": {"type": "InvalidRequirement", "message": "%pip install: '../x' is not a package name"}}
+    host.answers = [{"value": []}, refusal]
+    with pytest.raises(pkgs.PackageLoadError, match=r"^%pip install: '\.\./x' is not a package name$"):
+        asyncio.run(pkgs.pip_install(["../x"]))
+    assert not [r for r in fake_pyodide.record if r[0] == "micropip.install"]
+
+
+def test_without_a_wheelhouse_the_host_is_not_asked_for_its_wheels(host, fake_pyodide, settings):
+    host.answers = [{"value": []}]
+    with pytest.raises(pkgs.PackageLoadError, match="needs network access"):
+        asyncio.run(pkgs.pip_install(["sbk-app"]))
+    assert [e["type"] for e in host.events()] == ["load_packages"]
+
+
+def test_pip_magic_says_where_the_package_came_from(pip, host, fake_pyodide, settings, installed, capsys):
+    settings["wheelhouse"] = True
+    installed.add("sbk-app")
+    host.answers = [{"value": []}, {"value": ["/c/sbk_app-1.0-py3-none-any.whl"]}, {"value": True}]
+    pip("install sbk-app")
+    assert capsys.readouterr().out == "Installed sbk-app in the sandbox (SandboxKernel.wheelhouse)\n"
+    assert host.events()[-1] == {"type": "pip_installed", "specs": ["sbk-app"], "index_urls": None, "n": 3}
 
 
 @pytest.fixture
