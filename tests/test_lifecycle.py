@@ -175,10 +175,12 @@ def test_input_without_stdin_is_a_clear_error(kc):
 
 def test_interrupt_while_waiting_for_input(kernel):
     km, kc = kernel
-    kc.execute("answer = input('never answered: ')", allow_stdin=True)
+    msg_id = kc.execute("answer = input('never answered: ')", allow_stdin=True)
     assert kc.get_stdin_msg(timeout=30)["msg_type"] == "input_request"
     km.interrupt_kernel()
     reply = kc.get_shell_msg(timeout=30)
+    while reply["parent_header"].get("msg_id") != msg_id:  # e.g. wait_for_ready's extra kernel_info replies
+        reply = kc.get_shell_msg(timeout=30)
     assert reply["content"]["ename"] == "KeyboardInterrupt"
     assert execute(kc, "1+2").of_type("execute_result")[0]["data"]["text/plain"] == "3"
 

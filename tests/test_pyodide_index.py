@@ -115,7 +115,7 @@ def test_a_dotted_import_loads_the_package_and_its_dependencies_from_a_file_url(
     try:
         run = execute(kc, "import dateutil.parser\ndateutil.parser.isoparse('2026-11-24T10:00').year", timeout=120)
         assert value(run) == "2026"
-        assert "python-dateutil" in run.stream()  # Pyodide says what it loads
+        assert "python-dateutil" in run.stream("stderr")  # Pyodide says what it loads, on stderr
         # A compiled Pyodide wheel from PyPI (PEP 783): its C code runs in the sandbox.
         run = execute(kc, "import librt.base64\nlibrt.base64.b64encode(b'sandbox')", timeout=120)
         assert value(run) == "b'c2FuZGJveA=='"
@@ -232,7 +232,7 @@ def test_a_wheel_with_data_files_loads_cleanly(tmp_path):
         run = execute(kc, "import sbk_data\nsbk_data.VALUE", timeout=120)
         assert value(run) == "'imported'"
         assert "Failed" not in run.stream() + run.stream("stderr"), run.outputs
-        assert "sbk-data" in run.stream()  # Pyodide said it loaded it
+        assert "sbk-data" in run.stream("stderr")  # Pyodide said it loaded it, on stderr
     finally:
         stop_kernel(km, kc)
 

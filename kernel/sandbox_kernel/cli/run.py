@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import functools
 import os
+import subprocess
 import sys
 import threading
 from collections.abc import Callable
@@ -45,6 +46,8 @@ def run(args: argparse.Namespace) -> int:
         "input": _read_line,
         "approver": ask_terminal if sys.stdin.isatty() else no_terminal,
         "extra_arguments": ["--log-level=CRITICAL", *args.settings],  # the code's output only, not the kernel's
+        # nor what the kernel process itself writes (e.g. libzmq's words as it exits): a death is told anyway
+        "kernel_stderr": subprocess.DEVNULL,
     }
     try:
         with Sandbox(**options) as sandbox:

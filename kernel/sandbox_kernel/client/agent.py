@@ -78,6 +78,7 @@ class SandboxOptions(KernelSettings, total=False):
     kernel_name: str
     cwd: str | Path | None  # the kernel's working folder (relative mounts, working_folder)
     startup_timeout: float  # seconds the kernel may take to answer its first request
+    kernel_stderr: int | None  # where the kernel process's own stderr goes (e.g. subprocess.DEVNULL); None: ours
 
 
 API_OPTIONS = sorted(SandboxOptions.__optional_keys__ - KernelSettings.__optional_keys__)
@@ -133,7 +134,12 @@ class AsyncSandbox:
         self._sockets = private_folders.make()
         self.km = AsyncKernelManager(kernel_name=self.kernel_name, transport="ipc", ip=str(self._sockets / "kernel"))
         try:
-            await self.km.start_kernel(extra_arguments=self.arguments, **({"cwd": self.cwd} if self.cwd else {}))
+            where = (
+                {"stderr": self._settings["kernel_stderr"]} if self._settings.get("kernel_stderr") is not None else {}
+            )
+            await self.km.start_kernel(
+                extra_arguments=self.arguments, **({"cwd": self.cwd} if self.cwd else {}), **where
+            )
         except NoSuchKernel:
             self.km = None
             raise KernelNotInstalled(self.kernel_name) from None
