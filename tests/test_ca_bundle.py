@@ -78,6 +78,16 @@ def pki(tmp_path_factory) -> dict[str, Path]:
     return files
 
 
+def serve_tls(handler: type[http.server.BaseHTTPRequestHandler], cert: Path, key: Path) -> http.server.HTTPServer:
+    """An HTTPS server on a free loopback port, with this certificate, serving in a daemon thread."""
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert, key)
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    server.socket = context.wrap_socket(server.socket, server_side=True)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
 class HttpsIndex:
     """A PEP 503 simple index over HTTPS on 127.0.0.1 that serves one wheel and records every request."""
 
@@ -114,13 +124,9 @@ class HttpsIndex:
             def log_message(self, *args: object) -> None:
                 pass
 
-        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-        context.load_cert_chain(cert, key)
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.socket = context.wrap_socket(self.server.socket, server_side=True)
+        self.server = serve_tls(Handler, cert, key)
         self.port = self.server.server_address[1]
         self.url = f"https://127.0.0.1:{self.port}/simple"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
     def close(self) -> None:
         self.server.shutdown()
@@ -230,12 +236,8 @@ class HttpsFolder:
             def log_message(self, *args: object) -> None:
                 pass
 
-        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-        context.load_cert_chain(cert, key)
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.socket = context.wrap_socket(self.server.socket, server_side=True)
+        self.server = serve_tls(Handler, cert, key)
         self.url = f"https://127.0.0.1:{self.server.server_address[1]}/"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
     def close(self) -> None:
         self.server.shutdown()
