@@ -388,9 +388,14 @@ function serveRequests(pyodide: Pyodide, guest: Guest, links: Links, requests: A
   };
   deliver = (m: ToWorker) => {
     if (m.type === "request") chain = chain.then(() => serve(m.id, m.json, m.data));
-    else if (m.type === "interrupt" && busy && m.id === requests.currentId && !shellState.running) {
+    else if (
+      m.type === "interrupt" && busy && m.id === requests.currentId && !shellState.running &&
+      atomicsLoad(interrupt, 0) !== 0
+    ) {
       // Python is not running (this handler could not run otherwise): the cell awaits. (Under a shell run, which
-      // Python awaits with run_sync, the shell takes the interrupt word itself.)
+      // Python awaits with run_sync, the shell takes the interrupt word itself.) A word already taken (by Python,
+      // the shell or a wait, before this message came) was this interrupt: a second KeyboardInterrupt would land
+      // in the cell's wrap-up.
       atomicsStore(interrupt, 0, 0);
       try {
         interruptAsync();

@@ -124,8 +124,40 @@ def test_interrupt_keeps_state(kernel, code):
     took = time.monotonic() - interrupt.at[0]
     assert run.content["status"] == "error"
     assert run.content["ename"] == "KeyboardInterrupt"
+    assert [error["ename"] for error in run.of_type("error")] == ["KeyboardInterrupt"]  # shown once
     assert "sandbox_guest" not in "".join(run.content["traceback"]), run.content["traceback"]  # no glue frames
     assert took < 1.5, f"the interrupt took {took:.2f}s to land"
+    assert execute(kc, "kept").of_type("execute_result")[0]["data"]["text/plain"] == "'still here'"
+
+
+# A traceback display slower than the kernel's re-send of an interrupt (1 s), as a first traceback under load is.
+SLOW_INTERRUPT_DISPLAY = """
+import time
+_formatter = get_ipython().InteractiveTB
+_plain = _formatter.structured_traceback
+def _slow(*args, **kwargs):
+    end = time.monotonic() + 1.8
+    while time.monotonic() < end:
+        pass
+    print('shown in full', flush=True)
+    return _plain(*args, **kwargs)
+_formatter.structured_traceback = _slow
+"""
+
+
+def test_an_interrupt_is_not_sent_again_while_its_traceback_is_shown(kernel):
+    """The guest says when the cell got its KeyboardInterrupt; a re-send would land in the display (IPython then
+    shows a bare KeyboardInterrupt line instead, or the grace runs out and the sandbox is restarted)."""
+    km, kc = kernel
+    execute(kc, "kept = 'still here'\n" + SLOW_INTERRUPT_DISPLAY)
+    try:
+        interrupt = once_running(km.interrupt_kernel)
+        run = execute(kc, "print('running', flush=True)\nwhile True: pass", timeout=30, on_output=interrupt)
+    finally:
+        execute(kc, "del _formatter.structured_traceback")
+    assert run.content["ename"] == "KeyboardInterrupt", run.content
+    assert run.stream() == "running\nshown in full\n"
+    assert [error["ename"] for error in run.of_type("error")] == ["KeyboardInterrupt"]
     assert execute(kc, "kept").of_type("execute_result")[0]["data"]["text/plain"] == "'still here'"
 
 

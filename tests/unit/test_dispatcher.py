@@ -90,6 +90,15 @@ def test_display_is_cleaned_and_published():
     assert notices[0][1] == {"sandbox_kernel": {"notice": "output_dropped"}}
 
 
+def test_the_guest_says_when_the_cell_took_its_interrupt():
+    """One-way: nothing is published or answered; the runner then stops re-sending the interrupt."""
+    h = Harness(FakeServices())
+    assert h.dispatcher.interrupt_taken is False
+    h.event({"type": "interrupt_taken"})
+    assert h.dispatcher.interrupt_taken is True
+    assert (h.sent, h.answers, h.dispatcher.invalid) == ([], [], 0)
+
+
 def test_requests_are_answered_once_each():
     async def go():
         services = FakeServices()

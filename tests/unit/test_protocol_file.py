@@ -80,6 +80,8 @@ micropip.uninstall = lambda name: None  # (nothing is removed: the probe's own e
 sys.modules.update({"_sandbox_host": host, "pyodide": types.ModuleType("pyodide"), "pyodide.ffi": ffi,
                     "micropip": micropip})
 from sandbox_guest import _host, api, device, pkgs
+from sandbox_guest.shell import SandboxShell
+shown_interrupt = SandboxShell.showtraceback
 
 def served(op):
     try:
@@ -99,6 +101,7 @@ for call in (
     lambda: pkgs.SETTINGS.update(allow_net=["pypi.org:443", "files.pythonhosted.org:443"]),
     lambda: pkgs.PipMagics(None).pip("install six"),
     lambda: pkgs.PipMagics(None).pip("uninstall -y pip"),  # a distribution this Python has
+    lambda: shown_interrupt(types.SimpleNamespace(interrupt_requested=False), (KeyboardInterrupt, None, None)),
 ):
     try:
         call()
@@ -127,8 +130,8 @@ def test_the_guest_serves_exactly_the_files_guest_ops(guest):
 
 
 def test_the_guest_sends_exactly_the_files_guest_events(guest):
-    """input(), a skill call, a package load, wheels from the wheelhouse, %pip install and uninstall and output: each sends its event, by the
-    file's name."""
+    """input(), a skill call, a package load, wheels from the wheelhouse, %pip install and uninstall, output and an
+    interrupt the cell got: each sends its event, by the file's name."""
     assert sorted(guest["emitted"]) == sorted(
         [
             "iopub",
@@ -139,6 +142,7 @@ def test_the_guest_sends_exactly_the_files_guest_events(guest):
             "load_packages",
             "pip_installed",
             "pip_uninstalled",
+            "interrupt_taken",
         ]
     )  # %pip install asks for the package from Pyodide's lock file first
     assert set(guest["emitted"]) == names.GUEST_EVENTS
@@ -154,8 +158,9 @@ def test_the_schema_declares_each_guest_event_and_nothing_else():
 
 
 def test_the_kernel_serves_each_guest_request_event():
-    """Every guest event but iopub is a request that the kernel's service desk answers (the dispatcher's table)."""
-    assert set(dispatcher.REQUEST_TYPES) == names.GUEST_EVENTS - {"iopub"}
+    """Every guest event but iopub and interrupt_taken is a request that the kernel's service desk answers (the
+    dispatcher's table)."""
+    assert set(dispatcher.REQUEST_TYPES) == names.GUEST_EVENTS - {"iopub", "interrupt_taken"}
     for name in dispatcher.REQUEST_TYPES:
         assert callable(getattr(GuestServiceDesk, name, None)), f"GuestServiceDesk has no {name}()"
 

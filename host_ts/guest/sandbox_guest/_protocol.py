@@ -54,6 +54,8 @@ class Event:
 
     # an IOPub message (display_data, execute_result, error, ...; comm_open, comm_msg, comm_close with base64 buffers)
     IOPUB: Final = "iopub"
+    # the cell got its KeyboardInterrupt: the kernel sends no more interrupts (one would land in the traceback's display)
+    INTERRUPT_TAKEN: Final = "interrupt_taken"
     # input() or getpass(): the guest waits for the answer
     INPUT_REQUEST: Final = "input_request"
     # a call of a host skill's method: the guest waits for its result

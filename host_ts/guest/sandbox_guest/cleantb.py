@@ -8,11 +8,11 @@ from types import TracebackType
 from typing import Any
 
 GLUE = re.compile(r"/sandbox_guest/")
-_INTERNAL = re.compile(r"/(sandbox_guest|IPython|_pyodide|pyodide)/")
+INTERNAL = re.compile(r"/(sandbox_guest|IPython|_pyodide|pyodide)/")  # the glue's, IPython's and Pyodide's files
 _CELL = re.compile(r'File "<ipython-input-(\d+)-[0-9a-f]+>"')
 
 
-def without_frames(tb: TracebackType | None, internal: re.Pattern[str] = _INTERNAL) -> TracebackType | None:
+def without_frames(tb: TracebackType | None, internal: re.Pattern[str] = INTERNAL) -> TracebackType | None:
     """`tb` without the frames whose file `internal` matches (by default the glue's, IPython's and Pyodide's),
     relinked in place; None when no other frame is left."""
     kept = []

@@ -17,7 +17,8 @@ from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 from IPython.utils.text import LSString, SList
 
 from . import _host
-from .cleantb import GLUE, CleanTraceback, without_frames
+from ._protocol import Event
+from .cleantb import GLUE, INTERNAL, CleanTraceback, without_frames
 from .display import BridgeDisplayHook, BridgeDisplayPublisher
 
 if TYPE_CHECKING:
@@ -217,6 +218,7 @@ class SandboxShell(InteractiveShell):
 
     payload_manager: PayloadManager  # an annotation only (IPython's trait may be None; InteractiveShell makes one)
     last_error: dict[str, Any] | None = None
+    _shown_error: tuple[BaseException | None, dict[str, Any]] = (None, {})  # the last exception shown, and how
     interrupt_requested = False
     allow_stdin = False  # whether the current request's frontend answers prompts
 
@@ -289,17 +291,32 @@ class SandboxShell(InteractiveShell):
         raised again in the cell and shown once by the shell; IPython's own hook would show it twice.
         """
 
+    def showtraceback(self, exc_tuple: Any = None, *args: Any, **kwargs: Any) -> None:
+        """Tell the kernel first when the cell got its interrupt: an interrupt sent again while the traceback is
+        formatted (slow the first time) would spoil its display."""
+        etype = (exc_tuple or sys.exc_info())[0]
+        if isinstance(etype, type) and (
+            issubclass(etype, KeyboardInterrupt)
+            or (self.interrupt_requested and issubclass(etype, asyncio.CancelledError))
+        ):
+            _host.emit({"type": Event.INTERRUPT_TAKEN})
+        super().showtraceback(exc_tuple, *args, **kwargs)
+
     def _get_exc_info(self, exc_tuple: Any = None) -> tuple[Any, Any, Any]:
         """The exception to show, without the glue's frames (an error its open() or os wrappers raise shows the
         user's line, as under ipykernel); also what %debug and sys.last_traceback get."""
         etype, value, tb = super()._get_exc_info(exc_tuple)
-        kept = without_frames(tb, GLUE) or tb  # all the glue's: a bug in it, shown whole
+        # An interrupt shows the user's frames only: where in IPython it landed (e.g. its run_cell_magic, under a
+        # %%bash cell) says nothing, and its first display would parse IPython's largest file (about 1 s).
+        internal = INTERNAL if isinstance(etype, type) and issubclass(etype, KeyboardInterrupt) else GLUE
+        kept = without_frames(tb, internal) or tb  # all the glue's: a bug in it, shown whole
         if kept is not tb:
             value = value.with_traceback(kept)
             sys.last_traceback = kept
         return etype, value, kept
 
     def _showtraceback(self, etype: type, evalue: BaseException, stb: list[str]) -> None:
+        shown = evalue
         if self.interrupt_requested and issubclass(etype, asyncio.CancelledError):
             # An interrupt while the cell awaited: report it as ipykernel would.
             etype, evalue = KeyboardInterrupt, KeyboardInterrupt("Interrupted by user while awaiting")
@@ -311,7 +328,15 @@ class SandboxShell(InteractiveShell):
             stb = [*stb[:-1], f"MemoryError: {evalue}"]
         error = {"traceback": stb, "ename": etype.__name__, "evalue": str(evalue)}
         self.last_error = error
+        self._shown_error = (shown, error)
         _host.iopub("error", error)
+
+    def _format_exception_for_storage(self, exception: BaseException, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        """The error as it was just shown: IPython would format the traceback a second time, for its history."""
+        shown, error = self._shown_error
+        if shown is exception:
+            return dict(error)
+        return super()._format_exception_for_storage(exception, *args, **kwargs)  # type: ignore[no-any-return]
 
     def ask_exit(self) -> None:
         """`exit()` / `quit()`: ask the frontend to shut the kernel down, as ipykernel does."""

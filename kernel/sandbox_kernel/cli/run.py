@@ -13,7 +13,6 @@ import asyncio
 import contextlib
 import functools
 import os
-import subprocess
 import sys
 import threading
 from collections.abc import Callable
@@ -45,9 +44,7 @@ def run(args: argparse.Namespace) -> int:
         **{name: value for name, value in given.items() if value},  # not given: the kernel's configuration says
         "input": _read_line,
         "approver": ask_terminal if sys.stdin.isatty() else no_terminal,
-        "extra_arguments": ["--log-level=CRITICAL", *args.settings],  # the code's output only, not the kernel's
-        # nor what the kernel process itself writes (e.g. libzmq's words as it exits): a death is told anyway
-        "kernel_stderr": subprocess.DEVNULL,
+        "extra_arguments": ["--log-level=CRITICAL", *args.settings],  # the code's output, not the kernel's log
     }
     try:
         with Sandbox(**options) as sandbox:

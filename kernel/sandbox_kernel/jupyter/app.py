@@ -45,6 +45,16 @@ class SandboxKernelApp(IPKernelApp):
         super().init_control(context)  # type: ignore[no-untyped-call]  # ipykernel's base class is untyped
         self.shell_channel_thread = None
 
+    def close(self) -> None:
+        """End the control thread before ipykernel closes IOPub (it does IOPub first): after a shutdown_request the
+        control thread still publishes its "idle" status, and a socket closed under it raised ENOTSOCK or aborted
+        the process in libzmq ("Assertion failed: pfd.revents & POLLIN") as it exited."""
+        control = self.control_thread
+        if control is not None and control.is_alive():
+            control.stop()
+            control.join()
+        super().close()  # type: ignore[no-untyped-call]  # ipykernel's base class is untyped
+
     def init_kernel(self) -> None:
         """Make the kernel without the settings that are wrong; it then answers every cell with what they were."""
         messages, bad = settings_check.problems(self.config, SandboxKernel, self._origin)

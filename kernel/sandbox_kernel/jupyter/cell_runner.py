@@ -237,11 +237,11 @@ class CellRunner:
                 if flag.done():
                     self._interrupted.clear()
                     flag = asyncio.ensure_future(self._interrupted.wait())
-                    dispatcher.interrupt_shown = False
+                    dispatcher.interrupt_taken = False
                     actions = supervisor.interrupt(loop.time())
                 else:
                     # Untrusted, but it can only stop the re-sends: the restart after the grace still comes.
-                    supervisor.taken = dispatcher.interrupt_shown
+                    supervisor.taken = dispatcher.interrupt_taken
                     actions = supervisor.tick(loop.time())
                 for action in actions:
                     if action is Action.SEND_INTERRUPT:

@@ -20,7 +20,8 @@ from sandbox_kernel.protocol import schema as guest_schema
 MAX_OPEN_REQUESTS = 4  # guest requests served at once; the guest's own glue makes one at a time
 TOO_MANY = f"more than {MAX_OPEN_REQUESTS} requests at once from the sandbox"
 NAMED_REFUSALS = 20  # distinct Skill.method names a refusal count lists per reason (the rest are counted together)
-REQUEST_TYPES = sorted(guest_schema.names("events") - {"iopub"})
+ONE_WAY_TYPES = {"iopub", "interrupt_taken"}  # events the guest does not wait on
+REQUEST_TYPES = sorted(guest_schema.names("events") - ONE_WAY_TYPES)
 DISPLAY_TYPES = ("display_data", "update_display_data", "execute_result")
 COMM_TYPES = ("comm_open", "comm_msg", "comm_close")
 
@@ -80,7 +81,7 @@ class RequestDispatcher:
         self.invalid = 0
         self.failures = 0
         self.first_problem = ""
-        self.interrupt_shown = False  # the guest showed a KeyboardInterrupt (it took an interrupt)
+        self.interrupt_taken = False  # the cell got a KeyboardInterrupt (said by the guest: it only stops re-sends)
         self.comm_refused = 0  # comm messages the widget guard refused (the first one is told)
         self.requests: dict[str, int] = {}  # guest requests served, by type (the cell's metrics)
         self._dropped_types: set[str] = set()
@@ -107,7 +108,9 @@ class RequestDispatcher:
         except guest_schema.InvalidGuestMessage as exc:
             self._invalid(str(exc), payload)
             return
-        if event["type"] == "iopub" and event["msg_type"] in COMM_TYPES:
+        if event["type"] == "interrupt_taken":
+            self.interrupt_taken = True
+        elif event["type"] == "iopub" and event["msg_type"] in COMM_TYPES:
             self._comm(event)
         elif event["type"] == "iopub":
             self._display(event["msg_type"], event["content"])
@@ -121,7 +124,7 @@ class RequestDispatcher:
     # ---- output ------------------------------------------------------------------------
     def _display(self, msg_type: str, content: dict[str, Any]) -> None:
         if msg_type == "error" and content.get("ename") == "KeyboardInterrupt":
-            self.interrupt_shown = True
+            self.interrupt_taken = True
         if msg_type in DISPLAY_TYPES:
             clean = self.sanitizer.bundle(content["data"], content.get("metadata"))
             for mime in clean.dropped:
