@@ -92,6 +92,13 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
     notification = tmp / "settings" / "@jupyterlab" / "apputils-extension" / "notification.jupyterlab-settings"
     notification.parent.mkdir(parents=True)
     notification.write_text(json.dumps({"fetchNews": "false", "checkForUpdates": False}))
+    # Widget state saved with the notebook (JupyterLab's Settings > Save Widget State Automatically).
+    widgets = tmp / "settings" / "@jupyter-widgets" / "jupyterlab-manager" / "plugin.jupyterlab-settings"
+    widgets.parent.mkdir(parents=True)
+    widgets.write_text(json.dumps({"saveState": True}))
+    docmanager = tmp / "settings" / "@jupyterlab" / "docmanager-extension" / "plugin.jupyterlab-settings"
+    docmanager.parent.mkdir(parents=True)
+    docmanager.write_text(json.dumps({"renameUntitledFileOnSave": False}))  # no dialog on the first save
     # The settings skills.ipynb asks its reader for (its kernels inherit the server's environment).
     config = tmp / "config"
     config.mkdir()
@@ -299,6 +306,48 @@ def test_a_slider_renders_a_drag_reaches_the_sandbox_and_widget_html_runs_no_scr
         page.screenshot(path=ARTIFACTS / "jupyterlab-widgets.png")
     finally:
         listener.close()
+
+
+def saved_sliders(root: Path) -> dict[str, dict[str, Any]]:
+    """The IntSlider models saved in the widget state of the notebooks in `root`, by notebook name."""
+    found = {}
+    for path in root.glob("*.ipynb"):
+        metadata = json.loads(path.read_text()).get("metadata", {})
+        state = metadata.get("widgets", {}).get("application/vnd.jupyter.widget-state+json", {}).get("state", {})
+        for model in state.values():
+            if model.get("model_name") == "IntSliderModel":
+                found[path.name] = model
+    return found
+
+
+def test_widget_state_is_saved_with_the_notebook_and_shown_again_when_it_is_opened(lab: Lab, page: Page) -> None:
+    """As under ipykernel, with JupyterLab's "save widget state" on: the file keeps the slider's state and,
+    opened again, the slider is drawn from it before any cell runs."""
+    before = saved_sliders(lab.root)
+    open_new_notebook(lab, page)
+    cell = run_cell(page, "import ipywidgets as w\nw.IntSlider(value=37, max=100, description='saved')")
+    expect(cell.locator(".widget-readout")).to_have_text("37", timeout=CELL_MS)
+    wait_idle(page, CELL_MS)
+    page.locator('.jp-NotebookPanel-toolbar jp-button[data-command="docmanager:save"]').click()
+    deadline = time.monotonic() + UI_MS / 1000
+    while not (saved := {n: m for n, m in saved_sliders(lab.root).items() if n not in before}):
+        assert time.monotonic() < deadline, "the notebook was not saved with the slider's state: " + str(
+            {p.name: json.loads(p.read_text()).get("metadata") for p in lab.root.glob("*.ipynb")}
+        )
+        page.wait_for_timeout(250)
+    assert len(saved) == 1, f"more than one notebook was saved with a new slider: {saved}"
+    [(name, model)] = saved.items()
+    assert (model["model_module"], model["state"]["value"], model["state"]["description"]) == (
+        "@jupyter-widgets/controls",
+        37,
+        "saved",
+    )
+
+    page.goto(lab.page_url("lab?reset"))
+    page.goto(lab.page_url(f"lab/tree/{name}"))
+    reopened = page.locator(".jp-Notebook .jp-Cell").first
+    expect(reopened.locator(".widget-slider .widget-readout")).to_have_text("37", timeout=UI_MS)
+    expect(reopened.locator(".widget-slider .widget-label")).to_have_text("saved")
 
 
 # ---- nothing a cell displays acts in the browser ------------------------------------------------------
