@@ -8,6 +8,7 @@ import re
 import shlex
 import sys
 import warnings
+from collections.abc import Callable
 from typing import Any
 
 from IPython.core.magic import Magics, line_magic, magics_class
@@ -170,15 +171,24 @@ async def load_packages(request: dict[str, Any]) -> list[str]:
         raise PackageLoadError(error.get("message") if isinstance(error, dict) else "the host did not answer")
     names = reply.get("value") or []
     if names:
-        import pyodide_js
-        from pyodide.ffi import create_proxy, to_js
-
-        say = create_proxy(lambda message: print(message, file=sys.stderr))  # a note, not the code's output
-        try:
-            await pyodide_js.loadPackage(to_js(names), to_js({"messageCallback": say}, dict_converter=_object))
-        finally:
-            say.destroy()
+        await _pyodide_load(names)
     return [str(name) for name in names]
+
+
+async def _pyodide_load(names: list[str], on_error: Callable[[str], None] | None = None) -> None:
+    """Pyodide's loadPackage (package names or wheel paths); its notes go to stderr, never the code's output, and its
+    errors to `on_error` (default: Pyodide's own, the sandbox's log)."""
+    import pyodide_js
+    from pyodide.ffi import create_proxy, to_js
+
+    proxies: dict[str, Any] = {"messageCallback": create_proxy(lambda message: print(message, file=sys.stderr))}
+    if on_error is not None:
+        proxies["errorCallback"] = create_proxy(on_error)
+    try:
+        await pyodide_js.loadPackage(to_js(names), to_js(proxies, dict_converter=_object))
+    finally:
+        for proxy in proxies.values():
+            proxy.destroy()
 
 
 def _canonical(requirement: str) -> str:
@@ -214,39 +224,22 @@ async def install_from_wheelhouse(specs: list[str]) -> None:
             message
         )
     wheels = [str(wheel) for wheel in reply.get("value") or []]
-    import pyodide_js
-    from pyodide.ffi import create_proxy, to_js
-
     errors: list[str] = []
 
     def failed(message: str) -> None:
         errors.append(str(message))
         print(message, file=sys.stderr)
 
-    say = create_proxy(lambda message: print(message, file=sys.stderr))  # a note, not the code's output
-    fail = create_proxy(failed)
-    try:
-        callbacks = {"messageCallback": say, "errorCallback": fail}
-        await pyodide_js.loadPackage(to_js(wheels), to_js(callbacks, dict_converter=_object))
-    finally:
-        say.destroy()
-        fail.destroy()
-    absent = [spec for spec in specs if not _installed(_canonical(spec))]
+    await _pyodide_load(wheels, failed)
+    from .pipcmds import installed
+
+    present = installed()
+    absent = [spec for spec in specs if _canonical(spec) not in present]
     if absent:
         raise PackageLoadError(
             f"{', '.join(absent)}: the wheels from SandboxKernel.wheelhouse did not install"
             + (f" ({' '.join(errors)[-1000:]})" if errors else "")
         )
-
-
-def _installed(project: str) -> bool:
-    from importlib import metadata
-
-    try:
-        metadata.distribution(project)
-    except metadata.PackageNotFoundError:
-        return False
-    return True
 
 
 async def pip_install(specs: list[str], index_urls: list[str] | None = None, pre: bool = False) -> str:

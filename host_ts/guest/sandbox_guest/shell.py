@@ -218,7 +218,7 @@ class SandboxShell(InteractiveShell):
 
     payload_manager: PayloadManager  # an annotation only (IPython's trait may be None; InteractiveShell makes one)
     last_error: dict[str, Any] | None = None
-    _shown_error: tuple[BaseException | None, dict[str, Any]] = (None, {})  # the last exception shown, and how
+    _shown_exception: BaseException | None = None  # the exception last_error shows
     interrupt_requested = False
     allow_stdin = False  # whether the current request's frontend answers prompts
 
@@ -328,14 +328,13 @@ class SandboxShell(InteractiveShell):
             stb = [*stb[:-1], f"MemoryError: {evalue}"]
         error = {"traceback": stb, "ename": etype.__name__, "evalue": str(evalue)}
         self.last_error = error
-        self._shown_error = (shown, error)
+        self._shown_exception = shown
         _host.iopub("error", error)
 
     def _format_exception_for_storage(self, exception: BaseException, *args: Any, **kwargs: Any) -> dict[str, Any]:
         """The error as it was just shown: IPython would format the traceback a second time, for its history."""
-        shown, error = self._shown_error
-        if shown is exception:
-            return dict(error)
+        if exception is self._shown_exception and self.last_error is not None:
+            return dict(self.last_error)
         return super()._format_exception_for_storage(exception, *args, **kwargs)  # type: ignore[no-any-return]
 
     def ask_exit(self) -> None:

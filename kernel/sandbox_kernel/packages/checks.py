@@ -153,6 +153,14 @@ def _requirement_refusal(req: Requirement, spec: str) -> str:
     return ""
 
 
+def check_guest_wheels(folder: Path, where: str) -> None:
+    """PackageError, naming `where` (the setting or command), unless every file pip downloaded into `folder` is a
+    guest wheel (pure Python or Pyodide) with a valid name."""
+    problems = [p for p in map(_wheel_problem, folder.iterdir()) if p]
+    if problems:
+        raise PackageError(f"{where}: {', '.join(problems)}; the sandbox needs pure-Python or Pyodide wheels")
+
+
 def _wheel_problem(path: Path) -> str | None:
     """Why a file pip downloaded cannot go to the guest (None when it is a guest wheel with a valid name)."""
     try:

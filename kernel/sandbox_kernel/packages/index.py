@@ -25,7 +25,7 @@ from typing import Any
 from sandbox_kernel import paths
 from sandbox_kernel.packages.checks import (
     PackageError,
-    _wheel_problem,
+    check_guest_wheels,
     check_lock_entries,
     pip_requirement,
     printable,
@@ -87,12 +87,13 @@ async def pip_download(specs: list[str], wheelhouse: Path | None, target: Path, 
     return proc.returncode or 0, out.decode(errors="replace")
 
 
-def _finish(staging: Path, folder: Path, where: str = "SandboxKernel.packages") -> list[Path]:
+def _finish(staging: Path, folder: Path) -> list[Path]:
     """Check the download holds only guest wheels, then move it into place in one rename."""
-    problems = [p for p in map(_wheel_problem, staging.iterdir()) if p]
-    if problems:
+    try:
+        check_guest_wheels(staging, "SandboxKernel.packages")
+    except PackageError:
         shutil.rmtree(staging, ignore_errors=True)
-        raise PackageError(f"{where}: {', '.join(problems)}; the sandbox needs pure-Python or Pyodide wheels")
+        raise
     (staging / ".complete").write_text("ok\n")
     shutil.rmtree(folder, ignore_errors=True)
     staging.rename(folder)

@@ -16,12 +16,10 @@ import tempfile
 from pathlib import Path
 
 from sandbox_kernel import paths
-from sandbox_kernel.packages.checks import PackageError, _wheel_problem, pip_requirement
+from sandbox_kernel.packages.checks import PackageError, check_guest_wheels, pip_requirement
 from sandbox_kernel.packages.index import guest_platform, pip_download
 
 WHERE = "%pip install"
-
-
 MAX_REMEMBERED = 256  # resolved requests a kernel remembers (a guest asking for ever more is bounded)
 
 
@@ -38,13 +36,8 @@ def _listing(wheelhouse: Path) -> list[tuple[str, int, int]]:
 def _place(staging: Path, target: Path) -> list[Path]:
     """Check that pip's download holds only guest wheels, then move them into `target` (one file per wheel name:
     what the sandbox may read never grows beyond one copy of the wheelhouse, however often the guest asks)."""
-    problems = [p for p in map(_wheel_problem, staging.iterdir()) if p]
     try:
-        if problems:
-            raise PackageError(
-                f"{WHERE} from SandboxKernel.wheelhouse: {', '.join(problems)}; the sandbox needs pure-Python or "
-                "Pyodide wheels"
-            )
+        check_guest_wheels(staging, f"{WHERE} from SandboxKernel.wheelhouse")
         target.mkdir(parents=True, exist_ok=True)
         placed = []
         for wheel in sorted(staging.glob("*.whl")):

@@ -8,7 +8,7 @@ import importlib.util
 import sys
 
 import pytest
-from sandbox_guest import pkgs
+from sandbox_guest import pipcmds, pkgs
 
 
 @pytest.fixture
@@ -189,7 +189,7 @@ MISS = {"error": {"type": "PackageError", "message": "%pip install sbk-absent: S
 def installed(monkeypatch):
     """What importlib.metadata finds after a load (the fake loadPackage installs nothing)."""
     found: set[str] = set()
-    monkeypatch.setattr(pkgs, "_installed", lambda project: project in found)
+    monkeypatch.setattr(pipcmds, "installed", lambda: dict.fromkeys(found))
     return found
 
 
