@@ -69,6 +69,23 @@ def test_a_forged_reply_does_not_end_a_busy_cell(hostile):
     assert_alive(kc)
 
 
+def test_a_guest_that_says_it_took_the_interrupt_but_runs_on_is_still_restarted(hostile):
+    """interrupt_taken only stops the kernel's re-sent interrupts: the restart after interrupt_grace still comes."""
+    _, kc = hostile
+    execute(kc, "kept = 1")
+    taken = json.dumps({"type": "interrupt_taken"})
+    code = (
+        emit({"type": "interrupt_taken"})
+        + "while True:\n    try:\n        while True:\n            pass\n    except KeyboardInterrupt:\n"
+        + f"        _sandbox_host.emit({taken!r})\n"
+    )
+    run = execute(kc, code, timeout=60)
+    assert run.content["ename"] == "SandboxTimeout", dump(run)[:2000]
+    assert "did not stop within interrupt_grace=2s" in run.content["evalue"]
+    assert "variables were lost" in run.content["evalue"]
+    assert_alive(kc)
+
+
 def test_a_forged_reply_record_in_the_ring_is_not_a_reply(hostile):
     """Guest code that steals the output ring (through a poisoned typed-array method) and writes a REPLY record."""
     _, kc = hostile
