@@ -11,8 +11,10 @@ import time
 from pathlib import Path
 
 import pytest
+from jupyter_client.manager import KernelManager
 
-from conftest import execute, once_running, start_kernel, stop_kernel, value
+from conftest import START_TIMEOUT, execute, once_running, start_kernel, stop_kernel, value
+from sandbox_kernel.jupyter.kernelspec import KERNEL_NAME
 
 
 def sandbox_pids(kernel_pid: int) -> list[int]:
@@ -340,6 +342,52 @@ def test_no_deno_left_after_the_kernel_is_killed():
     finally:
         kc.stop_channels()
         km.cleanup_resources()
+
+
+SLOW_LAST_IDLE = """
+import time
+import ipykernel.kernelbase as kernelbase
+
+publish = kernelbase.Kernel._publish_status_and_flush
+
+
+def slow_last_idle(self, status, channel, parent=None):
+    # widens the window in which exit used to close IOPub under the control thread's last "idle"
+    if channel == "control" and status == "idle" and self._shutdown_message is not None:
+        time.sleep(0.5)
+    return publish(self, status, channel, parent)
+
+
+kernelbase.Kernel._publish_status_and_flush = slow_last_idle
+"""
+
+
+def test_the_last_idle_after_a_shutdown_request_is_sent_before_the_process_exits(tmp_path):
+    """After a shutdown_request the control thread still publishes "idle"; exit used to close IOPub under it
+    (ENOTSOCK on the kernel's stderr, or libzmq's abort). A kernel whose last idle is slow must still send it and
+    exit cleanly."""
+    (tmp_path / "sitecustomize.py").write_text(SLOW_LAST_IDLE)
+    stderr = (tmp_path / "stderr.txt").open("w")
+    km = KernelManager(kernel_name=KERNEL_NAME)
+    km.start_kernel(env={**os.environ, "PYTHONPATH": str(tmp_path)}, stderr=stderr)
+    kc = km.client()
+    kc.start_channels()
+    try:
+        kc.wait_for_ready(timeout=START_TIMEOUT)
+        shutdown = kc.shutdown()
+        states = []
+        while "idle" not in states:
+            msg = kc.get_iopub_msg(timeout=30)
+            if msg["parent_header"].get("msg_id") == shutdown and msg["msg_type"] == "status":
+                states.append(msg["content"]["execution_state"])
+        assert km.provisioner is not None and km.provisioner.process is not None
+        assert km.provisioner.process.wait(timeout=60) == 0
+    finally:
+        kc.stop_channels()
+        km.cleanup_resources()
+        stderr.close()
+    written = (tmp_path / "stderr.txt").read_text()
+    assert "Traceback" not in written and "Assertion failed" not in written, written
 
 
 # ---- configuration -----------------------------------------------------------------------

@@ -45,15 +45,28 @@ class SandboxKernelApp(IPKernelApp):
         super().init_control(context)  # type: ignore[no-untyped-call]  # ipykernel's base class is untyped
         self.shell_channel_thread = None
 
+    def start(self) -> None:
+        """Run the kernel; once its loop has stopped (a shutdown_request), let the control thread finish first.
+
+        After a shutdown_request the control thread still publishes its "idle" status. The process then exits, and
+        atexit stops ipykernel's IOPub thread (registered after the app's own close, so it runs first) and closes the
+        event pipes under a control thread still sending: ENOTSOCK on stderr, or libzmq's abort ("Assertion failed:
+        pfd.revents & POLLIN"). Joining here, before exit, orders it."""
+        try:
+            super().start()  # type: ignore[no-untyped-call]  # ipykernel's base class is untyped
+        finally:
+            self._end_control_thread()
+
     def close(self) -> None:
-        """End the control thread before ipykernel closes IOPub (it does IOPub first): after a shutdown_request the
-        control thread still publishes its "idle" status, and a socket closed under it raised ENOTSOCK or aborted
-        the process in libzmq ("Assertion failed: pfd.revents & POLLIN") as it exited."""
+        """End the control thread (if start() did not) before ipykernel closes IOPub (it does IOPub first)."""
+        self._end_control_thread()
+        super().close()  # type: ignore[no-untyped-call]  # ipykernel's base class is untyped
+
+    def _end_control_thread(self) -> None:
         control = self.control_thread
         if control is not None and control.is_alive():
             control.stop()
-            control.join()
-        super().close()  # type: ignore[no-untyped-call]  # ipykernel's base class is untyped
+            control.join(timeout=30)
 
     def init_kernel(self) -> None:
         """Make the kernel without the settings that are wrong; it then answers every cell with what they were."""
