@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import re
 import signal
 import socket
 from pathlib import Path
@@ -23,6 +24,7 @@ from sandbox_kernel.enterprise_gateway.comm import BadRequest, CommListener, Req
 from sandbox_kernel.enterprise_gateway.payload import load_public_key, seal
 
 REPO = Path(__file__).resolve().parents[2]
+DEPLOY = REPO / "deploy" / "enterprise-gateway"
 
 
 @pytest.fixture(scope="module")
@@ -321,3 +323,22 @@ def test_the_distributed_kernelspec_runs_the_launcher_with_what_eg_substitutes(p
     values = {"{kernel_id}": "k-1", "{response_address}": "10.0.0.5:8877", "{public_key}": eg_text(private_key), "{port_range}": "0..0"}  # fmt: skip
     parsed = arguments.parse([values.get(word, word) for word in argv[4:]])
     assert (parsed.kernel_id, parsed.response_host, parsed.port_range) == ("k-1", "10.0.0.5", PortRange(0, 0))
+
+
+def test_the_kernelspecs_image_puts_egs_script_where_kernel_json_runs_it():
+    text = (DEPLOY / "Containerfile.kernelspecs").read_text()
+    copies = re.findall(r"^COPY (--from=\S+ )?(.+) (\S+)$", text, re.M)
+    ours = f"/kernels/{kernelspecs.KUBERNETES_NAME}/"
+    for stage, sources, target in copies:
+        assert target.startswith(ours), target
+        if not stage:
+            assert all((REPO / source).exists() for source in sources.split()), sources
+    (from_eg,) = [(sources, target) for stage, sources, target in copies if stage]
+    placed = from_eg[1] + Path(from_eg[0]).name
+    spec = json.loads((kernelspecs.REPO_KUBERNETES_SPEC / "kernel.json").read_text())
+    assert spec["argv"][1] == placed.replace(
+        "/kernels/", f"{kernelspecs.EG_KERNELS}/", 1
+    )  # the chart copies /kernels there
+    assert f"-t {kernelspecs.KERNELSPECS_IMAGE} " in text
+    values = (DEPLOY / "helm-values.yaml").read_text()
+    assert re.search(rf"^  image: {re.escape(kernelspecs.KERNELSPECS_IMAGE)}$", values, re.M)

@@ -21,6 +21,9 @@ from sandbox_kernel import __version__
 from sandbox_kernel.jupyter.kernelspec import DISPLAY_NAME, kernel_json
 
 IMAGE = f"sandbox-kernel:{__version__}"  # the kernel's container image (deploy/container/)
+KERNELSPECS_IMAGE = (
+    f"sandbox-kernel-eg-kernelspecs:{__version__}"  # deploy/enterprise-gateway/Containerfile.kernelspecs
+)
 IMAGE_COMMAND = "/opt/sandbox-kernel/venv/bin/sandbox-kernel"  # `sandbox-kernel` in that image, by its full path
 KUBERNETES_NAME = "pyodide-sandbox_kubernetes"
 DISTRIBUTED_NAME = "pyodide-sandbox_distributed"

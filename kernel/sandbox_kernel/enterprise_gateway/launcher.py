@@ -22,6 +22,7 @@ from pathlib import Path
 
 from jupyter_client.kernelspec import KernelSpec, KernelSpecManager
 from jupyter_client.manager import AsyncKernelManager
+from jupyter_client.provisioning.local_provisioner import LocalProvisioner
 
 from sandbox_kernel import paths
 from sandbox_kernel.enterprise_gateway import arguments, ports
@@ -116,8 +117,9 @@ class Launcher:
             await km.start_kernel(extra_arguments=list(args.kernel_settings), env=env)
             await listener.start()
             log.info(
-                "kernel %s started on %s, ports %s, comm port %d",
+                "kernel %s started (pid %s) on %s, ports %s, comm port %d",
                 args.kernel_id,
+                km.provisioner.pid if isinstance(km.provisioner, LocalProvisioner) else "?",
                 args.ip,
                 " ".join(f"{c.removesuffix('_port')}={p}" for c, p in zip(JUPYTER_CHANNELS, chosen, strict=True)),
                 listener.port,
