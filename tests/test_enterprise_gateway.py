@@ -58,6 +58,7 @@ EG_SDIST_SHA256 = "58d61fef0f30d8010553bf3755c7d205c072383849c416916b37d3ef94072
 SDIST_FILES = {  # what the tests read from EG's sdist (the wheel has neither)
     "launch_kubernetes.py": "etc/kernel-launchers/kubernetes/scripts/launch_kubernetes.py",
     "values.yaml": "etc/kubernetes/helm/enterprise-gateway/values.yaml",
+    "deployment.yaml": "etc/kubernetes/helm/enterprise-gateway/templates/deployment.yaml",
 }
 CACHE = Path(os.environ.get("SANDBOX_KERNEL_TEST_CACHE") or Path.home() / ".cache" / "sandbox-kernel-tests")
 PORT_RANGE = (42000, 43999)  # EG's kernelspec port range for the tests' kernels (EG wants >= 1000 ports)
@@ -124,7 +125,7 @@ def eg() -> EGInstall:
     CACHE.mkdir(parents=True, exist_ok=True)
     with open(CACHE / f"enterprise-gateway-{EG_VERSION}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        if not (folder / "complete").exists():
+        if not all((folder / "sdist" / name).exists() for name in SDIST_FILES) or not (folder / "complete").exists():
             _build(folder)
     return EGInstall(folder / "venv" / "bin" / "python", folder / "sdist")
 
@@ -486,6 +487,9 @@ def test_egs_launch_kubernetes_renders_the_pod_that_runs_the_launcher(eg: EGInst
     parsed = arguments.parse([expand(word, pod_env) for word in command[2:]])
     assert (parsed.kernel_id, parsed.response_host, parsed.response_port) == (kernel_id, "10.1.2.3", 8877)
     assert parsed.kernel_settings == ("--SandboxKernel.os_sandbox=required",)
+    policy = yaml.safe_load((DEPLOY / "network-policy.yaml").read_text())
+    selected = policy["spec"]["podSelector"]["matchLabels"]
+    assert pod["metadata"]["labels"] | selected == pod["metadata"]["labels"], "the policy selects the kernel's pod"
 
 
 def flat_keys(tree: Any, prefix: str = "") -> set[str]:
@@ -503,6 +507,13 @@ def test_the_helm_values_use_the_charts_keys_and_name_the_kernelspec(eg: EGInsta
     assert ours["kernel"]["defaultKernelName"] == kernelspecs.KUBERNETES_NAME
     assert ours["image"] == f"elyra/enterprise-gateway:{EG_VERSION}"
     assert ours["kernel"]["launchTimeout"] >= 60
+    assert ours["kernel"]["shareGatewayNamespace"] is True  # where network-policy.yaml is applied
+    policy = yaml.safe_load((DEPLOY / "network-policy.yaml").read_text())
+    (rule,) = policy["spec"]["ingress"]
+    (source,) = rule["from"]
+    pod_template = (eg.sdist / "deployment.yaml").read_text().split("  template:", 1)[1]
+    for name, value in source["podSelector"]["matchLabels"].items():
+        assert f"        {name}: {value}\n" in pod_template, "the policy admits EG's own pods (the chart's labels)"
 
 
 # --- the launcher alone, with this test as EG's response address: how a kernel's life ends ----------------------
