@@ -82,7 +82,7 @@ class Launcher:
         if self.km is not None and self.km.has_kernel:
             try:
                 await self.km.interrupt_kernel()
-            except OSError as exc:  # the kernel ended meanwhile
+            except (OSError, RuntimeError) as exc:  # the kernel ended meanwhile
                 log.warning("could not interrupt the kernel: %s", exc)
 
     async def run(self) -> int:
@@ -133,7 +133,7 @@ class Launcher:
                 await km.shutdown_kernel(now=True)
 
     async def _tell_eg(self, km: AsyncKernelManager, comm_port: int) -> bool:
-        """Send EG the connection file's contents, the launcher's pid and group, the comm port and the kernel id."""
+        """Send EG the kernel's connection info with the launcher's pid and group, the comm port and the kernel id."""
         args = self.args
         info: dict[str, object] = dict(km.get_connection_info())
         info["key"] = km.session.key.decode()  # bytes in jupyter_client's dict, text in the file the kernel reads
