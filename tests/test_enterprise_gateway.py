@@ -16,7 +16,6 @@ only when EG cannot be installed (no network).
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import fcntl
 import hashlib
@@ -42,13 +41,10 @@ import psutil
 import pytest
 import websocket
 import yaml
-from cryptography.hazmat.primitives import padding
 from cryptography.hazmat.primitives.asymmetric import rsa
-from cryptography.hazmat.primitives.asymmetric.padding import PKCS1v15
-from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
-from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 from jupyter_client.blocking.client import BlockingKernelClient
 
+from eg_payload import eg_public_key, new_key, open_payload
 from sandbox_kernel.enterprise_gateway import arguments, kernelspecs
 from sandbox_kernel.enterprise_gateway.payload import load_public_key, seal
 
@@ -426,12 +422,6 @@ def test_egs_response_manager_opens_what_the_launcher_seals(eg: EGInstall):
     assert proc.wait(timeout=60) == 0
 
 
-def eg_public_key() -> str:
-    """A public key as EG writes {public_key}: base64 DER, the PEM's body on one line."""
-    key = rsa.generate_private_key(public_exponent=65537, key_size=1024).public_key()
-    return base64.b64encode(key.public_bytes(Encoding.DER, PublicFormat.SubjectPublicKeyInfo)).decode()
-
-
 FAKE_KUBECONFIG = """apiVersion: v1
 kind: Config
 clusters: [{name: c, cluster: {server: "https://127.0.0.1:1"}}]
@@ -453,7 +443,7 @@ def test_egs_launch_kubernetes_renders_the_pod_that_runs_the_launcher(eg: EGInst
     shutil.copytree(DEPLOY / kernelspecs.KUBERNETES_NAME, folder)
     shutil.copy(eg.sdist / "launch_kubernetes.py", folder / "scripts")
     spec = json.loads((folder / "kernel.json").read_text())
-    kernel_id, public_key = str(uuid.uuid4()), eg_public_key()
+    kernel_id, public_key = str(uuid.uuid4()), eg_public_key(new_key())
     values = {"{kernel_id}": kernel_id, "{response_address}": "10.1.2.3:8877", "{public_key}": public_key,
               "{port_range}": "0..0"}  # fmt: skip
     argv = [values.get(word, word) for word in spec["argv"]]
@@ -519,16 +509,6 @@ def test_the_helm_values_use_the_charts_keys_and_name_the_kernelspec(eg: EGInsta
 # --- the launcher alone, with this test as EG's response address: how a kernel's life ends ----------------------
 
 
-def open_payload(data: bytes, key: rsa.RSAPrivateKey) -> dict[str, Any]:
-    """EG's decryption (version 1), as in tests/unit/test_eg_launcher.py; EG's own code does it above."""
-    envelope = json.loads(base64.b64decode(data))
-    aes_key = key.decrypt(base64.b64decode(envelope["key"]), PKCS1v15())
-    decryptor = Cipher(algorithms.AES(aes_key), modes.ECB()).decryptor()
-    padded = decryptor.update(base64.b64decode(envelope["conn_info"])) + decryptor.finalize()
-    unpadder = padding.PKCS7(128).unpadder()
-    return dict(json.loads(unpadder.update(padded) + unpadder.finalize()))
-
-
 @dataclass
 class Launched:
     proc: subprocess.Popen[bytes]
@@ -536,21 +516,17 @@ class Launched:
     log: Path
 
 
-def launch(tmp_path: Path, response_port: int | None = None) -> tuple[subprocess.Popen[bytes], Path]:
+def launch(
+    tmp_path: Path, key: rsa.RSAPrivateKey, response_port: int | None = None
+) -> tuple[subprocess.Popen[bytes], Path]:
     """`sandbox-kernel launch-eg` as EG's distributed kernelspec runs it, answering to `response_port`."""
-    key = rsa.generate_private_key(public_exponent=65537, key_size=1024)
     argv = kernelspecs.distributed_kernel_json(sys.executable, ["127.0.0.1"], ip="127.0.0.1")["argv"]
     values = {"{kernel_id}": str(uuid.uuid4()), "{response_address}": f"127.0.0.1:{response_port or free_port()}",
-              "{public_key}": eg_public_key_of(key), "{port_range}": "0..0"}  # fmt: skip
+              "{public_key}": eg_public_key(key), "{port_range}": "0..0"}  # fmt: skip
     log = tmp_path / "launcher.log"
     with open(log, "wb") as out:
         proc = subprocess.Popen([values.get(w, w) for w in argv], stdout=out, stderr=subprocess.STDOUT)  # type: ignore[union-attr]
-    proc.key = key  # type: ignore[attr-defined]
     return proc, log
-
-
-def eg_public_key_of(key: rsa.RSAPrivateKey) -> str:
-    return base64.b64encode(key.public_key().public_bytes(Encoding.DER, PublicFormat.SubjectPublicKeyInfo)).decode()
 
 
 @pytest.fixture
@@ -559,13 +535,14 @@ def launched(tmp_path: Path) -> Iterator[Launched]:
         response.bind(("127.0.0.1", 0))
         response.listen(1)
         response.settimeout(START_SECONDS)
-        proc, log = launch(tmp_path, response.getsockname()[1])
+        key = new_key()
+        proc, log = launch(tmp_path, key, response.getsockname()[1])
         try:
             conn, _ = response.accept()
             with conn:
                 conn.settimeout(60)
                 data = b"".join(iter(lambda: conn.recv(65536), b""))
-            info = open_payload(data, proc.key)  # type: ignore[attr-defined]
+            info = open_payload(data, key)
             yield Launched(proc, info, log)
         finally:
             if proc.poll() is None:
@@ -629,7 +606,7 @@ def test_every_ending_leaves_no_process(launched: Launched, ending: str):
 
 
 def test_a_launcher_that_cannot_reach_eg_stops_its_kernel(tmp_path: Path):
-    proc, log = launch(tmp_path)  # a response port where nothing listens
+    proc, log = launch(tmp_path, new_key())  # a response port where nothing listens
     assert proc.wait(timeout=START_SECONDS) == 1, log.read_text()
     text = log.read_text()
     assert "could not send the connection info to EG's response address" in text

@@ -13,11 +13,9 @@ import socket
 from pathlib import Path
 
 import pytest
-from cryptography.hazmat.primitives import padding, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
-from cryptography.hazmat.primitives.asymmetric import padding as asymmetric_padding
-from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 
+from eg_payload import eg_public_key, new_key, open_payload
 from sandbox_kernel.enterprise_gateway import arguments, comm, kernelspecs, ports
 from sandbox_kernel.enterprise_gateway.arguments import LaunchArgumentError, PortRange
 from sandbox_kernel.enterprise_gateway.comm import BadRequest, CommListener, Request, parse_request
@@ -29,14 +27,7 @@ DEPLOY = REPO / "deploy" / "enterprise-gateway"
 
 @pytest.fixture(scope="module")
 def private_key() -> rsa.RSAPrivateKey:
-    return rsa.generate_private_key(public_exponent=65537, key_size=1024)  # EG's ResponseManager.KEY_SIZE
-
-
-def eg_text(key: rsa.RSAPrivateKey | ec.EllipticCurvePrivateKey | rsa.RSAPublicKey) -> str:
-    """A public key as EG puts it on the launcher's command line: the PEM's base64 body on one line."""
-    public = key if isinstance(key, rsa.RSAPublicKey) else key.public_key()
-    der = public.public_bytes(serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
-    return base64.b64encode(der).decode()
+    return new_key()
 
 
 def words(key: str, *more: str, **values: str) -> list[str]:
@@ -48,7 +39,7 @@ def words(key: str, *more: str, **values: str) -> list[str]:
 
 
 def test_egs_own_and_older_spellings_are_both_taken(private_key):
-    key = eg_text(private_key)
+    key = eg_public_key(private_key)
     new = arguments.parse(words(key, "--port-range", "40000..41999"))
     old = arguments.parse(
         [
@@ -71,17 +62,17 @@ def test_egs_own_and_older_spellings_are_both_taken(private_key):
 
 
 def test_kernel_settings_pass_on_and_anything_else_is_refused(private_key, capsys):
-    parsed = arguments.parse(words(eg_text(private_key), "--SandboxKernel.cell_timeout=30", "--ip", "127.0.0.1"))
+    parsed = arguments.parse(words(eg_public_key(private_key), "--SandboxKernel.cell_timeout=30", "--ip", "127.0.0.1"))
     assert parsed.kernel_settings == ("--SandboxKernel.cell_timeout=30",) and parsed.ip == "127.0.0.1"
     for extra in (["--kernel-class-name", "x"], ["--SandboxKernel.cell_timeout", "30"], ["stray"]):
         with pytest.raises(SystemExit) as exit:
-            arguments.parse(words(eg_text(private_key), *extra))
+            arguments.parse(words(eg_public_key(private_key), *extra))
         assert exit.value.code == 2
         assert "unrecognized arguments" in capsys.readouterr().err
 
 
 def test_a_missing_value_or_spark_is_refused_by_argparse(private_key, capsys):
-    for argv in (words(eg_text(private_key))[2:], [*words(eg_text(private_key)), "--spark-context-initialization-mode", "lazy"]):  # fmt: skip
+    for argv in (words(eg_public_key(private_key))[2:], [*words(eg_public_key(private_key)), "--spark-context-initialization-mode", "lazy"]):  # fmt: skip
         with pytest.raises(SystemExit):
             arguments.parse(argv)
     assert "invalid choice: 'lazy'" in capsys.readouterr().err
@@ -127,19 +118,19 @@ def test_port_ranges_that_cannot_be_used_say_why(text, says):
 )
 def test_a_response_address_that_cannot_be_used_says_why(private_key, value, says):
     with pytest.raises(LaunchArgumentError) as error:
-        arguments.parse(words(eg_text(private_key), **{"response-address": value}))
+        arguments.parse(words(eg_public_key(private_key), **{"response-address": value}))
     assert says in str(error.value)
 
 
 @pytest.mark.parametrize("value", ["", "../../etc/passwd", "a b", "x" * 129, "{kernel_id}"])
 def test_a_kernel_id_that_is_not_one_is_refused(private_key, value):
     with pytest.raises(LaunchArgumentError, match="is not a kernel id"):
-        arguments.parse(words(eg_text(private_key), **{"kernel-id": value}))
+        arguments.parse(words(eg_public_key(private_key), **{"kernel-id": value}))
 
 
 def test_an_ip_that_is_not_ipv4_is_refused(private_key):
     with pytest.raises(LaunchArgumentError, match="is not an IPv4 address"):
-        arguments.parse(words(eg_text(private_key), "--ip", "localhost"))
+        arguments.parse(words(eg_public_key(private_key), "--ip", "localhost"))
 
 
 def test_public_keys_that_are_not_egs_are_refused():
@@ -148,8 +139,8 @@ def test_public_keys_that_are_not_egs_are_refused():
     for text, says in [
         ("not base64!", "is not a base64 DER public key"),
         (base64.b64encode(b"junk").decode(), "is not a base64 DER public key"),
-        (eg_text(curve), "must be an RSA key"),
-        (eg_text(small), "512 bits is too small"),
+        (eg_public_key(curve), "must be an RSA key"),
+        (eg_public_key(small), "512 bits is too small"),
         ("A" * 5000, "too long"),
     ]:
         with pytest.raises(ValueError) as error:
@@ -160,28 +151,15 @@ def test_public_keys_that_are_not_egs_are_refused():
 # --- the payload ------------------------------------------------------------------------------------------------
 
 
-def open_as_eg_does(data: bytes, key: rsa.RSAPrivateKey) -> dict[str, object]:
-    """ResponseManager._decode_payload's steps (version 1), written here with `cryptography`; EG's own code does
-    the same in tests/test_enterprise_gateway.py."""
-    envelope = json.loads(base64.b64decode(data))
-    assert envelope["version"] == 1 and set(envelope) == {"version", "key", "conn_info"}
-    aes_key = key.decrypt(base64.b64decode(envelope["key"]), asymmetric_padding.PKCS1v15())
-    decryptor = Cipher(algorithms.AES(aes_key), modes.ECB()).decryptor()
-    padded = decryptor.update(base64.b64decode(envelope["conn_info"])) + decryptor.finalize()
-    unpadder = padding.PKCS7(128).unpadder()
-    result: dict[str, object] = json.loads(unpadder.update(padded) + unpadder.finalize())
-    return result
-
-
 def test_the_sealed_connection_info_opens_with_egs_private_key_only(private_key):
     info = {"shell_port": 40001, "key": "c5462790-f5bc", "kernel_id": "k", "comm_port": 40006, "pid": 1}
     sealed = seal(info, private_key.public_key())
-    assert open_as_eg_does(sealed, private_key) == info
+    assert open_payload(sealed, private_key) == info
     assert b"c5462790" not in base64.b64decode(sealed)
     assert seal(info, private_key.public_key()) != sealed  # a fresh AES key each time
-    other = rsa.generate_private_key(public_exponent=65537, key_size=1024)
+    other = new_key()
     with pytest.raises(ValueError):
-        open_as_eg_does(sealed, other)
+        open_payload(sealed, other)
 
 
 # --- the comm port --------------------------------------------------------------------------------------------
@@ -320,7 +298,7 @@ def test_the_distributed_kernelspec_runs_the_launcher_with_what_eg_substitutes(p
     assert spec["metadata"]["process_proxy"]["config"] == {"remote_hosts": "node1,node2", "port_range": "40000..41999"}  # type: ignore[index]
     argv: list[str] = spec["argv"]  # type: ignore[assignment]
     assert argv[0] == "/opt/env/bin/python" and argv[3] == "launch-eg"
-    values = {"{kernel_id}": "k-1", "{response_address}": "10.0.0.5:8877", "{public_key}": eg_text(private_key), "{port_range}": "0..0"}  # fmt: skip
+    values = {"{kernel_id}": "k-1", "{response_address}": "10.0.0.5:8877", "{public_key}": eg_public_key(private_key), "{port_range}": "0..0"}  # fmt: skip
     parsed = arguments.parse([values.get(word, word) for word in argv[4:]])
     assert (parsed.kernel_id, parsed.response_host, parsed.port_range) == ("k-1", "10.0.0.5", PortRange(0, 0))
 
