@@ -1,4 +1,5 @@
-"""The `sandbox-kernel` command: install, uninstall, fetch, run, compare, mirror, doctor, mcp; otherwise the kernel itself."""
+"""The `sandbox-kernel` command: install, uninstall, fetch, run, compare, mirror, doctor, mcp, launch-eg; otherwise
+the kernel itself."""
 
 from __future__ import annotations
 
@@ -163,7 +164,20 @@ def split_command_line(words: list[str]) -> tuple[list[str], list[str], list[str
 
 
 COMMANDS = frozenset(
-    {"install", "uninstall", "fetch", "run", "compare", "mirror", "doctor", "mcp", "--version", "-h", "--help"}
+    {
+        "install",
+        "uninstall",
+        "fetch",
+        "run",
+        "compare",
+        "mirror",
+        "doctor",
+        "mcp",
+        "launch-eg",
+        "--version",
+        "-h",
+        "--help",
+    }
 )
 
 
@@ -265,6 +279,12 @@ def _parser() -> argparse.ArgumentParser:
     mcp.set_defaults(func=_mcp)
     doctor = sub.add_parser("doctor", help="check Deno, the cache, the kernelspec and the OS layers in force")
     doctor.set_defaults(func=_doctor)
+    # Listed here for --help; its words are parsed by its own parser (main() hands them over before this one runs).
+    sub.add_parser(
+        "launch-eg",
+        help="the kernel launcher for Jupyter Enterprise Gateway (run by EG from a kernelspec; see its --help)",
+        add_help=False,
+    )
     return parser
 
 
@@ -278,6 +298,10 @@ def main(argv: list[str] | None = None) -> None:
 
         launch(argv)
         return
+    if argv[0] == "launch-eg":  # EG's launcher options and kernel settings: its own parser checks them
+        from sandbox_kernel.enterprise_gateway.launcher import main as launch_eg
+
+        sys.exit(launch_eg(argv[1:]))
     parser = _parser()
     settings, own, rest = split_command_line(argv[1:]) if argv[0] in ("run", "mcp") else ([], argv[1:], [])
     if argv[0] == "run":  # the script, or -c's arguments, and what follows: the code's, untouched by argparse

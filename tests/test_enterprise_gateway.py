@@ -1,0 +1,614 @@
+"""The EG launcher against EG's launch protocol: Jupyter Enterprise Gateway 3.3.0 itself, in its own virtual
+environment (its pins cannot share ours), runs this kernel through `sandbox-kernel launch-eg`.
+
+EG's DistributedProcessProxy with remote_hosts = 127.0.0.1 starts the launcher on this machine without SSH
+(`ip_is_local`) and then speaks the whole remote protocol: its ResponseManager's public key and response address
+on the launcher's command line, the sealed connection info back, interrupts and stops over the comm port. Over
+EG's REST API and websocket a kernel is started, runs cells, is interrupted (its state kept), restarted and shut
+down, and no launcher, kernel or Deno process is left. The comm port takes garbage without harm. EG's own
+decryption opens what the launcher seals, and EG's own launch_kubernetes.py renders the Kubernetes kernelspec's
+pod template into a pod whose command is the launcher with EG's values.
+
+EG is installed once into a cache folder (SANDBOX_KERNEL_TEST_CACHE, else ~/.cache/sandbox-kernel-tests) and
+reused; its sdist (hash-checked) gives launch_kubernetes.py and the Helm chart's values.yaml. The tests are skipped
+only when EG cannot be installed (no network).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import json
+import os
+import re
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tarfile
+import time
+import urllib.request
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+import websocket
+import yaml
+from cryptography.hazmat.primitives.asymmetric import rsa
+from jupyter_client.blocking.client import BlockingKernelClient
+
+from eg_payload import eg_public_key, new_key, open_payload
+from sandbox_kernel.enterprise_gateway import arguments, kernelspecs
+from sandbox_kernel.enterprise_gateway.payload import load_public_key, seal
+
+EG_VERSION = "3.3.0"
+EG_SDIST = f"jupyter_enterprise_gateway-{EG_VERSION}.tar.gz"
+EG_SDIST_SHA256 = "58d61fef0f30d8010553bf3755c7d205c072383849c416916b37d3ef940725b7"
+SDIST_FILES = {  # what the tests read from EG's sdist (the wheel has neither)
+    "launch_kubernetes.py": "etc/kernel-launchers/kubernetes/scripts/launch_kubernetes.py",
+    "values.yaml": "etc/kubernetes/helm/enterprise-gateway/values.yaml",
+    "deployment.yaml": "etc/kubernetes/helm/enterprise-gateway/templates/deployment.yaml",
+}
+CACHE = Path(os.environ.get("SANDBOX_KERNEL_TEST_CACHE") or Path.home() / ".cache" / "sandbox-kernel-tests")
+PORT_RANGE = (42000, 43999)  # EG's kernelspec port range for the tests' kernels (EG wants >= 1000 ports)
+REPO = Path(__file__).resolve().parents[1]
+DEPLOY = REPO / "deploy" / "enterprise-gateway"
+START_SECONDS = 180  # a kernel start through EG on a loaded machine
+GONE_SECONDS = 60
+NETWORK_TROUBLE = (
+    "No matching distribution",
+    "Could not find a version",
+    "Failed to establish a new connection",
+    "Temporary failure in name resolution",
+    "Network is unreachable",
+    "Max retries exceeded",
+    "Connection refused",
+    "timed out",
+)
+
+
+@dataclass(frozen=True)
+class EGInstall:
+    python: Path  # EG's virtual environment's python
+    sdist: Path  # the folder with SDIST_FILES
+
+
+def _run(argv: list[str], timeout: float) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
+
+
+def _build(folder: Path) -> None:
+    """EG in its own venv, and the files of its sdist; pytest.skip when pip cannot reach an index."""
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True)
+    done = _run([sys.executable, "-m", "venv", str(folder / "venv")], 300)
+    assert done.returncode == 0, done.stderr
+    python = folder / "venv" / "bin" / "python"
+    steps = [
+        [str(python), "-m", "pip", "install", "-q", f"jupyter_enterprise_gateway=={EG_VERSION}"],
+        [str(python), "-m", "pip", "download", "-q", "--no-deps", "--no-binary", ":all:", "-d", str(folder / "dl"),
+         f"jupyter_enterprise_gateway=={EG_VERSION}"],
+    ]  # fmt: skip
+    for argv in steps:
+        done = _run(argv, 1200)
+        if done.returncode != 0:
+            output = done.stdout + done.stderr
+            if any(sign in output for sign in NETWORK_TROUBLE):
+                pytest.skip(f"Enterprise Gateway {EG_VERSION} cannot be installed here: {output.strip()[-500:]}")
+            raise AssertionError(f"{' '.join(argv)} failed:\n{output[-3000:]}")
+    sdist = folder / "dl" / EG_SDIST
+    assert hashlib.sha256(sdist.read_bytes()).hexdigest() == EG_SDIST_SHA256, f"{sdist} is not EG {EG_VERSION}'s"
+    with tarfile.open(sdist) as tar:
+        for name, member in SDIST_FILES.items():
+            source = tar.extractfile(f"jupyter_enterprise_gateway-{EG_VERSION}/{member}")
+            assert source is not None, member
+            (folder / "sdist").mkdir(exist_ok=True)
+            (folder / "sdist" / name).write_bytes(source.read())
+    (folder / "complete").write_text(EG_VERSION)
+
+
+@pytest.fixture(scope="session")
+def eg() -> EGInstall:
+    """EG's venv, built once per cache folder (a lock keeps concurrent test runs from building it twice)."""
+    folder = CACHE / f"enterprise-gateway-{EG_VERSION}"
+    CACHE.mkdir(parents=True, exist_ok=True)
+    with open(CACHE / f"enterprise-gateway-{EG_VERSION}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not all((folder / "sdist" / name).exists() for name in SDIST_FILES) or not (folder / "complete").exists():
+            _build(folder)
+    return EGInstall(folder / "venv" / "bin" / "python", folder / "sdist")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class Gateway:
+    base: str
+    token: str
+    logs: Path  # EG_KERNEL_LOG_DIR: each launcher's stdout and stderr, kernel-<id>.log
+    eg_log: Path
+
+    def api(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
+        data = None if body is None else json.dumps(body).encode()
+        req = urllib.request.Request(f"http://{self.base}{path}", data=data, method=method)
+        req.add_header("Authorization", f"token {self.token}")
+        req.add_header("Content-Type", "application/json")
+        with urllib.request.urlopen(req, timeout=START_SECONDS) as resp:
+            text = resp.read().decode()
+        return json.loads(text) if text else None
+
+    def start_kernel(self) -> str:
+        # KERNEL_USERNAME: EG refuses root, which the tests may run as.
+        model = self.api(
+            "POST", "/api/kernels", {"name": kernelspecs.DISTRIBUTED_NAME, "env": {"KERNEL_USERNAME": "sandbox-test"}}
+        )
+        return str(model["id"])
+
+    def kernel_log(self, kernel_id: str) -> str:
+        path = self.logs / f"kernel-{kernel_id}.log"
+        return path.read_text(errors="replace") if path.exists() else ""
+
+    def story(self, kernel_id: str) -> str:
+        """What to show when a test fails: the launcher's log and the end of EG's."""
+        return (
+            f"\n--- launcher log:\n{self.kernel_log(kernel_id)[-4000:]}\n--- EG log:\n{self.eg_log.read_text()[-4000:]}"
+        )
+
+
+@pytest.fixture(scope="module")
+def gateway(eg: EGInstall, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
+    """EG on 127.0.0.1 with one kernelspec: this kernel through the launcher, by DistributedProcessProxy."""
+    root = tmp_path_factory.mktemp("enterprise-gateway")
+    spec = root / "jupyter" / "kernels" / kernelspecs.DISTRIBUTED_NAME
+    spec.mkdir(parents=True)
+    kernel_json = kernelspecs.distributed_kernel_json(
+        sys.executable, ["127.0.0.1"], port_range="{}..{}".format(*PORT_RANGE), ip="127.0.0.1"
+    )
+    (spec / "kernel.json").write_text(json.dumps(kernel_json, indent=2))
+    (root / "logs").mkdir()
+    # What EG passes on to the launcher: a kernel's environment is only these, the kernelspec's env and KERNEL_*.
+    inherited = ["PATH", "HOME", *(k for k in os.environ if k.startswith(("COV", "SANDBOX_KERNEL_", "XDG_")))]
+    env = {
+        **os.environ,
+        "JUPYTER_PATH": str(root / "jupyter"),
+        "JUPYTER_CONFIG_DIR": str(root / "config"),
+        "JUPYTER_DATA_DIR": str(root / "data"),
+        "JUPYTER_RUNTIME_DIR": str(root / "runtime"),
+        "EG_RESPONSE_IP": "127.0.0.1",  # else EG binds its response port on this machine's public address
+        "EG_RESPONSE_PORT": str(free_port()),
+        "EG_KERNEL_LOG_DIR": str(root / "logs"),
+        "EG_INHERITED_ENVS": ",".join(inherited),
+        "EG_KERNEL_LAUNCH_TIMEOUT": str(START_SECONDS),
+    }
+    port, token = free_port(), secrets.token_hex(16)
+    eg_log = root / "eg.log"
+    with open(eg_log, "w") as log:
+        proc = subprocess.Popen(
+            [
+                str(eg.python), "-m", "enterprise_gateway", "--EnterpriseGatewayApp.ip=127.0.0.1",
+                f"--EnterpriseGatewayApp.port={port}", "--EnterpriseGatewayApp.port_retries=0",
+                f"--EnterpriseGatewayApp.auth_token={token}", "--EnterpriseGatewayApp.list_kernels=True",
+                "--log-level=DEBUG",
+            ],
+            cwd=root, env=env, stdout=log, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+    gw = Gateway(f"127.0.0.1:{port}", token, root / "logs", eg_log)
+    try:
+        deadline = time.monotonic() + 90
+        while True:
+            try:
+                gw.api("GET", "/api")
+                break
+            except OSError:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"Enterprise Gateway did not start:\n{eg_log.read_text()[-3000:]}") from None
+                time.sleep(0.3)
+        yield gw
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=30)
+
+
+class Channels:
+    """EG's websocket for one kernel: the Jupyter protocol as JSON messages."""
+
+    def __init__(self, gw: Gateway, kernel_id: str) -> None:
+        self.ws = websocket.create_connection(
+            f"ws://{gw.base}/api/kernels/{kernel_id}/channels",
+            header=[f"Authorization: token {gw.token}"],
+            timeout=START_SECONDS,
+        )
+
+    def close(self) -> None:
+        self.ws.close()
+
+    def execute(self, code: str, on_stream: Callable[[], object] | None = None) -> tuple[dict[str, Any], str]:
+        """The execute_reply's content and the cell's stdout; `on_stream` is called at its first output."""
+        msg_id = uuid.uuid4().hex
+        header = {"msg_id": msg_id, "msg_type": "execute_request", "username": "t", "session": "s", "version": "5.3"}
+        content = {"code": code, "silent": False, "store_history": True, "user_expressions": {}, "allow_stdin": False}
+        self.ws.send(json.dumps({"header": header, "parent_header": {}, "metadata": {}, "content": content, "channel": "shell"}))  # fmt: skip
+        reply, idle, stdout = None, False, []
+        while reply is None or not idle:
+            msg = json.loads(self.ws.recv())
+            if msg.get("parent_header", {}).get("msg_id") != msg_id:
+                continue
+            if msg["msg_type"] == "execute_reply":
+                reply = msg["content"]
+            elif msg["msg_type"] == "status":
+                idle = msg["content"]["execution_state"] == "idle"
+            elif msg["msg_type"] == "stream" and msg["content"]["name"] == "stdout":
+                if on_stream is not None and not stdout:
+                    on_stream()
+                stdout.append(msg["content"]["text"])
+        return reply, "".join(stdout)
+
+
+@contextlib.contextmanager
+def channels(gw: Gateway, kernel_id: str) -> Iterator[Channels]:
+    ch = Channels(gw, kernel_id)
+    try:
+        yield ch
+    finally:
+        ch.close()
+
+
+def launcher_of(kernel_id: str) -> psutil.Process:
+    """The one running `sandbox-kernel launch-eg` process of this kernel."""
+    found = []
+    for proc in psutil.process_iter(["cmdline"]):
+        cmdline = proc.info["cmdline"] or []
+        if "launch-eg" in cmdline and kernel_id in cmdline and proc.status() != psutil.STATUS_ZOMBIE:
+            found.append(proc)
+    assert len(found) == 1, f"launchers of {kernel_id}: {[p.pid for p in found]}"
+    return found[0]
+
+
+def family(launcher: psutil.Process) -> list[psutil.Process]:
+    """The launcher, its kernel and the kernel's Deno processes."""
+    return [launcher, *launcher.children(recursive=True)]
+
+
+def assert_gone(procs: list[psutil.Process], why: str) -> None:
+    """Every process ended (a zombie not yet reaped by EG counts as ended) within GONE_SECONDS."""
+    deadline = time.monotonic() + GONE_SECONDS
+    alive = procs
+    while alive and time.monotonic() < deadline:
+        alive = [p for p in alive if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+        time.sleep(0.2)
+    assert not alive, f"still running {GONE_SECONDS}s after {why}: {[(p.pid, p.name()) for p in alive]}"
+
+
+def listening_ports(proc: psutil.Process) -> set[int]:
+    return {c.laddr.port for c in proc.net_connections(kind="tcp") if c.status == psutil.CONN_LISTEN}
+
+
+LOOP = "import time\nx = 1\nprint('looping', flush=True)\nwhile True:\n    x += 1\n    time.sleep(0.01)\n"
+
+
+def interrupted(gw: Gateway, ch: Channels, kernel_id: str) -> dict[str, Any]:
+    """Run LOOP and interrupt it through EG once it prints; the reply."""
+    reply, out = ch.execute(LOOP, on_stream=lambda: gw.api("POST", f"/api/kernels/{kernel_id}/interrupt"))
+    assert out == "looping\n"
+    return reply
+
+
+def test_eg_starts_interrupts_restarts_and_shuts_down_the_kernel_through_the_launcher(gateway: Gateway):
+    gw = gateway
+    kernel_id = gw.start_kernel()
+    try:
+        launcher = launcher_of(kernel_id)
+        kernel = launcher.children()[0]
+        with channels(gw, kernel_id) as ch:
+            reply, out = ch.execute("import sys\nprint('through EG', sys.platform)")
+            assert reply["status"] == "ok" and out == "through EG emscripten\n", gw.story(kernel_id)
+            first = family(launcher)  # the sandbox is up once a cell has run
+            assert any(p.name().startswith("deno") for p in first), [p.name() for p in first]
+
+            reply = interrupted(gw, ch, kernel_id)
+            assert reply["status"] == "error" and reply["ename"] == "KeyboardInterrupt", gw.story(kernel_id)
+            reply, out = ch.execute("print(x > 1)")
+            assert (reply["status"], out) == ("ok", "True\n"), "the kernel's state is kept across the interrupt"
+        assert kernel.is_running() and launcher_of(kernel_id).pid == launcher.pid
+        assert "comm port: interrupt requested" in gw.kernel_log(kernel_id)
+        (line,) = re.findall(r"ports shell=(\d+) iopub=(\d+) stdin=(\d+) hb=(\d+) control=(\d+), comm port (\d+)",
+                             gw.kernel_log(kernel_id))  # fmt: skip
+        *channel_ports, comm_port = map(int, line)
+        assert all(PORT_RANGE[0] <= p <= PORT_RANGE[1] for p in [*channel_ports, comm_port]), line
+        assert set(channel_ports) <= listening_ports(kernel) and listening_ports(launcher) == {comm_port}
+
+        gw.api("POST", f"/api/kernels/{kernel_id}/restart")
+        assert_gone(first, "a restart")
+        assert launcher_of(kernel_id).pid != launcher.pid
+        with channels(gw, kernel_id) as ch:
+            reply, out = ch.execute("print('x' in globals())")
+            assert (reply["status"], out) == ("ok", "False\n"), gw.story(kernel_id)
+        second = family(launcher_of(kernel_id))
+        assert any(p.name().startswith("deno") for p in second), [p.name() for p in second]
+    finally:
+        gw.api("DELETE", f"/api/kernels/{kernel_id}")
+    assert_gone(second, "a shutdown")
+    assert kernel_id not in [k["id"] for k in gw.api("GET", "/api/kernels")]
+    assert "stopping the kernel" in gw.kernel_log(kernel_id) or "the kernel exited" in gw.kernel_log(kernel_id)
+
+
+GARBAGE = [
+    b"not json",
+    b"\xff\xfe\x00",
+    b'{"signum": 11}',  # SIGSEGV: forwarded, it would kill the kernel
+    b'{"signum": "9"}',  # EG's own launcher would int() this and kill itself
+    b'{"signum": true}',
+    b'{"signum": 0, "signum": 9}',
+    b'{"shutdown": true}',
+    b"[" * 5000,
+    b'{"signum": 0' + b" " * 200_000 + b"}",
+]
+
+
+def send_raw(port: int, data: bytes) -> None:
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        with contextlib.suppress(OSError):  # the launcher stops reading a request that is too long
+            sock.sendall(data)
+            sock.shutdown(socket.SHUT_WR)
+            sock.recv(1)
+
+
+def test_the_comm_port_ignores_garbage_and_still_serves_eg(gateway: Gateway):
+    gw = gateway
+    kernel_id = gw.start_kernel()
+    try:
+        launcher = launcher_of(kernel_id)
+        kernel = launcher.children()[0]
+        (comm_port,) = listening_ports(launcher)
+        with channels(gw, kernel_id) as ch:
+            assert ch.execute("y = 5")[0]["status"] == "ok", gw.story(kernel_id)
+            with socket.create_connection(("127.0.0.1", comm_port), timeout=10):  # says nothing while the rest goes
+                for data in GARBAGE:
+                    send_raw(comm_port, data)
+            deadline = time.monotonic() + 30
+            while gw.kernel_log(kernel_id).count("comm port: ignored") < len(GARBAGE) + 1:
+                assert time.monotonic() < deadline, gw.story(kernel_id)
+                time.sleep(0.2)
+            assert launcher.is_running() and kernel.is_running(), gw.story(kernel_id)
+            reply, out = ch.execute("print(y)")
+            assert (reply["status"], out) == ("ok", "5\n"), "the same kernel, its state kept"
+            reply = interrupted(gw, ch, kernel_id)  # EG's requests still come through
+            assert reply["ename"] == "KeyboardInterrupt", gw.story(kernel_id)
+        assert launcher_of(kernel_id).pid == launcher.pid
+        procs = family(launcher)
+    finally:
+        gw.api("DELETE", f"/api/kernels/{kernel_id}")
+    assert_gone(procs, "a shutdown")
+
+
+DECODE_WITH_EG = """
+import json, logging, sys, types
+from Cryptodome.PublicKey import RSA
+from enterprise_gateway.services.processproxies.processproxy import ResponseManager
+
+key = RSA.generate(ResponseManager.KEY_SIZE)
+pem = types.SimpleNamespace(_public_pem=key.publickey().export_key("PEM"))
+print(ResponseManager.public_key.fget(pem), flush=True)  # EG's {public_key}, as EG writes it
+manager = types.SimpleNamespace(_private_key=key, _response_registry={}, log=logging.getLogger("eg"))
+print(json.dumps(ResponseManager._decode_payload(manager, sys.stdin.readline().strip())), flush=True)
+"""
+
+
+def test_egs_response_manager_opens_what_the_launcher_seals(eg: EGInstall):
+    proc = subprocess.Popen(
+        [str(eg.python), "-c", DECODE_WITH_EG], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    assert proc.stdin is not None and proc.stdout is not None
+    info = {"shell_port": 42001, "key": secrets.token_hex(16), "kernel_id": str(uuid.uuid4()), "comm_port": 42006}
+    public_key = proc.stdout.readline().strip()
+    proc.stdin.write(seal(info, load_public_key(public_key)).decode() + "\n")
+    proc.stdin.close()
+    assert json.loads(proc.stdout.readline()) == info
+    assert proc.wait(timeout=60) == 0
+
+
+FAKE_KUBECONFIG = """apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "https://127.0.0.1:1"}}]
+users: [{name: u, user: {token: t}}]
+contexts: [{name: x, context: {cluster: c, user: u}}]
+current-context: x
+"""
+
+
+def expand(word: str, env: dict[str, str]) -> str:
+    """Kubernetes' expansion of $(NAME) in a container's command and args."""
+    return re.sub(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)", lambda m: env.get(m[1], m[0]), word)
+
+
+def test_egs_launch_kubernetes_renders_the_pod_that_runs_the_launcher(eg: EGInstall, tmp_path: Path):
+    """The Kubernetes kernelspec as EG's pod holds it (deploy/enterprise-gateway/ plus EG's launch_kubernetes.py),
+    its argv run as EG would with --pod-template (render only: no cluster here)."""
+    folder = tmp_path / "kernels" / kernelspecs.KUBERNETES_NAME
+    shutil.copytree(DEPLOY / kernelspecs.KUBERNETES_NAME, folder)
+    shutil.copy(eg.sdist / "launch_kubernetes.py", folder / "scripts")
+    spec = json.loads((folder / "kernel.json").read_text())
+    kernel_id, public_key = str(uuid.uuid4()), eg_public_key(new_key())
+    values = {"{kernel_id}": kernel_id, "{response_address}": "10.1.2.3:8877", "{public_key}": public_key,
+              "{port_range}": "0..0"}  # fmt: skip
+    argv = [values.get(word, word) for word in spec["argv"]]
+    assert argv[1] == f"{kernelspecs.EG_KERNELS}/{kernelspecs.KUBERNETES_NAME}/scripts/launch_kubernetes.py"
+    argv[:2] = [str(eg.python), str(folder / "scripts" / "launch_kubernetes.py")]
+    (tmp_path / "kubeconfig").write_text(FAKE_KUBECONFIG)
+    image = spec["metadata"]["process_proxy"]["config"]["image_name"]
+    env = {  # what EG's KubernetesProcessProxy and ContainerProcessProxy put in the launch's environment
+        "PATH": os.environ["PATH"], "KUBECONFIG": str(tmp_path / "kubeconfig"), "KERNEL_ID": kernel_id,
+        "KERNEL_USERNAME": "alice", "KERNEL_NAMESPACE": "alice-ns", "KERNEL_POD_NAME": f"alice-{kernel_id}",
+        "KERNEL_SERVICE_ACCOUNT_NAME": "default", "KERNEL_IMAGE": image, "KERNEL_EXECUTOR_IMAGE": image,
+        "KERNEL_UID": "1000", "KERNEL_GID": "100", "KERNEL_LANGUAGE": "python", "KERNEL_MEMORY_LIMIT": "2Gi",
+        **spec["env"],
+    }  # fmt: skip
+    out = tmp_path / "pod.yaml"
+    done = subprocess.run([*argv, "--pod-template", str(out)], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    pod = yaml.safe_load(out.read_text())
+    assert pod["kind"] == "Pod" and pod["metadata"]["namespace"] == "alice-ns"
+    assert pod["metadata"]["labels"] | {"kernel_id": kernel_id, "component": "kernel"} == pod["metadata"]["labels"]
+    assert pod["spec"]["automountServiceAccountToken"] is False
+    assert pod["spec"]["securityContext"]["runAsUser"] == 1000 and pod["spec"]["securityContext"]["runAsNonRoot"]
+    (container,) = pod["spec"]["containers"]
+    assert container["image"] == image == kernelspecs.IMAGE
+    assert container["resources"]["limits"]["memory"] == "2Gi"
+    command = [*container["command"], *container["args"]]
+    launcher = [kernelspecs.IMAGE_COMMAND, *kernelspecs.launcher_arguments(kernelspecs.POD_VALUES)]
+    assert command[: len(launcher)] == launcher
+    assert all(word.startswith("--SandboxKernel.") for word in command[len(launcher) :])
+    pod_env = {item["name"]: item["value"] for item in container["env"]}
+    parsed = arguments.parse([expand(word, pod_env) for word in command[2:]])
+    assert (parsed.kernel_id, parsed.response_host, parsed.response_port) == (kernel_id, "10.1.2.3", 8877)
+    assert parsed.kernel_settings == ("--SandboxKernel.os_sandbox=required",)
+    policy = yaml.safe_load((DEPLOY / "network-policy.yaml").read_text())
+    selected = policy["spec"]["podSelector"]["matchLabels"]
+    assert pod["metadata"]["labels"] | selected == pod["metadata"]["labels"], "the policy selects the kernel's pod"
+
+
+def flat_keys(tree: Any, prefix: str = "") -> set[str]:
+    if not isinstance(tree, dict):
+        return {prefix}
+    return {key for name, value in tree.items() for key in flat_keys(value, f"{prefix}{name}.")} | {prefix}
+
+
+def test_the_helm_values_use_the_charts_keys_and_name_the_kernelspec(eg: EGInstall):
+    ours = yaml.safe_load((DEPLOY / "helm-values.yaml").read_text())
+    chart = yaml.safe_load((eg.sdist / "values.yaml").read_text())
+    unknown = flat_keys(ours) - flat_keys(chart)
+    assert not unknown, f"keys that EG {EG_VERSION}'s chart does not have: {sorted(unknown)}"
+    assert kernelspecs.KUBERNETES_NAME in ours["kernel"]["allowedKernels"]
+    assert ours["kernel"]["defaultKernelName"] == kernelspecs.KUBERNETES_NAME
+    assert ours["image"] == f"elyra/enterprise-gateway:{EG_VERSION}"
+    assert ours["kernel"]["launchTimeout"] >= 60
+    assert ours["kernel"]["shareGatewayNamespace"] is True  # where network-policy.yaml is applied
+    policy = yaml.safe_load((DEPLOY / "network-policy.yaml").read_text())
+    (rule,) = policy["spec"]["ingress"]
+    (source,) = rule["from"]
+    pod_template = (eg.sdist / "deployment.yaml").read_text().split("  template:", 1)[1]
+    for name, value in source["podSelector"]["matchLabels"].items():
+        assert f"        {name}: {value}\n" in pod_template, "the policy admits EG's own pods (the chart's labels)"
+
+
+# --- the launcher alone, with this test as EG's response address: how a kernel's life ends ----------------------
+
+
+@dataclass
+class Launched:
+    proc: subprocess.Popen[bytes]
+    info: dict[str, Any]  # the connection info the launcher sent
+    log: Path
+
+
+def launch(
+    tmp_path: Path, key: rsa.RSAPrivateKey, response_port: int | None = None
+) -> tuple[subprocess.Popen[bytes], Path]:
+    """`sandbox-kernel launch-eg` as EG's distributed kernelspec runs it, answering to `response_port`."""
+    argv = kernelspecs.distributed_kernel_json(sys.executable, ["127.0.0.1"], ip="127.0.0.1")["argv"]
+    values = {"{kernel_id}": str(uuid.uuid4()), "{response_address}": f"127.0.0.1:{response_port or free_port()}",
+              "{public_key}": eg_public_key(key), "{port_range}": "0..0"}  # fmt: skip
+    log = tmp_path / "launcher.log"
+    with open(log, "wb") as out:
+        proc = subprocess.Popen([values.get(w, w) for w in argv], stdout=out, stderr=subprocess.STDOUT)  # type: ignore[union-attr]
+    return proc, log
+
+
+@pytest.fixture
+def launched(tmp_path: Path) -> Iterator[Launched]:
+    with socket.socket() as response:
+        response.bind(("127.0.0.1", 0))
+        response.listen(1)
+        response.settimeout(START_SECONDS)
+        key = new_key()
+        proc, log = launch(tmp_path, key, response.getsockname()[1])
+        try:
+            conn, _ = response.accept()
+            with conn:
+                conn.settimeout(60)
+                data = b"".join(iter(lambda: conn.recv(65536), b""))
+            info = open_payload(data, key)
+            yield Launched(proc, info, log)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(timeout=30)
+
+
+def client_of(info: dict[str, Any]) -> BlockingKernelClient:
+    """A client on the connection info the launcher sent (its shell channel: requests wait until the kernel binds;
+    wait_for_ready's heartbeat check can call a kernel that is still starting dead)."""
+    kc = BlockingKernelClient()
+    kc.load_connection_info({k: v for k, v in info.items() if k not in ("pid", "pgid", "comm_port", "kernel_id")})
+    kc.start_channels()
+    return kc
+
+
+def run_cell(kc: BlockingKernelClient, code: str) -> dict[str, Any]:
+    """The execute_reply's content."""
+    msg_id = kc.execute(code)
+    deadline = time.monotonic() + START_SECONDS
+    while True:
+        reply = kc.get_shell_msg(timeout=max(1.0, deadline - time.monotonic()))
+        if reply["parent_header"].get("msg_id") == msg_id:
+            return dict(reply["content"])
+
+
+def send_request(port: int, request: dict[str, int]) -> None:
+    """As EG's RemoteProcessProxy._send_listener_request does: connect, send the JSON, close."""
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        sock.sendall(json.dumps(request).encode())
+
+
+ENDINGS: dict[str, Callable[[Launched, BlockingKernelClient], None]] = {
+    "comm port shutdown": lambda lp, kc: send_request(lp.info["comm_port"], {"shutdown": 1}),
+    "comm port SIGTERM": lambda lp, kc: send_request(lp.info["comm_port"], {"signum": 15}),
+    "comm port SIGKILL": lambda lp, kc: send_request(lp.info["comm_port"], {"signum": 9}),
+    "SIGTERM to the launcher": lambda lp, kc: lp.proc.terminate(),
+    "the kernel's own shutdown_request": lambda lp, kc: kc.shutdown(),
+    "SIGKILL to the launcher": lambda lp, kc: lp.proc.kill(),
+}
+
+
+@pytest.mark.parametrize("ending", list(ENDINGS))
+def test_every_ending_leaves_no_process(launched: Launched, ending: str):
+    """However the kernel's life ends, the launcher, the kernel and its Deno processes all end, and the comm port
+    is closed (EG's next request is refused: the kernel is gone)."""
+    assert launched.info["pid"] == launched.proc.pid and launched.info["ip"] == "127.0.0.1"
+    kc = client_of(launched.info)
+    try:
+        assert run_cell(kc, "z = 7")["status"] == "ok", launched.log.read_text()
+        procs = family(psutil.Process(launched.proc.pid))  # the sandbox is up once a cell has run
+        assert any(p.name().startswith("deno") for p in procs), [p.name() for p in procs]
+        ENDINGS[ending](launched, kc)
+        assert_gone(procs, ending)
+    finally:
+        kc.stop_channels()
+    status = launched.proc.wait(timeout=10)
+    assert status == (-signal.SIGKILL if ending == "SIGKILL to the launcher" else 0), launched.log.read_text()
+    with pytest.raises(OSError):
+        send_request(launched.info["comm_port"], {"signum": 0})
+
+
+def test_a_launcher_that_cannot_reach_eg_stops_its_kernel(tmp_path: Path):
+    proc, log = launch(tmp_path, new_key())  # a response port where nothing listens
+    assert proc.wait(timeout=START_SECONDS) == 1, log.read_text()
+    text = log.read_text()
+    assert "could not send the connection info to EG's response address" in text
+    (pid,) = re.findall(r"kernel \S+ started \(pid (\d+)\)", text)
+    assert not psutil.pid_exists(int(pid)) or psutil.Process(int(pid)).status() == psutil.STATUS_ZOMBIE
