@@ -85,6 +85,13 @@ def decoded(text: Any, most: int, what: str) -> bytes:
     return data
 
 
+def _dig(data: Any, *keys: str) -> Any:
+    """data[key1][key2]..., or None where a level is missing or not a dict (the request's metadata is the client's)."""
+    for key in keys:
+        data = data.get(key) if isinstance(data, dict) else None
+    return data
+
+
 class PartStore:
     """The part commands on the kernel's checkpoint folder."""
 
@@ -112,8 +119,7 @@ class PartStore:
     def put(self, command: PartCommand, metadata: dict[str, Any]) -> dict[str, Any]:
         """Take a part of a file being put; the file becomes NAME.sbkcp with its last part."""
         name, offset, size = command.name, command.offset, command.size
-        part = metadata.get("sandbox_kernel", {}).get(METADATA_KEY) if isinstance(metadata, dict) else None
-        data = decoded(part.get("data") if isinstance(part, dict) else None, PART_BYTES, f"%checkpoint_put {name}")
+        data = decoded(_dig(metadata, "sandbox_kernel", METADATA_KEY, "data"), PART_BYTES, f"%checkpoint_put {name}")
         partial = self._partial(name)
         if offset == 0:
             self._start(name, size)

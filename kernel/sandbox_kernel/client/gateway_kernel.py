@@ -43,7 +43,7 @@ class GatewayKernel:
         self.rest = GatewayRest(url, token)  # ValueError for a URL that cannot be a gateway's
         self.kernel_name = kernel_name
         self.kernel_id: str | None = None
-        self.session = Session(key=b"", username="sandbox-kernel")  # the gateway signs for the kernel
+        self.session = Session(username="sandbox-kernel")  # the gateway signs what it passes on with the kernel's key
         self._queues: dict[str, asyncio.Queue[dict[str, Any]]] = {}
         self._outgoing: asyncio.Queue[str] = asyncio.Queue()
         self._ws: ClientConnection | None = None
@@ -180,8 +180,8 @@ class GatewayKernel:
         try:
             try:
                 await self.rest.restart(self.kernel_id, timeout)
-            except GatewayError as exc:
-                if exc.status != 404:
+            except GatewayError as exc:  # Kernel Gateway answers 500 for a kernel it no longer has
+                if exc.status is None or await self.rest.kernel_exists(self.kernel_id, POLL_SECONDS * 2) is not False:
                     raise
                 self.kernel_id = await self.rest.start_kernel(self.kernel_name, timeout)
                 await self._connect(timeout)

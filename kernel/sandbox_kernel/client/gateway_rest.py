@@ -105,7 +105,7 @@ class GatewayRest:
             pass
         hint = {
             401: f"; gateway_token (or ${TOKEN_ENV}) is missing or is not the gateway's auth token",
-            403: "; the gateway does not allow it (for GET /api/kernels: --KernelGatewayApp.list_kernels=True)",
+            403: "; the gateway does not allow it (GET /api/kernels needs --JupyterWebsocketPersonality.list_kernels=True)",
         }.get(answer.status_code, "")
         return (
             f"the gateway at {self.shown} refused {method} {path}: HTTP {answer.status_code} "
