@@ -149,11 +149,14 @@ class AsyncSandbox:
         if self.kernel is not None:
             return self
         self.kernel = self._connection()
-        await self.kernel.start(self.startup_timeout)
-        facts = await self.facts()
-        if facts.get("settings_error"):
-            await self.close()
-            raise SandboxSettingsError(facts["settings_error"], list(facts.get("settings_problems", [])))
+        try:
+            await self.kernel.start(self.startup_timeout)
+            facts = await self.facts()
+            if facts.get("settings_error"):
+                raise SandboxSettingsError(facts["settings_error"], list(facts.get("settings_problems", [])))
+        except BaseException:
+            await self.close()  # what started is shut down (a kernel on a gateway too); start() may be tried again
+            raise
         return self
 
     async def __aenter__(self) -> AsyncSandbox:
@@ -163,8 +166,9 @@ class AsyncSandbox:
         await self.close()
 
     async def close(self) -> None:
-        if self.kernel is not None:
-            await self.kernel.close()
+        kernel, self.kernel = self.kernel, None
+        if kernel is not None:
+            await kernel.close()
 
     async def run(
         self,

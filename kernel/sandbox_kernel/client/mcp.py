@@ -32,7 +32,7 @@ from pydantic import Field
 from sandbox_kernel import __version__
 from sandbox_kernel.checkpoints.cells import NAME as CHECKPOINT_NAME
 from sandbox_kernel.checkpoints.client import Checkpoint, CheckpointError
-from sandbox_kernel.client.agent import AsyncSandbox, SandboxOptions, SandboxSettingsError
+from sandbox_kernel.client.agent import AsyncSandbox, GatewayError, SandboxOptions, SandboxSettingsError
 from sandbox_kernel.client.approvals import ApprovalRequest, Refused, allow_hint
 from sandbox_kernel.client.gateway_rest import TOKEN_ENV as GATEWAY_TOKEN_ENV
 from sandbox_kernel.client.gateway_rest import checked_url
@@ -67,11 +67,11 @@ class SandboxSession:
             try:
                 await sandbox.start()
                 self.facts = await sandbox.facts()
-            except SandboxSettingsError as exc:
-                raise ToolError(str(exc)) from None
-            except BaseException:
+            except BaseException as exc:
                 with anyio.CancelScope(shield=True):
                     await sandbox.close()
+                if isinstance(exc, (SandboxSettingsError, GatewayError)):  # what the user must fix, in its words
+                    raise ToolError(str(exc)) from None
                 raise
             self._sandbox = sandbox
         return self._sandbox
