@@ -1,5 +1,6 @@
 """A real Jupyter Kernel Gateway on 127.0.0.1 for the tests: its own port, auth token, `list_kernels` on (`--JupyterWebsocketPersonality.list_kernels=True`: KernelGatewayApp has no such option), and its
-own Jupyter config folder, whose sandbox_kernel_config.py is what the gateway's kernels run with."""
+own Jupyter config folder, whose sandbox_kernel_config.py is what the gateway's kernels run with; IOPub not
+rate-limited (as docs/gateway.md sets it up)."""
 
 from __future__ import annotations
 
@@ -85,7 +86,7 @@ def kernel_gateway(folder: Path, kernel_config: str = "", env: dict[str, str] | 
             [
                 JUPYTER, "kernelgateway", "--KernelGatewayApp.ip=127.0.0.1", f"--KernelGatewayApp.port={port}",
                 f"--KernelGatewayApp.auth_token={token}", "--KernelGatewayApp.port_retries=0",
-                "--JupyterWebsocketPersonality.list_kernels=True",
+                "--JupyterWebsocketPersonality.list_kernels=True", "--ZMQChannelsWebsocketConnection.limit_rate=False",
             ],
             cwd=folder,
             env={**os.environ, "JUPYTER_CONFIG_DIR": str(config), **(env or {})},

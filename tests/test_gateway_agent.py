@@ -110,6 +110,13 @@ def test_output_errors_and_the_settings_of_the_gateway_machine(sb: Sandbox, gate
     assert str(gateway.folder) not in repr(facts)
 
 
+def test_a_cells_output_arrives_whole_past_the_gateways_default_rate_limit(sb: Sandbox) -> None:
+    """4 MB of stdout in about a second: Jupyter Server's default IOPub limit (1 MB/s over 3 s) would drop most of
+    it; docs/gateway.md turns that limit off (the kernel bounds a cell's output with max_output_bytes)."""
+    r = sb.run("for i in range(40000):\n    print('x' * 99)")
+    assert len(r.stdout) == 4_000_000 and r.stderr == "", r.stderr[:200]
+
+
 def test_a_client_timeout_interrupts_the_cell(sb: Sandbox) -> None:
     started = time.monotonic()
     r = sb.run("import time\nwhile True:\n    time.sleep(0.05)", timeout=1)
