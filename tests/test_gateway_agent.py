@@ -250,6 +250,8 @@ def test_a_kernel_that_dies_ends_the_waiting_call_with_kernel_died(gateway: Kern
         with pytest.raises(KernelDied, match="no longer has kernel"):
             sb.run("1 + 1")
         assert time.monotonic() - started < 2 + 10  # looked up every 2 s while a call waits
+        with pytest.raises(KernelDied, match="no longer has kernel"):
+            sb.interrupt()  # not the gateway's refusal of an interrupt for a kernel it does not have
         sb.restart()  # a kernel the gateway no longer has: a new one
         assert sb.run("2 + 2").text == "4"
 

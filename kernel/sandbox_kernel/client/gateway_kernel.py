@@ -169,8 +169,16 @@ class GatewayKernel:
         return KernelDied(f"{self._lost} (restart() starts a fresh one)")
 
     async def interrupt(self) -> None:
+        """Through the gateway's REST API; KernelDied rather than the gateway's refusal for a kernel it lost."""
         assert self.kernel_id is not None
-        await self.rest.interrupt(self.kernel_id)
+        try:
+            await self.rest.interrupt(self.kernel_id)
+        except GatewayError:
+            self._polled = 0.0  # look now
+            lost = await self.gone()
+            if lost is not None:
+                raise lost from None
+            raise
 
     async def restart(self, timeout: float) -> None:
         """The gateway restarts the kernel (one it no longer has is started anew); the websocket is opened again
