@@ -221,7 +221,7 @@ def test_a_dead_kernel_process_is_an_error_not_a_wait():
     second instead of waiting forever, as does any later call; restart() then gives a working sandbox. A restart
     from another thread ends the call waiting on the old kernel the same way."""
     with Sandbox() as sb:
-        pid = sb._async.km.provisioner.pid
+        pid = sb._async.kernel.km.provisioner.pid
         killed: list[float] = []
 
         def kill() -> None:
@@ -242,8 +242,8 @@ def test_a_dead_kernel_process_is_an_error_not_a_wait():
         with pytest.raises(KernelDied, match="restarted while this call waited"):
             sb.run("while True:\n    pass")
         assert sb.run("2+2").text == "4"
-        connection_file = Path(sb._async.km.connection_file)
-        os.kill(sb._async.km.provisioner.pid, signal.SIGKILL)
+        connection_file = Path(sb._async.kernel.km.connection_file)
+        os.kill(sb._async.kernel.km.provisioner.pid, signal.SIGKILL)
     assert not connection_file.exists()  # closing a dead kernel's sandbox removes what it left
 
 

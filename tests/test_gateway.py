@@ -3,71 +3,20 @@
 from __future__ import annotations
 
 import json
-import secrets
-import socket
-import subprocess
-import sys
-import time
-import urllib.request
+import urllib.error
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 import websocket
 
-GATEWAY = str(Path(sys.executable).parent / "jupyter")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from kernel_gateway import KernelGateway, kernel_gateway
 
 
 @pytest.fixture(scope="module")
-def gateway(tmp_path_factory) -> Iterator[tuple[str, str]]:
-    port, token = free_port(), secrets.token_hex(16)
-    proc = subprocess.Popen(
-        [
-            GATEWAY, "kernelgateway", "--KernelGatewayApp.ip=127.0.0.1", f"--KernelGatewayApp.port={port}",
-            f"--KernelGatewayApp.auth_token={token}", "--KernelGatewayApp.port_retries=0",
-        ],
-        cwd=tmp_path_factory.mktemp("gateway"),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )  # fmt: skip
-    base = f"127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                request(base, token, "GET", "/api")
-                break
-            except OSError:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(
-                        f"kernel gateway did not start: {proc.stderr.read() if proc.stderr else ''}"
-                    ) from None
-                time.sleep(0.3)
-        yield base, token
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-
-
-def request(base: str, token: str, method: str, path: str, body: dict | None = None) -> dict:
-    data = None if body is None else json.dumps(body).encode()
-    req = urllib.request.Request(f"http://{base}{path}", data=data, method=method)
-    req.add_header("Authorization", f"token {token}")
-    req.add_header("Content-Type", "application/json")
-    with urllib.request.urlopen(req, timeout=60) as resp:
-        text = resp.read().decode()
-    return json.loads(text) if text else {}
+def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KernelGateway]:
+    with kernel_gateway(tmp_path_factory.mktemp("gateway")) as running:
+        yield running
 
 
 def execute_over_websocket(base: str, token: str, kernel_id: str, code: str) -> tuple[dict, list[dict]]:
@@ -115,11 +64,11 @@ def execute_over_websocket(base: str, token: str, kernel_id: str, code: str) -> 
         ws.close()
 
 
-def test_kernel_runs_behind_the_gateway(gateway):
-    base, token = gateway
-    specs = request(base, token, "GET", "/api/kernelspecs")
+def test_kernel_runs_behind_the_gateway(gateway: KernelGateway) -> None:
+    base, token = gateway.base, gateway.token
+    specs = gateway.request("GET", "/api/kernelspecs")
     assert "pyodide-sandbox" in specs["kernelspecs"]
-    kernel = request(base, token, "POST", "/api/kernels", {"name": "pyodide-sandbox"})
+    kernel = gateway.request("POST", "/api/kernels", {"name": "pyodide-sandbox"})
     try:
         reply, outputs = execute_over_websocket(
             base, token, kernel["id"], "import sys\nprint('hello through the gateway', sys.platform)\n6 * 7"
@@ -134,4 +83,20 @@ def test_kernel_runs_behind_the_gateway(gateway):
         )
         assert reply["status"] == "error" and "NotCapable" in reply["evalue"]
     finally:
-        request(base, token, "DELETE", f"/api/kernels/{kernel['id']}")
+        gateway.request("DELETE", f"/api/kernels/{kernel['id']}")
+
+
+def test_kernels_are_listed_with_the_token_and_refused_without_it(gateway: KernelGateway) -> None:
+    """With --KernelGatewayApp.list_kernels=True (JupyterLab polls GET /api/kernels), the kernels are listed to
+    requests bearing the gateway's auth token; a request without it gets 401, and so does one with another."""
+    kernel = gateway.request("POST", "/api/kernels", {"name": "pyodide-sandbox"})
+    try:
+        listed = gateway.request("GET", "/api/kernels")
+        assert [(k["id"], k["name"]) for k in listed] == [(kernel["id"], "pyodide-sandbox")]
+        for token in ("", "not-" + gateway.token):
+            with pytest.raises(urllib.error.HTTPError) as refused:
+                gateway.request("GET", "/api/kernels", token=token)
+            assert refused.value.code == 401
+    finally:
+        gateway.request("DELETE", f"/api/kernels/{kernel['id']}")
+    assert gateway.request("GET", "/api/kernels") == []

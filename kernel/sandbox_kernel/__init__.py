@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # what type checkers see; at run time each is imported on first use (below)
     from sandbox_kernel.checkpoints.client import Checkpoint
-    from sandbox_kernel.client.agent import AsyncSandbox, KernelDied, SandboxSettingsError
+    from sandbox_kernel.client.agent import AsyncSandbox, GatewayError, KernelDied, SandboxSettingsError
     from sandbox_kernel.client.approvals import ApprovalRequest
     from sandbox_kernel.client.results import ExecutionResult
     from sandbox_kernel.client.sync_sandbox import Sandbox
@@ -17,6 +17,7 @@ __all__ = [
     "AsyncSandbox",
     "Checkpoint",
     "ExecutionResult",
+    "GatewayError",
     "KernelDied",
     "Sandbox",
     "SandboxSettingsError",
@@ -27,7 +28,7 @@ __all__ = [
 def __getattr__(name: str) -> Any:
     """`from sandbox_kernel import Sandbox, AsyncSandbox, Checkpoint, ...`, imported on first use (the kernel never needs
     them)."""
-    if name in ("AsyncSandbox", "KernelDied", "SandboxSettingsError"):
+    if name in ("AsyncSandbox", "GatewayError", "KernelDied", "SandboxSettingsError"):
         from sandbox_kernel.client import agent
 
         return getattr(agent, name)

@@ -63,7 +63,7 @@ def test_the_keywords_are_every_setting_of_the_kernel():
 def test_every_setting_is_a_keyword_that_reaches_the_kernel_unchanged(name):
     value = other_value(SETTINGS[name])
     sandbox = AsyncSandbox(**{name: value})  # checks, starts nothing
-    assert sandbox.km is None and len(sandbox.arguments) == 1
+    assert sandbox.kernel is None and len(sandbox.arguments) == 1
     assert read_by_the_kernel(sandbox.arguments) == {name: value}
 
 

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from sandbox_kernel import private_files
-from sandbox_kernel.checkpoints.file import CheckpointError, read
+from sandbox_kernel.checkpoints.file import CheckpointError, read, read_header
 from sandbox_kernel.jupyter.output import guest_text
 
 MAX_LOAD_BYTES = 4 << 30  # what Checkpoint.load reads at most; the kernel applies SandboxKernel.max_checkpoint_bytes
@@ -94,10 +94,12 @@ class Checkpoint:
         return Checkpoint(target, self.name, self.size, self.header)
 
     @classmethod
-    def load(cls, path: str | Path) -> Checkpoint:
-        """A checkpoint file, verified now (CheckpointError: not one, changed since it was saved, another key)."""
+    def load(cls, path: str | Path, verify: bool = True) -> Checkpoint:
+        """A checkpoint file, verified now under this user's key (CheckpointError: not one, changed since it was
+        saved, another key). `verify=False` for one taken from a kernel on another machine (a gateway's): sealed
+        under that machine's key, it is checked by the kernel it is restored into."""
         source = Path(path)
-        header, _ = read(source, MAX_LOAD_BYTES)
+        header = read(source, MAX_LOAD_BYTES)[0] if verify else read_header(source, MAX_LOAD_BYTES)
         return cls(source, str(header.get("name") or source.stem), source.stat().st_size, header)
 
     @classmethod
@@ -110,6 +112,19 @@ class Checkpoint:
         kernel_file.unlink(missing_ok=True)
         owned = _OwnedCopy(own)
         return replace(cls.load(own), _owned=owned)
+
+    @classmethod
+    def received(cls, own: Path) -> Checkpoint:
+        """The client's own copy, at `own` in its folder (new_copy_path()), of a checkpoint whose bytes came from a
+        remote kernel: its layout is checked here, its seal by the kernel that restores it. Deleted as
+        taken_from's copies are."""
+        owned = _OwnedCopy(own)
+        return replace(cls.load(own, verify=False), _owned=owned)
+
+    @staticmethod
+    def new_copy_path(name: str) -> Path:
+        """Where the client keeps a new copy of checkpoint `name` (a file name of its own in its folder)."""
+        return _client_folder() / f"{next(_numbers)}-{name}.sbkcp"
 
     def give_to(self, kernel_folder: Path, name: str) -> None:
         """Put this checkpoint in a kernel's checkpoint folder as `name` (the kernel verifies it when restoring)."""

@@ -77,12 +77,16 @@ def write(path: Path, header: dict[str, Any], payload: bytes) -> int:
     return sum(map(len, parts)) + TAG_BYTES
 
 
-def read(path: Path, max_payload_bytes: int, pyodide_version: str | None = None) -> tuple[dict[str, Any], bytes]:
-    """(header, payload) of a checkpoint file, verified; CheckpointError says why one is refused."""
-    limit = max_payload_bytes + MAX_HEADER_BYTES + 64
+def max_file_bytes(max_payload_bytes: int) -> int:
+    """The largest checkpoint file that may hold `max_payload_bytes` of session state (with its header and seal)."""
+    return max_payload_bytes + MAX_HEADER_BYTES + 64
+
+
+def _contents(path: Path, max_payload_bytes: int) -> bytes:
+    """The bytes of a file that may be a checkpoint: not larger than one may be, starting with MAGIC."""
     try:
         size = path.stat().st_size
-        if size > limit:
+        if size > max_file_bytes(max_payload_bytes):
             raise CheckpointError(
                 f"{path} is {size} bytes, more than a checkpoint may be (SandboxKernel.max_checkpoint_bytes="
                 f"{max_payload_bytes})"
@@ -90,24 +94,43 @@ def read(path: Path, max_payload_bytes: int, pyodide_version: str | None = None)
         data = path.read_bytes()
     except OSError as exc:
         raise CheckpointError(f"cannot read checkpoint {path}: {exc.strerror or exc}") from None
-    if not data.startswith(MAGIC):
+    if not data.startswith(MAGIC) or len(data) < len(MAGIC) + _PAYLOAD_LENGTH.size + TAG_BYTES:
         raise CheckpointError(f"{path} is not a sandbox-kernel checkpoint (it does not start with {MAGIC.decode()})")
+    return data
+
+
+def _unpack(body: memoryview, path: Path) -> tuple[dict[str, Any], bytes]:
+    """(header, payload) of a checkpoint's bytes without their seal; CheckpointError if they do not fit together."""
+    try:
+        offset = len(MAGIC)
+        (payload_length,) = _PAYLOAD_LENGTH.unpack_from(body, offset)
+        offset += _PAYLOAD_LENGTH.size
+        payload = bytes(body[offset : offset + payload_length])
+        offset += payload_length
+        (header_length,) = _HEADER_LENGTH.unpack_from(body, offset)
+        start = offset + _HEADER_LENGTH.size
+        if header_length > MAX_HEADER_BYTES or start + header_length != len(body):
+            raise ValueError("its parts do not add up")
+        header = json.loads(bytes(body[start : start + header_length]))
+    except (struct.error, ValueError) as exc:  # json's errors, UnicodeDecodeError included, are ValueErrors
+        raise CheckpointError(f"{path} is not a whole sandbox-kernel checkpoint ({exc})") from None
+    if not isinstance(header, dict) or header.get("format") != FORMAT:
+        found = header.get("format") if isinstance(header, dict) else None
+        raise CheckpointError(f"{path} has checkpoint format {found!r}; this version reads {FORMAT}")
+    return header, payload
+
+
+def read(path: Path, max_payload_bytes: int, pyodide_version: str | None = None) -> tuple[dict[str, Any], bytes]:
+    """(header, payload) of a checkpoint file, verified; CheckpointError says why one is refused."""
+    data = _contents(path, max_payload_bytes)
     body, tag = memoryview(data)[:-TAG_BYTES], data[-TAG_BYTES:]
     expected = hmac.new(key(), body, hashlib.sha256).digest()
-    if len(data) < len(MAGIC) + _PAYLOAD_LENGTH.size + TAG_BYTES or not hmac.compare_digest(tag, expected):
+    if not hmac.compare_digest(tag, expected):
         raise CheckpointError(
             f"{path} was refused: its contents do not match its seal (HMAC-SHA256), so it was changed after it "
             f"was saved, or saved under another checkpoint key than {key_path()}"
         )
-    offset = len(MAGIC)
-    (payload_length,) = _PAYLOAD_LENGTH.unpack_from(body, offset)
-    offset += _PAYLOAD_LENGTH.size
-    payload = bytes(body[offset : offset + payload_length])
-    offset += payload_length
-    (header_length,) = _HEADER_LENGTH.unpack_from(body, offset)
-    header = json.loads(bytes(body[offset + _HEADER_LENGTH.size : offset + _HEADER_LENGTH.size + header_length]))
-    if header.get("format") != FORMAT:
-        raise CheckpointError(f"{path} has checkpoint format {header.get('format')!r}; this version reads {FORMAT}")
+    header, payload = _unpack(body, path)
     if len(payload) > max_payload_bytes:
         raise CheckpointError(
             f"{path} holds {len(payload)} bytes of session state, more than SandboxKernel.max_checkpoint_bytes="
@@ -119,3 +142,11 @@ def read(path: Path, max_payload_bytes: int, pyodide_version: str | None = None)
             "whose Python may not read its pickles"
         )
     return header, payload
+
+
+def read_header(path: Path, max_payload_bytes: int) -> dict[str, Any]:
+    """The header of a checkpoint file sealed under a key this process does not hold (a remote kernel's): its
+    layout is checked, not its seal, which only a kernel with that key can check (it does, at %restore)."""
+    data = _contents(path, max_payload_bytes)
+    header, _ = _unpack(memoryview(data)[:-TAG_BYTES], path)
+    return header

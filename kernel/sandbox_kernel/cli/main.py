@@ -119,7 +119,9 @@ def _mcp(args: argparse.Namespace) -> int:
     """An MCP server over one sandbox; the kernel settings given here pass on to its kernel."""
     from sandbox_kernel.client.mcp import main as serve
 
-    return serve(args.settings, args.port if args.http else None, args.token_file)
+    return serve(
+        args.settings, args.port if args.http else None, args.token_file, args.gateway_url, args.gateway_token_env
+    )
 
 
 def _doctor(args: argparse.Namespace) -> int:
@@ -131,7 +133,10 @@ def _doctor(args: argparse.Namespace) -> int:
 SETTING = "--SandboxKernel."  # a kernel setting on the command line of run and mcp: --SandboxKernel.name=value
 # The options of run and mcp that take a value (the next word, unless given as --option=value); `-c CODE` ends
 # run's own options, as a script's name does: what follows belongs to the code.
-OPTION_VALUES = frozenset({"-c", "--timeout", "--mount", "--allow-net", "--working-folder", "--port", "--token-file"})
+OPTION_VALUES = frozenset(
+    {"-c", "--timeout", "--mount", "--allow-net", "--working-folder", "--port", "--token-file", "--gateway-url",
+     "--gateway-token-env"}
+)  # fmt: skip
 
 
 def split_command_line(words: list[str]) -> tuple[list[str], list[str], list[str]]:
@@ -266,7 +271,7 @@ def _parser() -> argparse.ArgumentParser:
         "mcp",
         help="serve one persistent sandbox as MCP tools (stdio; --http for streamable HTTP on 127.0.0.1)",
         epilog="Kernel settings follow as --SandboxKernel.name=value (e.g. --SandboxKernel.cell_timeout=30), "
-        "over those of sandbox_kernel_config.py.",
+        "over those of sandbox_kernel_config.py (not with --gateway-url).",
     )
     mcp.add_argument("--http", action="store_true", help="serve streamable HTTP at http://127.0.0.1:PORT/mcp")
     mcp.add_argument("--port", type=int, default=8000, help="the --http port (default 8000; 0: any free port)")
@@ -275,6 +280,18 @@ def _parser() -> argparse.ArgumentParser:
         metavar="PATH",
         help="the bearer token --http requires, from a file only you may read (chmod 600); without it, "
         "SANDBOX_KERNEL_MCP_TOKEN, else a random token printed at start",
+    )
+    mcp.add_argument(
+        "--gateway-url",
+        metavar="URL",
+        help="run the sandbox on a Jupyter Kernel Gateway or Enterprise Gateway at URL (its kernels take their "
+        "settings from the gateway machine)",
+    )
+    mcp.add_argument(
+        "--gateway-token-env",
+        metavar="NAME",
+        help="the environment variable holding the gateway's token (default SANDBOX_KERNEL_GATEWAY_TOKEN); "
+        "never give the token itself on the command line",
     )
     mcp.set_defaults(func=_mcp)
     doctor = sub.add_parser("doctor", help="check Deno, the cache, the kernelspec and the OS layers in force")

@@ -11,17 +11,15 @@ import asyncio
 import base64
 import inspect
 import itertools
-import shutil
+import os
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from queue import Empty
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from jupyter_client.kernelspec import NoSuchKernel
-from jupyter_client.manager import AsyncKernelManager
-
 from sandbox_kernel.checkpoints.client import Checkpoint, CheckpointError
+from sandbox_kernel.client import remote_checkpoints
 from sandbox_kernel.client.approvals import (
     Approver,
     MalformedApproval,
@@ -30,39 +28,28 @@ from sandbox_kernel.client.approvals import (
     approval_answer,
     approval_of,
 )
+from sandbox_kernel.client.connection import KernelConnection, KernelDied, execute_content
+from sandbox_kernel.client.gateway_kernel import GatewayKernel
+from sandbox_kernel.client.gateway_rest import TOKEN_ENV, GatewayError, checked_url
 from sandbox_kernel.client.kernel_settings import KernelSettings
 from sandbox_kernel.client.keywords import SandboxSettingsError, command_line, setting_traits, unknown_keyword
+from sandbox_kernel.client.local_kernel import KernelNotInstalled, LocalKernel
 from sandbox_kernel.client.results import ExecutionResult, ResultBuilder
 from sandbox_kernel.client.transfer import CHUNK, chunk_bytes, reported_size
 from sandbox_kernel.jupyter.kernelspec import KERNEL_NAME
-from sandbox_kernel.sandbox import private_folders
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
 T = TypeVar("T")
-__all__ = ["AsyncSandbox", "KernelDied", "SandboxOptions", "SandboxSettingsError"]
-
-
-class KernelDied(RuntimeError):
-    """The kernel process itself exited (killed, or out of host memory), or was restarted, while a request was
-    waiting on it. The sandbox's state is gone; `restart()` starts a fresh kernel."""
-
-    def __init__(self, message: str, exit_code: int | None = None) -> None:
-        super().__init__(message)
-        self.exit_code = exit_code  # the process's, when it exited (negative: killed by that signal)
-
-
-class KernelNotInstalled(NoSuchKernel):
-    """jupyter_client finds no kernelspec of this name: the message says how to install it."""
-
-    def __str__(self) -> str:
-        if self.name == KERNEL_NAME:
-            return (
-                f"the {KERNEL_NAME} kernel is not installed where Jupyter looks: run `sandbox-kernel install "
-                "--sys-prefix` (this environment) or `sandbox-kernel install --user`"
-            )
-        return f"no kernel named {self.name!r} is installed (`jupyter kernelspec list` shows those that are)"
+__all__ = [
+    "AsyncSandbox",
+    "GatewayError",
+    "KernelDied",
+    "KernelNotInstalled",
+    "SandboxOptions",
+    "SandboxSettingsError",
+]
 
 
 class SandboxOptions(KernelSettings, total=False):
@@ -79,9 +66,30 @@ class SandboxOptions(KernelSettings, total=False):
     cwd: str | Path | None  # the kernel's working folder (relative mounts, working_folder)
     startup_timeout: float  # seconds the kernel may take to answer its first request
     kernel_stderr: int | None  # where the kernel process's own stderr goes (e.g. subprocess.DEVNULL); None: ours
+    # A kernel on a Jupyter Kernel Gateway or Enterprise Gateway at this URL instead of a local one; its token
+    # (default: $SANDBOX_KERNEL_GATEWAY_TOKEN). Its kernels take their settings from the gateway machine.
+    gateway_url: str | None
+    gateway_token: str | None
 
 
 API_OPTIONS = sorted(SandboxOptions.__optional_keys__ - KernelSettings.__optional_keys__)
+LOCAL_ONLY = ("extra_arguments", "cwd", "kernel_stderr")  # options of a local kernel process (besides the settings)
+
+
+def refuse_local_options(caller: str, given: dict[str, Any], settings: dict[str, Any]) -> None:
+    """SandboxSettingsError naming each kernel setting (and option of a local kernel process) given together with
+    gateway_url: they cannot reach a remote kernel's command line, and the gateway's operator sets its limits."""
+    local = [name for name in LOCAL_ONLY if given.get(name) is not None]
+    problems = [
+        f"{name}: a kernel setting cannot be given to a kernel behind a gateway; its settings are the gateway "
+        "machine's (its sandbox_kernel_config.py, which the gateway's operator controls: docs/gateway.md), and "
+        "facts()['settings'] shows them"
+        for name in settings
+    ] + [f"{name}: an option of a local kernel process; a gateway starts its kernels itself" for name in local]
+    if problems:
+        listed = "\n".join(f"- {problem}" for problem in problems)
+        raise SandboxSettingsError(f"{caller}(gateway_url=...) was given what only a local kernel takes; nothing "
+                                   f"started:\n{listed}", problems)  # fmt: skip
 
 
 class AsyncSandbox:
@@ -109,6 +117,12 @@ class AsyncSandbox:
             raise unknown_keyword(caller, unknown[0], API_OPTIONS)
         given: dict[str, Any] = dict(options)
         settings = {name: value for name, value in given.items() if name not in API_OPTIONS}
+        self.gateway_url = options.get("gateway_url")
+        if self.gateway_url:
+            checked_url(self.gateway_url)
+            refuse_local_options(caller, given, settings)
+        elif options.get("gateway_token") is not None:
+            raise TypeError(f"{caller}() got gateway_token without gateway_url: the token is for a gateway's kernels")
         self._settings: SandboxOptions = options.copy()  # what fork() and from_checkpoint() start another sandbox with
         self._checkpoint_numbers = itertools.count(1)
         self.arguments = command_line(caller, settings) + list(options.get("extra_arguments") or [])
@@ -119,37 +133,30 @@ class AsyncSandbox:
         cwd = options.get("cwd")
         self.cwd = str(cwd) if cwd else None
         self.startup_timeout = options.get("startup_timeout", 180.0)
-        self.km: AsyncKernelManager | None = None
-        self.kc: Any = None
-        self._sockets: Path | None = None  # the private folder of the kernel's ZeroMQ sockets
+        self.kernel: KernelConnection | None = None
         self._generation = 0  # of the kernel process: restart() starts the next one
         self._restarting: asyncio.Future[None] | None = None  # a restart under way: requests wait for it
 
+    def _connection(self) -> KernelConnection:
+        """The kernel this sandbox drives: on the gateway, or a private local process."""
+        if self.gateway_url:
+            token = self._settings.get("gateway_token")
+            return GatewayKernel(self.gateway_url, token or os.environ.get(TOKEN_ENV), self.kernel_name)
+        return LocalKernel(self.kernel_name, self.arguments, self.cwd, self._settings.get("kernel_stderr"))
+
     async def start(self) -> AsyncSandbox:
         """Start the kernel (once: a started sandbox, e.g. from fork(), may then be used with `async with`)."""
-        if self.km is not None:
+        if self.kernel is not None:
             return self
-        # A private kernel talks over unix sockets in a 0700 folder: no other user can reach them (over TCP, any
-        # local process could connect, and the kernel warns on every start that TCP is not encrypted).
-        self._sockets = private_folders.make()
-        self.km = AsyncKernelManager(kernel_name=self.kernel_name, transport="ipc", ip=str(self._sockets / "kernel"))
+        self.kernel = self._connection()
         try:
-            where = (
-                {"stderr": self._settings["kernel_stderr"]} if self._settings.get("kernel_stderr") is not None else {}
-            )
-            await self.km.start_kernel(
-                extra_arguments=self.arguments, **({"cwd": self.cwd} if self.cwd else {}), **where
-            )
-        except NoSuchKernel:
-            self.km = None
-            raise KernelNotInstalled(self.kernel_name) from None
-        self.kc = self.km.client()
-        self.kc.start_channels()
-        await self.kc.wait_for_ready(timeout=self.startup_timeout)
-        facts = await self.facts()
-        if facts.get("settings_error"):
-            await self.close()
-            raise SandboxSettingsError(facts["settings_error"], list(facts.get("settings_problems", [])))
+            await self.kernel.start(self.startup_timeout)
+            facts = await self.facts()
+            if facts.get("settings_error"):
+                raise SandboxSettingsError(facts["settings_error"], list(facts.get("settings_problems", [])))
+        except BaseException:
+            await self.close()  # what started is shut down (a kernel on a gateway too); start() may be tried again
+            raise
         return self
 
     async def __aenter__(self) -> AsyncSandbox:
@@ -159,14 +166,9 @@ class AsyncSandbox:
         await self.close()
 
     async def close(self) -> None:
-        if self.kc is not None:
-            self.kc.stop_channels()
-        if self.km is not None and await self.km.is_alive():
-            await self.km.shutdown_kernel(now=False)
-        elif self.km is not None and self.km.has_kernel:
-            await self.km.shutdown_kernel(now=True)  # it died (KernelDied): remove what it left (connection file)
-        if self._sockets is not None:
-            shutil.rmtree(self._sockets, ignore_errors=True)
+        kernel, self.kernel = self.kernel, None
+        if kernel is not None:
+            await kernel.close()
 
     async def run(
         self,
@@ -182,7 +184,7 @@ class AsyncSandbox:
         `on_notice(kind, text)` gets the kernel's own notices (e.g. kind "timeout"), which otherwise reach
         on_stderr (on_stdout for "approval_view") like the code's output; they are in the result's streams either
         way."""
-        assert self.kc is not None, "call start() first (or use the sandbox as a context manager)"
+        assert self.kernel is not None, "call start() first (or use the sandbox as a context manager)"
         default_out, default_err, default_output = self.callbacks
         builder = ResultBuilder(
             on_stdout or default_out, on_stderr or default_err, on_output or default_output, on_notice
@@ -190,7 +192,7 @@ class AsyncSandbox:
         generation = await self._settled()
         started = time.monotonic()
         # stdin always allowed: prompts are answered by the approver / input=, else refused / end of input (EOFError)
-        msg_id = self.kc.execute(code, allow_stdin=True, stop_on_error=False)
+        msg_id = self.kernel.send("shell", "execute_request", execute_content(code, stop_on_error=False))
         deadline = None if timeout is None else started + timeout
         answering: asyncio.Future[None] | None = None  # prompts being answered, beside the watch of iopub
         try:
@@ -199,7 +201,7 @@ class AsyncSandbox:
                 if deadline is not None:
                     wait = max(0.01, min(wait, deadline - time.monotonic()))
                 try:
-                    msg = await self.kc.get_iopub_msg(timeout=wait)
+                    msg = await self.kernel.receive("iopub", wait)
                 except Empty:
                     if deadline is not None and time.monotonic() > deadline:
                         await self.interrupt()
@@ -225,15 +227,12 @@ class AsyncSandbox:
         return builder.finish(reply["content"], time.monotonic() - started, reply.get("metadata", {}))
 
     async def _check_alive(self, generation: int) -> None:
-        """KernelDied if the kernel process a request went to has exited or was replaced (nothing will answer)."""
-        assert self.km is not None
+        """KernelDied if the kernel a request went to has exited or was replaced (nothing will answer)."""
+        assert self.kernel is not None
         self._check_generation(generation)
-        if not await self.km.is_alive():
-            code = await self.km.provisioner.poll() if self.km.provisioner else None
-            how = f" (exit code {code})" if code is not None else ""
-            raise KernelDied(
-                f"the kernel process exited{how}; the sandbox's state is gone (restart() starts a fresh one)", code
-            )
+        died = await self.kernel.gone()
+        if died is not None:
+            raise died
 
     def _check_generation(self, generation: int) -> None:
         """KernelDied if restart() was called since a request was sent (the old kernel's answers do not count)."""
@@ -242,10 +241,11 @@ class AsyncSandbox:
 
     async def _shell_reply(self, msg_id: str, timeout: float | None, generation: int) -> dict[str, Any]:
         """The shell reply to `msg_id`; KernelDied if the kernel exits first, TimeoutError after `timeout` s."""
+        assert self.kernel is not None
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
             try:
-                reply = await self.kc.get_shell_msg(timeout=0.5)
+                reply = await self.kernel.receive("shell", 0.5)
             except Empty:
                 await self._check_alive(generation)
                 if deadline is not None and time.monotonic() > deadline:
@@ -259,9 +259,10 @@ class AsyncSandbox:
     async def _answer_stdin(self) -> None:
         """Answer the kernel's pending input requests: skill approvals via the approver (refused without one),
         the guest's own prompts via `input` (EOF without it: an agent has no keyboard)."""
+        assert self.kernel is not None
         while True:
             try:
-                msg = await self.kc.get_stdin_msg(timeout=0)
+                msg = await self.kernel.receive("stdin", 0)
             except Empty:
                 return
             try:
@@ -292,15 +293,17 @@ class AsyncSandbox:
 
     def _answer(self, request: dict[str, Any], value: str) -> None:
         """An input_reply naming the prompt it answers (the kernel ignores answers to other prompts)."""
-        reply = self.kc.session.msg("input_reply", {"value": value}, parent=request["header"])
-        self.kc.stdin_channel.send(reply)
+        assert self.kernel is not None
+        self.kernel.send("stdin", "input_reply", {"value": value}, parent=request["header"])
 
     async def facts(self) -> dict[str, Any]:
         """What the kernel reports about its sandbox (kernel_info's sandbox_kernel): os_sandbox, mounts (guest
         paths and rules), skills (methods and policies), skill_approver, checkpoint_folder, max_checkpoints,
         settings_error."""
+        assert self.kernel is not None, "call start() first (or use the sandbox as a context manager)"
         generation = await self._settled()
-        reply = await self._shell_reply(self.kc.kernel_info(), self.startup_timeout, generation)
+        msg_id = self.kernel.send("shell", "kernel_info_request", {})
+        reply = await self._shell_reply(msg_id, self.startup_timeout, generation)
         return dict(reply["content"].get("sandbox_kernel", {}))
 
     async def os_layers(self) -> dict[str, Any]:
@@ -308,20 +311,19 @@ class AsyncSandbox:
         return dict((await self.facts()).get("os_sandbox", {}))
 
     async def interrupt(self) -> None:
-        assert self.km is not None
-        await self.km.interrupt_kernel()
+        assert self.kernel is not None, "call start() first (or use the sandbox as a context manager)"
+        await self.kernel.interrupt()
 
     async def restart(self) -> None:
         """A fresh sandbox: every variable is gone."""
-        assert self.km is not None and self.kc is not None
+        assert self.kernel is not None, "call start() first (or use the sandbox as a context manager)"
         self._generation += 1  # calls waiting on the old process end with KernelDied
         self._restarting = asyncio.ensure_future(self._restart())
         await self._restarting
 
     async def _restart(self) -> None:
-        assert self.km is not None
-        await self.km.restart_kernel(now=False)
-        await self.kc.wait_for_ready(timeout=self.startup_timeout)
+        assert self.kernel is not None
+        await self.kernel.restart(self.startup_timeout)
 
     async def _settled(self) -> int:
         """Wait for a restart under way (e.g. from another thread) to finish; the kernel's generation."""
@@ -338,14 +340,25 @@ class AsyncSandbox:
         facts = result.pop("checkpoint", None)
         if not isinstance(facts, dict):
             raise CheckpointError("the kernel did not say where it saved the checkpoint")
+        assert self.kernel is not None
+        if not self.kernel.shares_files:  # a gateway's kernel: the bytes come over the protocol
+            return await remote_checkpoints.take(self._kernel_magic, name, facts.get("bytes"))
         return await asyncio.to_thread(Checkpoint.taken_from, Path(facts["path"]))
 
     async def restore(self, checkpoint: Checkpoint) -> None:
         """Bring back `checkpoint`'s state in a fresh sandbox (what ran since is gone)."""
+        name = f"given-{next(self._checkpoint_numbers)}"
+        assert self.kernel is not None, "call start() first (or use the sandbox as a context manager)"
+        if not self.kernel.shares_files:  # a gateway's kernel: the bytes go over the protocol
+            await remote_checkpoints.give(self._kernel_magic, checkpoint, name)
+            try:
+                await self._kernel_magic(f"%restore {name}")
+            finally:
+                await self._kernel_magic(f"%checkpoint_drop {name}")
+            return
         folder = (await self.facts()).get("checkpoint_folder")  # the kernel's (a restart makes a new one)
         if not folder:
             raise CheckpointError("this kernel did not say where it takes checkpoints (not a sandbox-kernel?)")
-        name = f"given-{next(self._checkpoint_numbers)}"
         await asyncio.to_thread(checkpoint.give_to, Path(folder), name)
         try:
             await self._kernel_magic(f"%restore {name}")
@@ -367,11 +380,13 @@ class AsyncSandbox:
             raise
         return sandbox
 
-    async def _kernel_magic(self, line: str) -> dict[str, Any]:
-        """Run %checkpoint / %restore; returns the reply's sandbox_kernel facts; CheckpointError on failure."""
-        assert self.kc is not None, "call start() first (or use the sandbox as a context manager)"
+    async def _kernel_magic(self, line: str, metadata: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Run a cell the kernel serves itself (%checkpoint, %restore, %checkpoint_get, ...; `metadata`: the
+        request's); returns the reply's sandbox_kernel facts; CheckpointError on failure."""
+        assert self.kernel is not None, "call start() first (or use the sandbox as a context manager)"
         generation = await self._settled()
-        msg_id = self.kc.execute(line, silent=True, store_history=False)
+        content = execute_content(line, silent=True, store_history=False)
+        msg_id = self.kernel.send("shell", "execute_request", content, metadata=metadata)
         reply = await self._shell_reply(msg_id, None, generation)
         content = reply["content"]
         if content["status"] != "ok":
@@ -421,8 +436,10 @@ class AsyncSandbox:
     async def _evaluate(self, expression: str) -> str:
         """The str of `expression`, evaluated in the guest as a user expression of an empty silent cell: no name is
         bound, nothing enters the history or moves the execution count."""
+        assert self.kernel is not None, "call start() first (or use the sandbox as a context manager)"
         generation = await self._settled()
-        msg_id = self.kc.execute("", silent=True, store_history=False, user_expressions={"v": expression})
+        content = execute_content("", silent=True, store_history=False, user_expressions={"v": expression})
+        msg_id = self.kernel.send("shell", "execute_request", content)
         reply = await self._shell_reply(msg_id, 120, generation)
         content = reply["content"]
         if content["status"] != "ok":

@@ -32,8 +32,10 @@ from pydantic import Field
 from sandbox_kernel import __version__
 from sandbox_kernel.checkpoints.cells import NAME as CHECKPOINT_NAME
 from sandbox_kernel.checkpoints.client import Checkpoint, CheckpointError
-from sandbox_kernel.client.agent import AsyncSandbox, SandboxSettingsError
+from sandbox_kernel.client.agent import AsyncSandbox, GatewayError, SandboxOptions, SandboxSettingsError
 from sandbox_kernel.client.approvals import ApprovalRequest, Refused, allow_hint
+from sandbox_kernel.client.gateway_rest import TOKEN_ENV as GATEWAY_TOKEN_ENV
+from sandbox_kernel.client.gateway_rest import checked_url
 from sandbox_kernel.client.mcp_http import TokenError, credential, serve_http
 from sandbox_kernel.client.results import ExecutionResult
 
@@ -50,8 +52,8 @@ T = TypeVar("T")
 class SandboxSession:
     """The one sandbox every tool call uses: started on first need, used by one call at a time."""
 
-    def __init__(self, arguments: list[str]) -> None:
-        self.arguments = arguments  # --SandboxKernel.x=... settings, on top of the kernel's config files
+    def __init__(self, options: SandboxOptions) -> None:
+        self.options = options  # the sandbox's: settings as kernel arguments, or a gateway's URL and token
         self.lock = asyncio.Lock()
         self.facts: dict[str, Any] = {}  # kernel_info's sandbox_kernel facts: mounts, skills, ...
         self.checkpoints: dict[str, Checkpoint] = {}  # this server's, by name (files it owns until it exits)
@@ -60,15 +62,16 @@ class SandboxSession:
     async def _started(self) -> AsyncSandbox:
         """The running sandbox, started now if need be; only with the lock held."""
         if self._sandbox is None:
-            sandbox = AsyncSandbox(extra_arguments=self.arguments, approver=nobody_to_ask)
+            options: SandboxOptions = {**self.options, "approver": nobody_to_ask}
+            sandbox = AsyncSandbox(**options)
             try:
                 await sandbox.start()
                 self.facts = await sandbox.facts()
-            except SandboxSettingsError as exc:
-                raise ToolError(str(exc)) from None
-            except BaseException:
+            except BaseException as exc:
                 with anyio.CancelScope(shield=True):
                     await sandbox.close()
+                if isinstance(exc, (SandboxSettingsError, GatewayError)):  # what the user must fix, in its words
+                    raise ToolError(str(exc)) from None
                 raise
             self._sandbox = sandbox
         return self._sandbox
@@ -266,9 +269,38 @@ class SandboxTools:
         return CallToolResult(content=[TextContent(type="text", text=text)], structured_content={"skills": skills})
 
 
-def build(arguments: list[str]) -> MCPServer[None]:
-    """The server, its tools bound to one SandboxSession started with `arguments`."""
-    session = SandboxSession(arguments)
+class UsageError(ValueError):
+    """Options of `sandbox-kernel mcp` that do not go together; the message says which and why."""
+
+
+def sandbox_options(
+    arguments: list[str], gateway_url: str | None, token_env: str | None, environ: dict[str, str] | os._Environ[str]
+) -> SandboxOptions:
+    """The sandbox's options: the kernel settings given (`--SandboxKernel.x=...`) for a local kernel, or a
+    gateway's URL with its token, taken out of the environment (`token_env`, else SANDBOX_KERNEL_GATEWAY_TOKEN)."""
+    if not gateway_url:
+        if token_env:
+            raise UsageError("--gateway-token-env applies only with --gateway-url")
+        return {"extra_arguments": arguments}
+    if arguments:
+        raise UsageError(
+            f"{arguments[0].split('=', 1)[0]}=...: kernel settings cannot be given with --gateway-url; the gateway's "
+            "kernels take theirs from the gateway machine's sandbox_kernel_config.py (docs/gateway.md)"
+        )
+    try:
+        checked_url(gateway_url)
+    except ValueError as exc:
+        raise UsageError(str(exc).replace("gateway_url=", "--gateway-url ")) from None
+    name = token_env or GATEWAY_TOKEN_ENV
+    token = environ.pop(name, None)
+    if token_env and not token:
+        raise UsageError(f"--gateway-token-env {name}: the environment has no {name} (or it is empty)")
+    return {"gateway_url": gateway_url, "gateway_token": token or None}
+
+
+def build(options: SandboxOptions) -> MCPServer[None]:
+    """The server, its tools bound to one SandboxSession started with `options`."""
+    session = SandboxSession(options)
 
     @asynccontextmanager
     async def lifespan(_: MCPServer[None]) -> AsyncIterator[None]:
@@ -297,17 +329,24 @@ def build(arguments: list[str]) -> MCPServer[None]:
     return server
 
 
-def main(arguments: list[str], port: int | None, token_file: str | None = None) -> int:
+def main(
+    arguments: list[str],
+    port: int | None,
+    token_file: str | None = None,
+    gateway_url: str | None = None,
+    gateway_token_env: str | None = None,
+) -> int:
     """Serve over stdio, or streamable HTTP on 127.0.0.1:`port` behind a bearer token, until the client or a
-    signal ends it; 2 if the token given cannot be used."""
+    signal ends it; 2 if the options cannot be used (a token, a gateway with kernel settings)."""
     try:
+        options = sandbox_options(arguments, gateway_url, gateway_token_env, os.environ)
         if port is None:
             if token_file is not None:
                 raise TokenError("--token-file applies only with --http")
-            anyio.run(build(arguments).run_stdio_async)
+            anyio.run(build(options).run_stdio_async)
         else:
-            anyio.run(serve_http, build(arguments), port, credential(token_file, os.environ))
-    except TokenError as exc:
+            anyio.run(serve_http, build(options), port, credential(token_file, os.environ))
+    except (TokenError, UsageError) as exc:
         print(f"sandbox-kernel mcp: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

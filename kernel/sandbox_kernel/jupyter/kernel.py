@@ -211,6 +211,7 @@ class SandboxKernel(SandboxSettings, Kernel):
             "tls_trust": self._settings.ca_note,  # with allow_net: the CA certificates TLS trusts, and from where
             "skills": skills.gatekeeper.described(),  # each method with its policy
             "skill_approver": bool(skills.approver),  # 'ask' calls go to it, not to the frontend
+            "settings": settings.reported(self),  # what the kernel runs with (remote clients cannot read its config)
         }
         return {**super().kernel_info, "sandbox_kernel": facts}
 
@@ -239,6 +240,12 @@ class SandboxKernel(SandboxSettings, Kernel):
             if started not in done:
                 started.cancel()
         await super().kernel_info_request(stream, ident, parent)  # type: ignore[no-untyped-call]  # ipykernel's base class is untyped
+
+    def _parent_metadata(self) -> dict[str, Any]:
+        """The metadata of the shell request being served (a %checkpoint_put part is there)."""
+        parent = self.get_parent("shell")  # type: ignore[no-untyped-call]  # ipykernel's base class is untyped
+        metadata = parent.get("metadata")
+        return metadata if isinstance(metadata, dict) else {}
 
     def _parent_id(self) -> str:
         """The msg_id of the shell request being served (the guest's widgets capture output by it)."""
@@ -302,7 +309,7 @@ class SandboxKernel(SandboxSettings, Kernel):
         self._reply_metadata = {"timed_out": False, "restarted": False}
         started = time.monotonic()
         try:
-            outcome = await self._magics.run(code, count, router)
+            outcome = await self._magics.run(code, count, router, self._parent_metadata())
             if outcome is None:
                 request = CellRequest(
                     code, count, silent, store_history, user_expressions or {}, allow_stdin, cell_id,

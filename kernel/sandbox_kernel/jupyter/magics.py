@@ -1,4 +1,5 @@
-"""The cells the kernel serves itself: `%checkpoint [NAME]` and `%restore NAME` (alone in a cell).
+"""The cells the kernel serves itself: `%checkpoint [NAME]` and `%restore NAME` (alone in a cell), and the
+`%checkpoint_get / _put / _drop` cells that move checkpoint files in parts (checkpoints/parts.py).
 
 A checkpoint is the guest's state (pickled variables, its own files), sent as BLOB frames and sealed by the kernel
 in a file of its private checkpoint folder; a restore starts a fresh sandbox and hands it that state as DATA
@@ -16,6 +17,7 @@ from typing import Any
 from sandbox_kernel import __version__
 from sandbox_kernel.checkpoints import cells as checkpoint_cells
 from sandbox_kernel.checkpoints import file as checkpoint_file
+from sandbox_kernel.checkpoints import parts as checkpoint_parts
 from sandbox_kernel.checkpoints.cells import CheckpointCollector, CheckpointFolder, KernelMagic
 from sandbox_kernel.jupyter.cell_runner import CellOutcome, CellRequest, CellRunner, Listen, error_reply, ok_reply
 from sandbox_kernel.jupyter.guest_services import PipReplays
@@ -54,18 +56,25 @@ class KernelMagics:
         self.folder = folder
         self.pip_replays = pip_replays
         self.settings = settings
+        self.parts = checkpoint_parts.PartStore(folder, checkpoint_file.max_file_bytes(settings.max_bytes))
 
-    async def run(self, code: str, execution_count: int, router: OutputRouter) -> CellOutcome | None:
-        """The outcome of the cell if it is %checkpoint or %restore; None for any other cell."""
+    async def run(
+        self, code: str, execution_count: int, router: OutputRouter, metadata: dict[str, Any] | None = None
+    ) -> CellOutcome | None:
+        """The outcome of the cell if the kernel serves it (`metadata`: the request's); None for any other cell."""
         try:
             magic = checkpoint_cells.parse(code)
+            part = None if magic is not None else checkpoint_parts.parse(code)
         except checkpoint_cells.MagicUsageError as exc:
             return CellOutcome(error_reply("UsageError", str(exc), router))
-        if magic is None:
+        if magic is None and part is None:
             return None
         error = self.runner.settings_error()
         if error:
             return CellOutcome(error_reply("SandboxSettingsError", error, router))
+        if part is not None:
+            return await self._part(part, metadata or {}, router)
+        assert magic is not None
         if magic.command == "restore":
             return await self._restore(magic, execution_count, router)
         if magic.name is None:
@@ -73,6 +82,23 @@ class KernelMagics:
             router.stream("stdout", f"Checkpoints: {', '.join(names)}\n" if names else "No checkpoints yet.\n")
             return CellOutcome(ok_reply())
         return await self._checkpoint(magic.name, execution_count, router)
+
+    async def _part(
+        self, command: checkpoint_parts.PartCommand, metadata: dict[str, Any], router: OutputRouter
+    ) -> CellOutcome:
+        """%checkpoint_get / _put / _drop: a part of a checkpoint file, in the reply's metadata or from the
+        request's (file work in a thread: the kernel's loop goes on)."""
+        try:
+            if command.command == "get":
+                facts = await asyncio.to_thread(self.parts.get, command.name, command.offset)
+            elif command.command == "put":
+                facts = await asyncio.to_thread(self.parts.put, command, metadata)
+            else:
+                facts = {"name": command.name}
+                await asyncio.to_thread(self.parts.drop, command.name)
+        except checkpoint_file.CheckpointError as exc:
+            return CellOutcome(error_reply("CheckpointError", str(exc), router))
+        return CellOutcome(ok_reply(), facts={checkpoint_parts.METADATA_KEY: facts})
 
     def _request(self, op: str, execution_count: int, extra: dict[str, Any], listen: Listen) -> CellRequest:
         """A request of the magic's own: silent, not in history, nothing but `extra` in its payload."""

@@ -17,6 +17,7 @@ from traitlets import Bool, Dict, Enum, Float, Int, List, TraitError, Unicode, d
 from traitlets.config import LoggingConfigurable
 from traitlets.utils.importstring import import_item
 
+from sandbox_kernel.jupyter.settings_check import own_settings
 from sandbox_kernel.packages import index as packages
 from sandbox_kernel.sandbox import host_places, mounts, netpolicy, tls_trust
 from sandbox_kernel.sandbox.oslayers.spec import LAYERS, MODES
@@ -28,6 +29,20 @@ from sandbox_kernel.skills.gatekeeper import Gatekeeper, check_policy
 
 WORKING_FOLDER = "/work"  # where working_folder puts the kernel's folder in the guest
 PROJECT_FOLDER = "/project"  # where project_folder puts the folder above it
+# Settings that name the host's files or code: kernel_info's "settings" says only whether each is set (a client of a
+# gateway learns the limits it runs under, not the gateway machine's paths; mounts are reported by guest path).
+HOST_DETAILS = frozenset(
+    {
+        "mounts",
+        "audit_log",
+        "ca_bundle",
+        "wheelhouse",
+        "pyodide_index",
+        "skills_path",
+        "skill_approver",
+        "project_folder",
+    }
+)
 
 
 class SandboxSettings(LoggingConfigurable):
@@ -402,3 +417,10 @@ def guest_config(settings: SandboxSettings, resolved: Resolved) -> dict[str, Any
         "wheelhouse": bool(settings.wheelhouse),  # whether %pip may ask for its wheels (not where it is)
         "cwd": resolved.working_folder,
     }
+
+
+def reported(settings: SandboxSettings) -> dict[str, Any]:
+    """Every setting with the value the kernel runs with, for kernel_info; those in HOST_DETAILS only as whether
+    they are set."""
+    values = {name: getattr(settings, name) for name in sorted(own_settings(type(settings)))}
+    return {name: bool(value) if name in HOST_DETAILS else value for name, value in values.items()}

@@ -1,0 +1,225 @@
+"""GatewayKernel: a kernel started on a Jupyter Kernel Gateway or Enterprise Gateway, driven over its REST API
+and its websocket (`/api/kernels/<id>/channels`), with `websockets` (asyncio) and `httpx`.
+
+One task reads the websocket and sorts messages into a queue per channel; one task writes, in order. The kernel
+is lost (and waiting calls end with KernelDied) when the gateway reports it restarting or dead on IOPub (its
+process died: the gateway restarts it, without the state), when the websocket closes, or when the gateway no
+longer has it (looked up at most every POLL_SECONDS while a call waits).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from queue import Empty
+from typing import Any
+
+import websockets
+from jupyter_client.session import Session
+from websockets.asyncio.client import ClientConnection
+
+from sandbox_kernel.client import gateway_frames
+from sandbox_kernel.client.connection import Channel, KernelDied
+from sandbox_kernel.client.gateway_rest import GatewayError, GatewayRest
+
+MAX_MESSAGE_BYTES = 256 << 20  # largest message taken from the gateway (a cell's outputs are bounded far below)
+POLL_SECONDS = 2.0  # how often a waiting call asks the gateway whether it still has the kernel
+CLOSE_SECONDS = 10.0  # for the websocket's closing handshake
+_LOST_STATES = {
+    "restarting": "reports that kernel {id} restarted: its process died, and the sandbox's state is gone",
+    "dead": "reports kernel {id} dead: its process died and could not be restarted",
+}
+log = logging.getLogger(__name__)
+
+
+class GatewayKernel:
+    """One kernel on a gateway (see the module's docstring)."""
+
+    shares_files = False
+
+    def __init__(self, url: str, token: str | None, kernel_name: str) -> None:
+        self.rest = GatewayRest(url, token)  # ValueError for a URL that cannot be a gateway's
+        self.kernel_name = kernel_name
+        self.kernel_id: str | None = None
+        self.session = Session(username="sandbox-kernel")  # the gateway signs what it passes on with the kernel's key
+        self._queues: dict[str, asyncio.Queue[dict[str, Any]]] = {}
+        self._outgoing: asyncio.Queue[str] = asyncio.Queue()
+        self._ws: ClientConnection | None = None
+        self._tasks: list[asyncio.Task[None]] = []
+        self._lost: str | None = None  # why the kernel can no longer answer
+        self._restarting = False  # a restart of ours is under way: the gateway's 'restarting' is expected
+        self._polled = 0.0
+
+    def __repr__(self) -> str:
+        return f"<GatewayKernel {self.kernel_id} at {self.rest.shown}>"
+
+    async def start(self, timeout: float) -> None:
+        self.kernel_id = await self.rest.start_kernel(self.kernel_name, timeout)
+        await self._connect(timeout)
+        await self._wait_for_ready(timeout)
+
+    async def _connect(self, timeout: float) -> None:
+        """Open the kernel's websocket and start its reader and writer."""
+        await self._disconnect()
+        assert self.kernel_id is not None
+        url = self.rest.websocket_url(self.kernel_id, self.session.session)
+        where = f"the websocket of kernel {self.kernel_id} at the gateway at {self.rest.shown}"
+        try:
+            ws = await websockets.connect(
+                url, additional_headers=self.rest.headers, max_size=MAX_MESSAGE_BYTES, open_timeout=timeout,
+                close_timeout=CLOSE_SECONDS,
+            )  # fmt: skip
+        except websockets.InvalidStatus as exc:
+            status = exc.response.status_code
+            raise GatewayError(f"the gateway refused {where}: HTTP {status}", self.rest.shown, status) from None
+        except (OSError, asyncio.TimeoutError, websockets.WebSocketException) as exc:
+            raise GatewayError(f"cannot open {where}: {exc or type(exc).__name__}", self.rest.shown) from None
+        self._ws, self._lost = ws, None
+        self._queues = {channel: asyncio.Queue() for channel in ("shell", "iopub", "stdin")}
+        self._outgoing = asyncio.Queue()
+        self._tasks = [asyncio.ensure_future(self._read(ws)), asyncio.ensure_future(self._write(ws))]
+
+    async def _read(self, ws: ClientConnection) -> None:
+        """Sort the gateway's messages by channel; note a kernel the gateway reports lost, or a closed socket."""
+        try:
+            async for frame in ws:
+                msg = gateway_frames.decode(frame)
+                if msg is None:
+                    log.warning("a frame from the gateway at %s that is not a Jupyter message", self.rest.shown)
+                    continue
+                channel = msg.pop("channel", None)
+                state = msg["content"].get("execution_state") if msg["msg_type"] == "status" else None
+                if channel == "iopub" and state in _LOST_STATES and not self._restarting:
+                    self._lost = f"the gateway at {self.rest.shown} " + _LOST_STATES[state].format(id=self.kernel_id)
+                queue = self._queues.get(channel) if isinstance(channel, str) else None
+                if queue is not None:
+                    queue.put_nowait(msg)
+        except websockets.ConnectionClosed:
+            pass
+        finally:
+            if self._ws is ws and self._lost is None:
+                why = f"code {ws.close_code}" + (f": {ws.close_reason}" if ws.close_reason else "")
+                self._lost = (
+                    f"the gateway at {self.rest.shown} closed the connection to kernel {self.kernel_id} ({why})"
+                )
+
+    async def _write(self, ws: ClientConnection) -> None:
+        """Send queued messages in order; a failed send closes the connection (the reader then notes it)."""
+        try:
+            while True:
+                await ws.send(await self._outgoing.get())
+        except websockets.ConnectionClosed:
+            pass
+
+    async def _wait_for_ready(self, timeout: float) -> None:
+        """Until the kernel answers a kernel_info_request (at most `timeout` s); KernelDied if it is lost first."""
+        deadline = time.monotonic() + timeout
+        msg_id = self.send("shell", "kernel_info_request", {})
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError(
+                    f"kernel {self.kernel_id} at the gateway at {self.rest.shown} did not answer within {timeout:g}s"
+                )
+            try:
+                reply = await self.receive("shell", min(1.0, left))
+            except Empty:
+                lost = await self.gone()
+                if lost is not None:
+                    raise lost from None
+                continue
+            if reply["parent_header"].get("msg_id") == msg_id:
+                return
+
+    def send(
+        self,
+        channel: Channel,
+        msg_type: str,
+        content: dict[str, Any],
+        parent: dict[str, Any] | None = None,
+        metadata: dict[str, Any] | None = None,
+    ) -> str:
+        msg = self.session.msg(msg_type, content, parent=parent, metadata=metadata)
+        self._outgoing.put_nowait(gateway_frames.encode(msg, channel))
+        return str(msg["header"]["msg_id"])
+
+    async def receive(self, channel: Channel, timeout: float) -> dict[str, Any]:
+        queue = self._queues[channel]
+        with contextlib.suppress(asyncio.QueueEmpty):
+            return queue.get_nowait()
+        if timeout <= 0:
+            raise Empty
+        try:
+            return await asyncio.wait_for(queue.get(), timeout)
+        except asyncio.TimeoutError:
+            raise Empty from None
+
+    async def gone(self) -> KernelDied | None:
+        if self._lost is None and time.monotonic() - self._polled >= POLL_SECONDS:
+            self._polled = time.monotonic()
+            assert self.kernel_id is not None
+            if await self.rest.kernel_exists(self.kernel_id, POLL_SECONDS * 2) is False:
+                self._lost = (
+                    f"the gateway at {self.rest.shown} no longer has kernel {self.kernel_id} (shut down, or culled)"
+                )
+        if self._lost is None:
+            return None
+        return KernelDied(f"{self._lost} (restart() starts a fresh one)")
+
+    async def interrupt(self) -> None:
+        """Through the gateway's REST API; KernelDied rather than the gateway's refusal for a kernel it lost."""
+        assert self.kernel_id is not None
+        try:
+            await self.rest.interrupt(self.kernel_id)
+        except GatewayError:
+            self._polled = 0.0  # look now
+            lost = await self.gone()
+            if lost is not None:
+                raise lost from None
+            raise
+
+    async def restart(self, timeout: float) -> None:
+        """The gateway restarts the kernel (one it no longer has is started anew); the websocket is opened again
+        if it closed."""
+        assert self.kernel_id is not None
+        self._restarting = True
+        try:
+            try:
+                await self.rest.restart(self.kernel_id, timeout)
+            except GatewayError as exc:  # Kernel Gateway answers 500 for a kernel it no longer has
+                if exc.status is None or await self.rest.kernel_exists(self.kernel_id, POLL_SECONDS * 2) is not False:
+                    raise
+                self.kernel_id = await self.rest.start_kernel(self.kernel_name, timeout)
+                await self._connect(timeout)
+            if self._ws is None or self._tasks[0].done():
+                await self._connect(timeout)
+            self._lost = None
+            await self._wait_for_ready(timeout)
+        finally:
+            self._restarting = False
+
+    async def _disconnect(self) -> None:
+        """Close the websocket (bounded by its close timeout) and end the reader and writer."""
+        ws, self._ws = self._ws, None
+        if ws is not None:
+            await ws.close()
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        self._tasks = []
+
+    async def close(self) -> None:
+        try:
+            if self.kernel_id is not None:
+                try:
+                    await self.rest.shutdown(self.kernel_id)
+                except GatewayError as exc:
+                    if exc.status != 404:
+                        log.warning("%s", exc)
+            await self._disconnect()
+        finally:
+            await self.rest.aclose()

@@ -1,0 +1,163 @@
+"""The REST half of a Jupyter Kernel Gateway or Enterprise Gateway: kernels started, looked up, interrupted,
+restarted and shut down (`/api/kernels...`, with the header `Authorization: token <t>`).
+
+Every failure is one GatewayError naming the gateway (its URL without credentials), the request and the HTTP
+status; the token is never part of a message.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import quote, urlsplit, urlunsplit
+
+import httpx
+
+TOKEN_ENV = "SANDBOX_KERNEL_GATEWAY_TOKEN"  # where the agent API and `sandbox-kernel mcp` find a gateway's token
+REQUEST_TIMEOUT = 30.0  # seconds for a request other than starting or restarting a kernel
+
+
+class GatewayError(OSError):
+    """A gateway could not be reached or refused a request; `status` is the HTTP status (None: no answer)."""
+
+    def __init__(self, message: str, url: str, status: int | None = None) -> None:
+        super().__init__(message)
+        self.url = url  # as shown: without credentials
+        self.status = status
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+def checked_url(url: str) -> str:
+    """`url` without a trailing '/', if it is an http(s) URL a gateway can be at; ValueError saying why not."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"gateway_url={shown(url)!r} is not an http:// or https:// URL of a gateway")
+    if parts.query or parts.fragment:
+        raise ValueError(
+            f"gateway_url={shown(url)!r} has a query or fragment; give the gateway's base URL, and its token as "
+            f"gateway_token (or in ${TOKEN_ENV})"
+        )
+    return url.rstrip("/")
+
+
+def shown(url: str) -> str:
+    """`url` as messages show it: no user name, password, query or fragment."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    netloc = f"[{host}]" if ":" in host else host
+    try:
+        port = parts.port
+    except ValueError:
+        port = None
+    netloc += f":{port}" if port else ""
+    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
+
+
+class GatewayRest:
+    """Requests to one gateway (each instance its own: sandboxes in one process may use different gateways)."""
+
+    def __init__(self, url: str, token: str | None) -> None:
+        self.base = checked_url(url)
+        self.shown = shown(self.base)
+        self.headers = {"Authorization": f"token {token}"} if token else {}
+        self._http = httpx.AsyncClient(headers=self.headers, timeout=REQUEST_TIMEOUT)
+
+    def websocket_url(self, kernel_id: str, session_id: str) -> str:
+        """The kernel's channels: ws:// (wss:// for https://) .../api/kernels/<id>/channels?session_id=..."""
+        scheme = "wss" if self.base.startswith("https:") else "ws"
+        rest = self.base.split(":", 1)[1]
+        return f"{scheme}:{rest}/api/kernels/{quote(kernel_id)}/channels?session_id={quote(session_id)}"
+
+    async def call(self, method: str, path: str, timeout: float = REQUEST_TIMEOUT, body: Any = None) -> Any:
+        """The JSON answer (None for an empty one) of `method path`; GatewayError for no answer or an error status."""
+        try:
+            answer = await self._http.request(method, self.base + path, json=body, timeout=timeout)
+        except httpx.TimeoutException:
+            raise GatewayError(
+                f"the gateway at {self.shown} did not answer {method} {path} within {timeout:g}s", self.shown
+            ) from None
+        except httpx.HTTPError as exc:
+            raise GatewayError(
+                f"cannot reach the gateway at {self.shown} ({method} {path}): {exc}", self.shown
+            ) from None
+        if answer.status_code >= 400:
+            raise GatewayError(self._refusal(method, path, answer), self.shown, answer.status_code)
+        try:
+            return answer.json() if answer.content else None
+        except ValueError:
+            raise GatewayError(
+                f"the gateway at {self.shown} answered {method} {path} with something that is not JSON "
+                f"(HTTP {answer.status_code}): is it a Jupyter Kernel Gateway?",
+                self.shown,
+                answer.status_code,
+            ) from None
+
+    def _refusal(self, method: str, path: str, answer: httpx.Response) -> str:
+        """What a refused request says: the status, the gateway's own short message, and what to check."""
+        said = ""
+        try:
+            found = answer.json()
+            message = found.get("message") if isinstance(found, dict) else None
+            if isinstance(message, str) and message.strip():
+                said = f" ({message.strip()[:200]})"
+        except ValueError:
+            pass
+        hint = {
+            401: f"; gateway_token (or ${TOKEN_ENV}) is missing or is not the gateway's auth token",
+            403: "; the gateway does not allow it (GET /api/kernels needs --JupyterWebsocketPersonality.list_kernels=True)",
+        }.get(answer.status_code, "")
+        return (
+            f"the gateway at {self.shown} refused {method} {path}: HTTP {answer.status_code} "
+            f"{answer.reason_phrase}{said}{hint}"
+        )
+
+    async def start_kernel(self, name: str, timeout: float) -> str:
+        """A new kernel of kernelspec `name`; its id. A kernel the gateway does not have is named as such."""
+        try:
+            model = await self.call("POST", "/api/kernels", timeout, {"name": name})
+        except GatewayError as exc:
+            if exc.status is None or exc.status in (401, 403):
+                raise
+            names = await self._kernel_names()
+            if names is not None and name not in names:
+                raise GatewayError(
+                    f"the gateway at {self.shown} has no kernel named {name!r} (POST /api/kernels: HTTP "
+                    f"{exc.status}); it has {', '.join(map(repr, names)) or 'none'}",
+                    self.shown,
+                    exc.status,
+                ) from None
+            raise
+        if not isinstance(model, dict) or not isinstance(model.get("id"), str):
+            raise GatewayError(f"the gateway at {self.shown} started a kernel but did not give its id", self.shown)
+        return str(model["id"])
+
+    async def _kernel_names(self) -> list[str] | None:
+        """The gateway's kernelspecs (None if it does not say)."""
+        try:
+            found = await self.call("GET", "/api/kernelspecs")
+        except GatewayError:
+            return None
+        specs = found.get("kernelspecs") if isinstance(found, dict) else None
+        return sorted(specs) if isinstance(specs, dict) else None
+
+    async def kernel_exists(self, kernel_id: str, timeout: float) -> bool | None:
+        """Whether the gateway still has the kernel (None: it did not say)."""
+        try:
+            await self.call("GET", f"/api/kernels/{quote(kernel_id)}", timeout)
+        except GatewayError as exc:
+            return False if exc.status == 404 else None
+        return True
+
+    async def interrupt(self, kernel_id: str) -> None:
+        await self.call("POST", f"/api/kernels/{quote(kernel_id)}/interrupt")
+
+    async def restart(self, kernel_id: str, timeout: float) -> None:
+        """Restart the kernel (the gateway answers once the new process answers)."""
+        await self.call("POST", f"/api/kernels/{quote(kernel_id)}/restart", timeout)
+
+    async def shutdown(self, kernel_id: str) -> None:
+        await self.call("DELETE", f"/api/kernels/{quote(kernel_id)}")
+
+    async def aclose(self) -> None:
+        await self._http.aclose()

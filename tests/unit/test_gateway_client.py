@@ -1,0 +1,208 @@
+"""The agent API's gateway client without a gateway: websocket frames, URLs and their errors, the options a remote
+kernel cannot take (agent API and `sandbox-kernel mcp`), how a lost kernel is noticed, and the settings kernel_info
+reports. (tests/test_gateway_agent.py drives a real Kernel Gateway.)"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import struct
+import time
+from typing import Any
+
+import httpx
+import pytest
+
+from sandbox_kernel.client import gateway_frames
+from sandbox_kernel.client.agent import AsyncSandbox, SandboxSettingsError
+from sandbox_kernel.client.gateway_kernel import GatewayKernel
+from sandbox_kernel.client.gateway_rest import TOKEN_ENV, GatewayRest, checked_url, shown
+from sandbox_kernel.client.mcp import UsageError, sandbox_options
+from sandbox_kernel.client.sync_sandbox import Sandbox
+from sandbox_kernel.jupyter.settings import HOST_DETAILS, reported
+from sandbox_kernel.jupyter.settings_check import own_settings
+
+URL = "http://127.0.0.1:8888"
+
+
+def message(msg_type: str, content: dict[str, Any], channel: str = "iopub", parent: str = "") -> dict[str, Any]:
+    return {
+        "header": {"msg_id": "m1", "msg_type": msg_type},
+        "parent_header": {"msg_id": parent} if parent else {},
+        "metadata": {},
+        "content": content,
+        "channel": channel,
+    }
+
+
+def binary_frame(msg: dict[str, Any], buffers: list[bytes]) -> bytes:
+    """As Jupyter Server serialises a message with buffers (serialize_binary_message)."""
+    parts = [json.dumps(msg).encode(), *buffers]
+    offsets = [4 * (len(parts) + 1)]
+    for part in parts[:-1]:
+        offsets.append(offsets[-1] + len(part))
+    return struct.pack(f"!{len(parts) + 1}I", len(parts), *offsets) + b"".join(parts)
+
+
+def test_text_and_binary_frames_become_messages() -> None:
+    msg = gateway_frames.decode(json.dumps(message("stream", {"name": "stdout", "text": "hi"}, parent="p")))
+    assert msg is not None and (msg["channel"], msg["msg_type"], msg["parent_header"]) == (
+        "iopub",
+        "stream",
+        {"msg_id": "p"},
+    )
+    assert msg["buffers"] == []
+    with_buffers = gateway_frames.decode(binary_frame(message("comm_msg", {"data": {}}), [b"\x00\x01", b"xyz"]))
+    assert with_buffers is not None and with_buffers["buffers"] == [b"\x00\x01", b"xyz"]
+    sent = json.loads(gateway_frames.encode({"header": {}, "content": {"code": "1"}}, "shell"))
+    assert sent["channel"] == "shell" and sent["content"] == {"code": "1"}
+
+
+@pytest.mark.parametrize(
+    "frame",
+    [
+        "not json",
+        "[1, 2]",
+        json.dumps({"header": "x", "content": {}}),
+        json.dumps({"header": {}, "content": []}),
+        b"\x00\x00\x00\x09" + b"\x00" * 8,  # more parts than the frame has room for
+        struct.pack("!3I", 2, 12, 99) + b"{}",  # an offset past its end
+        struct.pack("!2I", 1, 8) + b"\xff\xfe",  # JSON that is not UTF-8
+    ],
+)
+def test_frames_that_are_not_jupyter_messages_are_dropped(frame: str | bytes) -> None:
+    assert gateway_frames.decode(frame) is None
+
+
+def test_urls_are_checked_and_shown_without_credentials() -> None:
+    assert checked_url("https://gw.example/jupyter/") == "https://gw.example/jupyter"
+    assert shown("https://user:secret@gw.example:8443/base") == "https://gw.example:8443/base"
+    for bad in ("ftp://gw.example", "gw.example:8888", "http://"):
+        with pytest.raises(ValueError, match="is not an http:// or https:// URL of a gateway"):
+            checked_url(bad)
+    with pytest.raises(ValueError, match=r"has a query or fragment; .* gateway_token") as caught:
+        checked_url("http://gw.example/?token=secret")
+    assert "secret" not in str(caught.value)
+    rest = GatewayRest("https://gw.example/base/", "t")
+    assert rest.websocket_url("k 1", "s") == "wss://gw.example/base/api/kernels/k%201/channels?session_id=s"
+    asyncio.run(rest.aclose())
+
+
+def test_a_refusal_names_the_status_and_what_to_check_never_the_token() -> None:
+    rest = GatewayRest("http://user:pw@gw.example:8888", "sekrit-token")
+    answer = httpx.Response(401, json={"reason": "Unauthorized", "message": ""})
+    said = rest._refusal("POST", "/api/kernels", answer)
+    assert said == (
+        "the gateway at http://gw.example:8888 refused POST /api/kernels: HTTP 401 Unauthorized; gateway_token "
+        f"(or ${TOKEN_ENV}) is missing or is not the gateway's auth token"
+    )
+    answer = httpx.Response(404, json={"message": "Kernel does not exist: abc"})
+    assert "HTTP 404 Not Found (Kernel does not exist: abc)" in rest._refusal("GET", "/api/kernels/abc", answer)
+    asyncio.run(rest.aclose())
+
+
+def test_kernel_settings_and_local_options_are_refused_with_a_gateway() -> None:
+    with pytest.raises(SandboxSettingsError) as caught:
+        Sandbox(gateway_url=URL, cell_timeout=5, memory_limit_mb=256, cwd="/tmp", extra_arguments=["--x"])
+    assert [p.split(":")[0] for p in caught.value.problems] == [
+        "cell_timeout", "memory_limit_mb", "extra_arguments", "cwd"
+    ]  # fmt: skip
+    assert "the gateway machine's (its sandbox_kernel_config.py" in caught.value.problems[0]
+    assert str(caught.value).startswith("Sandbox(gateway_url=...) was given what only a local kernel takes")
+    sandbox = AsyncSandbox(gateway_url=URL, gateway_token="t", kernel_stderr=None, startup_timeout=5)
+    assert sandbox.kernel is None and sandbox.arguments == []  # nothing for a command line
+    with pytest.raises(TypeError, match="gateway_token without gateway_url"):
+        AsyncSandbox(gateway_token="t")
+    with pytest.raises(ValueError, match="not an http:// or https:// URL"):
+        AsyncSandbox(gateway_url="gw.example:8888")
+
+
+def test_mcp_takes_a_gateway_and_its_token_from_the_environment_only() -> None:
+    environ = {TOKEN_ENV: "t1", "MINE": "t2", "OTHER": "kept"}
+    assert sandbox_options([], URL, None, environ) == {"gateway_url": URL, "gateway_token": "t1"}
+    assert sandbox_options([], URL, "MINE", environ) == {"gateway_url": URL, "gateway_token": "t2"}
+    assert environ == {"OTHER": "kept"}  # taken out: nothing started later inherits them
+    assert sandbox_options([], URL, None, {}) == {"gateway_url": URL, "gateway_token": None}
+    with pytest.raises(UsageError, match="--gateway-token-env MINE: the environment has no MINE"):
+        sandbox_options([], URL, "MINE", {})
+    with pytest.raises(UsageError, match=r"--SandboxKernel.cell_timeout=...: kernel settings cannot be given with"):
+        sandbox_options(["--SandboxKernel.cell_timeout=3"], URL, None, {})
+    with pytest.raises(UsageError, match="--gateway-url 'ftp://x' is not an http"):
+        sandbox_options([], "ftp://x", None, {})
+    with pytest.raises(UsageError, match="--gateway-token-env applies only with --gateway-url"):
+        sandbox_options([], None, "MINE", {})
+    assert sandbox_options(["--SandboxKernel.cell_timeout=3"], None, None, {}) == {
+        "extra_arguments": ["--SandboxKernel.cell_timeout=3"]
+    }
+
+
+class FakeSocket:
+    """The frames a gateway sent, then its close (or nothing more, while `open`)."""
+
+    def __init__(self, frames: list[str], open: bool) -> None:
+        self.frames, self.open = frames, open
+        self.close_code, self.close_reason = 1011, "server going away"
+        self.drained = asyncio.Event()  # every frame was taken (and handled: the reader asks for the next)
+
+    def __aiter__(self) -> FakeSocket:
+        return self
+
+    async def __anext__(self) -> str:
+        if self.frames:
+            return self.frames.pop(0)
+        self.drained.set()
+        if self.open:
+            await asyncio.Event().wait()
+        raise StopAsyncIteration
+
+
+def lost_after(frames: list[str], restarting: bool = False, open: bool = False) -> str | None:
+    """What gone() says once a kernel's reader has taken `frames` (REST not asked: looked up just now)."""
+
+    async def main() -> str | None:
+        kernel = GatewayKernel(URL, None, "pyodide-sandbox")
+        kernel.kernel_id, kernel._restarting, kernel._polled = "k1", restarting, time.monotonic()
+        kernel._queues = {channel: asyncio.Queue() for channel in ("shell", "iopub", "stdin")}
+        ws = FakeSocket(list(frames), open)
+        kernel._ws = ws  # type: ignore[assignment]
+        reader = asyncio.ensure_future(kernel._read(ws))  # type: ignore[arg-type]
+        await asyncio.wait_for(ws.drained.wait(), 5)
+        await asyncio.wait({reader}, timeout=0 if open else 5)
+        died = await kernel.gone()
+        reader.cancel()
+        await kernel.rest.aclose()
+        return None if died is None else str(died)
+
+    return asyncio.run(main())
+
+
+def test_a_kernel_reported_restarting_or_dead_or_a_closed_socket_is_lost() -> None:
+    restarting = json.dumps(message("status", {"execution_state": "restarting"}))
+    dead = json.dumps(message("status", {"execution_state": "dead"}))
+    busy = json.dumps(message("status", {"execution_state": "busy"}))
+    assert lost_after([busy, restarting]) == (
+        f"the gateway at {URL} reports that kernel k1 restarted: its process died, and the sandbox's state is gone "
+        "(restart() starts a fresh one)"
+    )
+    assert "reports kernel k1 dead" in (lost_after([dead]) or "")
+    assert lost_after([busy]) == (
+        f"the gateway at {URL} closed the connection to kernel k1 (code 1011: server going away) "
+        "(restart() starts a fresh one)"
+    )
+    assert lost_after([restarting], restarting=True, open=True) is None  # expected during restart()
+    assert lost_after([busy], open=True) is None
+
+
+def test_kernel_info_reports_every_setting_and_host_details_only_as_set() -> None:
+    from sandbox_kernel.jupyter.kernel import SandboxKernel
+
+    probe = SandboxKernel.__new__(SandboxKernel)
+    from traitlets.config import Config, Configurable
+
+    Configurable.__init__(
+        probe, config=Config({"SandboxKernel": {"cell_timeout": 30.0, "mounts": ["/srv/secret-place:/data"]}})
+    )
+    found = reported(probe)
+    assert set(found) == own_settings(SandboxKernel) and HOST_DETAILS <= set(found)
+    assert found["cell_timeout"] == 30.0 and found["mounts"] is True and found["wheelhouse"] is False
+    assert "/srv/secret-place" not in json.dumps(found)
