@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 JUPYTER = str(Path(sys.executable).parent / "jupyter")
 START_SECONDS = 60
@@ -37,6 +37,8 @@ class KernelGateway:
     port: int
     token: str
     folder: Path  # its working folder: config/, the log gateway.log
+    kernel_name = "pyodide-sandbox"  # the kernelspec its clients ask for
+    request_seconds = 60.0  # for one REST request of the tests'
 
     @property
     def base(self) -> str:
@@ -46,13 +48,17 @@ class KernelGateway:
     def url(self) -> str:
         return f"http://{self.base}"
 
+    def client_options(self) -> dict[str, Any]:
+        """The keywords that point Sandbox/AsyncSandbox at this gateway."""
+        return {"gateway_url": self.url, "gateway_token": self.token}
+
     def request(self, method: str, path: str, body: dict[str, Any] | None = None, token: str | None = None) -> Any:
         """The JSON answer of a REST request (urllib.error.HTTPError for an error status)."""
         data = None if body is None else json.dumps(body).encode()
         req = urllib.request.Request(f"{self.url}{path}", data=data, method=method)
         req.add_header("Authorization", f"token {self.token if token is None else token}")
         req.add_header("Content-Type", "application/json")
-        with urllib.request.urlopen(req, timeout=60) as resp:
+        with urllib.request.urlopen(req, timeout=self.request_seconds) as resp:
             text = resp.read().decode()
         return json.loads(text) if text else {}
 
@@ -93,22 +99,31 @@ def kernel_gateway(folder: Path, kernel_config: str = "", env: dict[str, str] | 
             stdout=subprocess.DEVNULL,
             stderr=log,
         )  # fmt: skip
-    gateway = KernelGateway(proc, port, token, folder)
+    with running(KernelGateway(proc, port, token, folder), "the kernel gateway", stop_seconds=20) as gateway:
+        yield gateway
+
+
+G = TypeVar("G", bound=KernelGateway)
+
+
+@contextmanager
+def running(gateway: G, what: str, stop_seconds: float, start_seconds: float = START_SECONDS) -> Iterator[G]:
+    """`gateway` once it answers (within `start_seconds`); terminated at the end (killed after `stop_seconds`)."""
     try:
-        deadline = time.monotonic() + START_SECONDS
+        deadline = time.monotonic() + start_seconds
         while True:
             try:
                 gateway.request("GET", "/api")
                 break
             except (OSError, urllib.error.URLError):
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(f"the kernel gateway did not start:\n{gateway.log()}") from None
+                if gateway.proc.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"{what} did not start:\n{gateway.log()[-5000:]}") from None
                 time.sleep(0.3)
         yield gateway
     finally:
-        proc.terminate()
+        gateway.proc.terminate()
         try:
-            proc.wait(timeout=20)
+            gateway.proc.wait(timeout=stop_seconds)
         except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=10)
+            gateway.proc.kill()
+            gateway.proc.wait(timeout=10)

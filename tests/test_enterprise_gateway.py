@@ -9,16 +9,13 @@ down, and no launcher, kernel or Deno process is left. The comm port takes garba
 decryption opens what the launcher seals, and EG's own launch_kubernetes.py renders the Kubernetes kernelspec's
 pod template into a pod whose command is the launcher with EG's values.
 
-EG is installed once into a cache folder (SANDBOX_KERNEL_TEST_CACHE, else ~/.cache/sandbox-kernel-tests) and
-reused; its sdist (hash-checked) gives launch_kubernetes.py and the Helm chart's values.yaml. The tests are skipped
+EG and its sdist's files come from tests/eg_server.py (installed once into a cache folder); the tests are skipped
 only when EG cannot be installed (no network).
 """
 
 from __future__ import annotations
 
 import contextlib
-import fcntl
-import hashlib
 import json
 import os
 import re
@@ -28,9 +25,7 @@ import signal
 import socket
 import subprocess
 import sys
-import tarfile
 import time
-import urllib.request
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -45,189 +40,39 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from jupyter_client.blocking.client import BlockingKernelClient
 
 from eg_payload import eg_public_key, new_key, open_payload
+from eg_server import (
+    EG_VERSION,
+    PORT_RANGE,
+    START_SECONDS,
+    EGInstall,
+    EnterpriseGateway,
+    enterprise_gateway,
+    installed,
+)
+from kernel_gateway import free_port
 from sandbox_kernel.enterprise_gateway import arguments, kernelspecs
 from sandbox_kernel.enterprise_gateway.payload import load_public_key, seal
 
-EG_VERSION = "3.3.0"
-EG_SDIST = f"jupyter_enterprise_gateway-{EG_VERSION}.tar.gz"
-EG_SDIST_SHA256 = "58d61fef0f30d8010553bf3755c7d205c072383849c416916b37d3ef940725b7"
-SDIST_FILES = {  # what the tests read from EG's sdist (the wheel has neither)
-    "launch_kubernetes.py": "etc/kernel-launchers/kubernetes/scripts/launch_kubernetes.py",
-    "values.yaml": "etc/kubernetes/helm/enterprise-gateway/values.yaml",
-    "deployment.yaml": "etc/kubernetes/helm/enterprise-gateway/templates/deployment.yaml",
-}
-CACHE = Path(os.environ.get("SANDBOX_KERNEL_TEST_CACHE") or Path.home() / ".cache" / "sandbox-kernel-tests")
-PORT_RANGE = (42000, 43999)  # EG's kernelspec port range for the tests' kernels (EG wants >= 1000 ports)
-REPO = Path(__file__).resolve().parents[1]
-DEPLOY = REPO / "deploy" / "enterprise-gateway"
-START_SECONDS = 180  # a kernel start through EG on a loaded machine
+DEPLOY = Path(__file__).resolve().parents[1] / "deploy" / "enterprise-gateway"
 GONE_SECONDS = 60
-NETWORK_TROUBLE = (
-    "No matching distribution",
-    "Could not find a version",
-    "Failed to establish a new connection",
-    "Temporary failure in name resolution",
-    "Network is unreachable",
-    "Max retries exceeded",
-    "Connection refused",
-    "timed out",
-)
-
-
-@dataclass(frozen=True)
-class EGInstall:
-    python: Path  # EG's virtual environment's python
-    sdist: Path  # the folder with SDIST_FILES
-
-
-def _run(argv: list[str], timeout: float) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
-
-
-def _build(folder: Path) -> None:
-    """EG in its own venv, and the files of its sdist; pytest.skip when pip cannot reach an index."""
-    shutil.rmtree(folder, ignore_errors=True)
-    folder.mkdir(parents=True)
-    done = _run([sys.executable, "-m", "venv", str(folder / "venv")], 300)
-    assert done.returncode == 0, done.stderr
-    python = folder / "venv" / "bin" / "python"
-    steps = [
-        [str(python), "-m", "pip", "install", "-q", f"jupyter_enterprise_gateway=={EG_VERSION}"],
-        [str(python), "-m", "pip", "download", "-q", "--no-deps", "--no-binary", ":all:", "-d", str(folder / "dl"),
-         f"jupyter_enterprise_gateway=={EG_VERSION}"],
-    ]  # fmt: skip
-    for argv in steps:
-        done = _run(argv, 1200)
-        if done.returncode != 0:
-            output = done.stdout + done.stderr
-            if any(sign in output for sign in NETWORK_TROUBLE):
-                pytest.skip(f"Enterprise Gateway {EG_VERSION} cannot be installed here: {output.strip()[-500:]}")
-            raise AssertionError(f"{' '.join(argv)} failed:\n{output[-3000:]}")
-    sdist = folder / "dl" / EG_SDIST
-    assert hashlib.sha256(sdist.read_bytes()).hexdigest() == EG_SDIST_SHA256, f"{sdist} is not EG {EG_VERSION}'s"
-    with tarfile.open(sdist) as tar:
-        for name, member in SDIST_FILES.items():
-            source = tar.extractfile(f"jupyter_enterprise_gateway-{EG_VERSION}/{member}")
-            assert source is not None, member
-            (folder / "sdist").mkdir(exist_ok=True)
-            (folder / "sdist" / name).write_bytes(source.read())
-    (folder / "complete").write_text(EG_VERSION)
 
 
 @pytest.fixture(scope="session")
 def eg() -> EGInstall:
-    """EG's venv, built once per cache folder (a lock keeps concurrent test runs from building it twice)."""
-    folder = CACHE / f"enterprise-gateway-{EG_VERSION}"
-    CACHE.mkdir(parents=True, exist_ok=True)
-    with open(CACHE / f"enterprise-gateway-{EG_VERSION}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not all((folder / "sdist" / name).exists() for name in SDIST_FILES) or not (folder / "complete").exists():
-            _build(folder)
-    return EGInstall(folder / "venv" / "bin" / "python", folder / "sdist")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-@dataclass
-class Gateway:
-    base: str
-    token: str
-    logs: Path  # EG_KERNEL_LOG_DIR: each launcher's stdout and stderr, kernel-<id>.log
-    eg_log: Path
-
-    def api(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
-        data = None if body is None else json.dumps(body).encode()
-        req = urllib.request.Request(f"http://{self.base}{path}", data=data, method=method)
-        req.add_header("Authorization", f"token {self.token}")
-        req.add_header("Content-Type", "application/json")
-        with urllib.request.urlopen(req, timeout=START_SECONDS) as resp:
-            text = resp.read().decode()
-        return json.loads(text) if text else None
-
-    def start_kernel(self) -> str:
-        # KERNEL_USERNAME: EG refuses root, which the tests may run as.
-        model = self.api(
-            "POST", "/api/kernels", {"name": kernelspecs.DISTRIBUTED_NAME, "env": {"KERNEL_USERNAME": "sandbox-test"}}
-        )
-        return str(model["id"])
-
-    def kernel_log(self, kernel_id: str) -> str:
-        path = self.logs / f"kernel-{kernel_id}.log"
-        return path.read_text(errors="replace") if path.exists() else ""
-
-    def story(self, kernel_id: str) -> str:
-        """What to show when a test fails: the launcher's log and the end of EG's."""
-        return (
-            f"\n--- launcher log:\n{self.kernel_log(kernel_id)[-4000:]}\n--- EG log:\n{self.eg_log.read_text()[-4000:]}"
-        )
+    return installed()
 
 
 @pytest.fixture(scope="module")
-def gateway(eg: EGInstall, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
+def gateway(eg: EGInstall, tmp_path_factory: pytest.TempPathFactory) -> Iterator[EnterpriseGateway]:
     """EG on 127.0.0.1 with one kernelspec: this kernel through the launcher, by DistributedProcessProxy."""
-    root = tmp_path_factory.mktemp("enterprise-gateway")
-    spec = root / "jupyter" / "kernels" / kernelspecs.DISTRIBUTED_NAME
-    spec.mkdir(parents=True)
-    kernel_json = kernelspecs.distributed_kernel_json(
-        sys.executable, ["127.0.0.1"], port_range="{}..{}".format(*PORT_RANGE), ip="127.0.0.1"
-    )
-    (spec / "kernel.json").write_text(json.dumps(kernel_json, indent=2))
-    (root / "logs").mkdir()
-    # What EG passes on to the launcher: a kernel's environment is only these, the kernelspec's env and KERNEL_*.
-    inherited = ["PATH", "HOME", *(k for k in os.environ if k.startswith(("COV", "SANDBOX_KERNEL_", "XDG_")))]
-    env = {
-        **os.environ,
-        "JUPYTER_PATH": str(root / "jupyter"),
-        "JUPYTER_CONFIG_DIR": str(root / "config"),
-        "JUPYTER_DATA_DIR": str(root / "data"),
-        "JUPYTER_RUNTIME_DIR": str(root / "runtime"),
-        "EG_RESPONSE_IP": "127.0.0.1",  # else EG binds its response port on this machine's public address
-        "EG_RESPONSE_PORT": str(free_port()),
-        "EG_KERNEL_LOG_DIR": str(root / "logs"),
-        "EG_INHERITED_ENVS": ",".join(inherited),
-        "EG_KERNEL_LAUNCH_TIMEOUT": str(START_SECONDS),
-    }
-    port, token = free_port(), secrets.token_hex(16)
-    eg_log = root / "eg.log"
-    with open(eg_log, "w") as log:
-        proc = subprocess.Popen(
-            [
-                str(eg.python), "-m", "enterprise_gateway", "--EnterpriseGatewayApp.ip=127.0.0.1",
-                f"--EnterpriseGatewayApp.port={port}", "--EnterpriseGatewayApp.port_retries=0",
-                f"--EnterpriseGatewayApp.auth_token={token}", "--EnterpriseGatewayApp.list_kernels=True",
-                "--log-level=DEBUG",
-            ],
-            cwd=root, env=env, stdout=log, stderr=subprocess.STDOUT,
-        )  # fmt: skip
-    gw = Gateway(f"127.0.0.1:{port}", token, root / "logs", eg_log)
-    try:
-        deadline = time.monotonic() + 90
-        while True:
-            try:
-                gw.api("GET", "/api")
-                break
-            except OSError:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(f"Enterprise Gateway did not start:\n{eg_log.read_text()[-3000:]}") from None
-                time.sleep(0.3)
-        yield gw
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=30)
+    with enterprise_gateway(tmp_path_factory.mktemp("enterprise-gateway"), eg) as running:
+        yield running
 
 
 class Channels:
     """EG's websocket for one kernel: the Jupyter protocol as JSON messages."""
 
-    def __init__(self, gw: Gateway, kernel_id: str) -> None:
+    def __init__(self, gw: EnterpriseGateway, kernel_id: str) -> None:
         self.ws = websocket.create_connection(
             f"ws://{gw.base}/api/kernels/{kernel_id}/channels",
             header=[f"Authorization: token {gw.token}"],
@@ -260,7 +105,7 @@ class Channels:
 
 
 @contextlib.contextmanager
-def channels(gw: Gateway, kernel_id: str) -> Iterator[Channels]:
+def channels(gw: EnterpriseGateway, kernel_id: str) -> Iterator[Channels]:
     ch = Channels(gw, kernel_id)
     try:
         yield ch
@@ -301,14 +146,14 @@ def listening_ports(proc: psutil.Process) -> set[int]:
 LOOP = "import time\nx = 1\nprint('looping', flush=True)\nwhile True:\n    x += 1\n    time.sleep(0.01)\n"
 
 
-def interrupted(gw: Gateway, ch: Channels, kernel_id: str) -> dict[str, Any]:
+def interrupted(gw: EnterpriseGateway, ch: Channels, kernel_id: str) -> dict[str, Any]:
     """Run LOOP and interrupt it through EG once it prints; the reply."""
-    reply, out = ch.execute(LOOP, on_stream=lambda: gw.api("POST", f"/api/kernels/{kernel_id}/interrupt"))
+    reply, out = ch.execute(LOOP, on_stream=lambda: gw.request("POST", f"/api/kernels/{kernel_id}/interrupt"))
     assert out == "looping\n"
     return reply
 
 
-def test_eg_starts_interrupts_restarts_and_shuts_down_the_kernel_through_the_launcher(gateway: Gateway):
+def test_eg_starts_interrupts_restarts_and_shuts_down_the_kernel_through_the_launcher(gateway: EnterpriseGateway):
     gw = gateway
     kernel_id = gw.start_kernel()
     try:
@@ -332,7 +177,7 @@ def test_eg_starts_interrupts_restarts_and_shuts_down_the_kernel_through_the_lau
         assert all(PORT_RANGE[0] <= p <= PORT_RANGE[1] for p in [*channel_ports, comm_port]), line
         assert set(channel_ports) <= listening_ports(kernel) and listening_ports(launcher) == {comm_port}
 
-        gw.api("POST", f"/api/kernels/{kernel_id}/restart")
+        gw.request("POST", f"/api/kernels/{kernel_id}/restart")
         assert_gone(first, "a restart")
         assert launcher_of(kernel_id).pid != launcher.pid
         with channels(gw, kernel_id) as ch:
@@ -341,9 +186,9 @@ def test_eg_starts_interrupts_restarts_and_shuts_down_the_kernel_through_the_lau
         second = family(launcher_of(kernel_id))
         assert any(p.name().startswith("deno") for p in second), [p.name() for p in second]
     finally:
-        gw.api("DELETE", f"/api/kernels/{kernel_id}")
+        gw.request("DELETE", f"/api/kernels/{kernel_id}")
     assert_gone(second, "a shutdown")
-    assert kernel_id not in [k["id"] for k in gw.api("GET", "/api/kernels")]
+    assert kernel_id not in [k["id"] for k in gw.request("GET", "/api/kernels")]
     assert "stopping the kernel" in gw.kernel_log(kernel_id) or "the kernel exited" in gw.kernel_log(kernel_id)
 
 
@@ -368,7 +213,7 @@ def send_raw(port: int, data: bytes) -> None:
             sock.recv(1)
 
 
-def test_the_comm_port_ignores_garbage_and_still_serves_eg(gateway: Gateway):
+def test_the_comm_port_ignores_garbage_and_still_serves_eg(gateway: EnterpriseGateway):
     gw = gateway
     kernel_id = gw.start_kernel()
     try:
@@ -392,7 +237,7 @@ def test_the_comm_port_ignores_garbage_and_still_serves_eg(gateway: Gateway):
         assert launcher_of(kernel_id).pid == launcher.pid
         procs = family(launcher)
     finally:
-        gw.api("DELETE", f"/api/kernels/{kernel_id}")
+        gw.request("DELETE", f"/api/kernels/{kernel_id}")
     assert_gone(procs, "a shutdown")
 
 

@@ -1,17 +1,22 @@
-"""The agent API on kernels behind a real Jupyter Kernel Gateway (127.0.0.1, auth token, list_kernels): every
-operation goes over the gateway's REST API and websocket, with the gateway machine's settings."""
+"""The agent API on kernels behind a real Jupyter Kernel Gateway and a real Enterprise Gateway (127.0.0.1, auth
+token, list_kernels): every operation goes over the gateway's REST API and websocket, with the gateway machine's
+settings. Each test runs against both (tests/kernel_gateway.py, tests/eg_server.py); EG runs this kernel through
+`sandbox-kernel launch-eg` by its DistributedProcessProxy, so its interrupts reach the kernel through the
+launcher's comm port, and its restarts start a new launcher and kernel on new ports."""
 
 from __future__ import annotations
 
 import asyncio
+import getpass
 import os
 import signal
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
+from eg_server import KERNEL_USERNAME, EnterpriseGateway, enterprise_gateway, installed
 from kernel_gateway import KernelGateway, free_port, kernel_gateway
 from sandbox_kernel import Checkpoint
 from sandbox_kernel.checkpoints.file import CheckpointError
@@ -29,15 +34,21 @@ class WhereSkill:
     """Says where it runs."""
 
     def where(self, label: str) -> dict:
-        """The process and the gateway's mark."""
-        return {"label": label, "pid": os.getpid(), "mark": os.environ.get("GATEWAY_MARK")}
+        """The process, the gateway's mark and the user Enterprise Gateway started the kernel for."""
+        return {
+            "label": label,
+            "pid": os.getpid(),
+            "mark": os.environ.get("GATEWAY_MARK"),
+            "user": os.environ.get("KERNEL_USERNAME"),
+        }
 '''
 
 
-@pytest.fixture(scope="module")
-def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KernelGateway]:
-    """Kernel Gateway A: a cell time limit, a writable mount, an 'ask' skill; its environment has GATEWAY_MARK."""
-    folder = tmp_path_factory.mktemp("gateway-a")
+@pytest.fixture(scope="module", params=["kernel-gateway", "enterprise-gateway"])
+def gateway(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[KernelGateway]:
+    """Gateway A, a Kernel Gateway or an Enterprise Gateway: a cell time limit, a writable mount, an 'ask' skill;
+    its environment has GATEWAY_MARK."""
+    folder = tmp_path_factory.mktemp(f"gateway-a-{request.param}")
     (folder / "data").mkdir()
     (folder / "skills").mkdir()
     (folder / "skills" / "where_skill.py").write_text(WHERE_SKILL)
@@ -48,8 +59,13 @@ def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KernelGateway]
         "c.SandboxKernel.skill_policy = {'WhereSkill.where': 'ask'}\n"
         "c.SandboxKernel.spare_sandbox = False\n"
     )
-    with kernel_gateway(folder, config, {"GATEWAY_MARK": "on-gateway-a"}) as running:
-        yield running
+    env = {"GATEWAY_MARK": "on-gateway-a"}
+    if request.param == "kernel-gateway":
+        with kernel_gateway(folder, config, env) as running:
+            yield running
+    else:
+        with enterprise_gateway(folder, installed(), config, env) as eg:
+            yield eg
 
 
 @pytest.fixture(scope="module")
@@ -85,9 +101,7 @@ def answers() -> Answers:
 
 @pytest.fixture(scope="module")
 def sb(gateway: KernelGateway, answers: Answers) -> Iterator[Sandbox]:
-    with Sandbox(
-        gateway_url=gateway.url, gateway_token=gateway.token, approver=answers.approve, input=answers.input
-    ) as sandbox:
+    with Sandbox(**gateway.client_options(), approver=answers.approve, input=answers.input) as sandbox:
         yield sandbox
 
 
@@ -117,12 +131,14 @@ def test_a_cells_output_arrives_whole_past_the_gateways_default_rate_limit(sb: S
     assert len(r.stdout) == 4_000_000 and r.stderr == "", r.stderr[:200]
 
 
-def test_a_client_timeout_interrupts_the_cell(sb: Sandbox) -> None:
+def test_a_client_timeout_interrupts_the_cell(sb: Sandbox, gateway: KernelGateway) -> None:
     started = time.monotonic()
     r = sb.run("import time\nwhile True:\n    time.sleep(0.05)", timeout=1)
     took = time.monotonic() - started
     assert r.error is not None and r.error.ename == "KeyboardInterrupt" and not r.timed_out, r
     assert 1 <= took < 1 + 5, took  # interrupted through the gateway's REST API, a few ms after the timeout
+    if isinstance(gateway, EnterpriseGateway):  # EG sent it to the launcher's comm port, which signalled the kernel
+        assert "comm port: interrupt requested" in gateway.kernel_log(on_gateway(sb)), gateway.story(on_gateway(sb))
     assert sb.run("'still here'").text == "'still here'"
 
 
@@ -147,6 +163,8 @@ def test_an_ask_skill_runs_on_the_gateway_machine_once_approved(
     found = eval(r.text or "")  # a dict of plain values, made by the skill
     assert found["label"] == "approve me" and found["mark"] == "on-gateway-a"  # the gateway's environment
     assert found["pid"] in gateway.kernel_pids(on_gateway(sb)) and found["pid"] != os.getpid()
+    if isinstance(gateway, EnterpriseGateway):  # the kernel's process, which the launcher started for the user
+        assert found["user"] == KERNEL_USERNAME and found["pid"] not in gateway.launcher_pids(on_gateway(sb))
     assert answers.approvals[-1].call == "WhereSkill.where('approve me')"
     refused = sb.run("device.WhereSkill.where('refuse me')")
     assert refused.error is not None and refused.error.ename == "SkillRefused"
@@ -168,7 +186,7 @@ def test_checkpoint_restore_fork_and_a_saved_copy_move_over_the_protocol(
         assert other.run("max(data['rows'])").text == "9"
     saved = cp.save(tmp_path / "before.sbkcp")
     loaded = Checkpoint.load(saved.path, verify=False)  # sealed under the gateway's key: its kernels check it
-    with Sandbox.from_checkpoint(loaded, gateway_url=gateway.url, gateway_token=gateway.token) as later:
+    with Sandbox.from_checkpoint(loaded, **gateway.client_options()) as later:
         assert later.run("sum(data['rows'])").text == "45"
 
 
@@ -201,7 +219,7 @@ def test_a_checkpoint_changed_on_the_client_is_refused_by_the_kernel(sb: Sandbox
 def test_a_checkpoint_needs_the_key_of_the_kernel_that_restores_it(sb: Sandbox, other_gateway: KernelGateway) -> None:
     sb.run("moved = 1")
     cp = sb.checkpoint()
-    with Sandbox(gateway_url=other_gateway.url, gateway_token=other_gateway.token) as elsewhere:
+    with Sandbox(**other_gateway.client_options()) as elsewhere:
         with pytest.raises(CheckpointError, match=r"saved under another checkpoint key than .*other\.key"):
             elsewhere.restore(cp)
         assert elsewhere.run("'moved' in dir()").text == "False"
@@ -226,25 +244,36 @@ def test_restart_gives_a_fresh_kernel_on_the_gateway(sb: Sandbox) -> None:
     assert sb.facts()["settings"]["cell_timeout"] == CELL_TIMEOUT
 
 
+def killed_while_running(sb: Sandbox, pids: Callable[[], list[int]]) -> float:
+    """Seconds from SIGKILL to `pids()` (once a cell prints) to the KernelDied that ends the cell's run()."""
+    killed: list[float] = []
+
+    def kill(text: str) -> None:
+        if not killed:
+            killed.append(time.monotonic())
+            for pid in pids():
+                os.kill(pid, signal.SIGKILL)
+
+    with pytest.raises(KernelDied, match=r"restarted: its process died.*restart\(\) starts a fresh one"):
+        sb.run("import time\nprint('running', flush=True)\nwhile True:\n    time.sleep(0.05)", on_stdout=kill)
+    return time.monotonic() - killed[0]
+
+
 def test_a_kernel_that_dies_ends_the_waiting_call_with_kernel_died(gateway: KernelGateway) -> None:
     """Killed: the gateway restarts it without the state, and the waiting call (and the next) raise KernelDied
-    within seconds; restart() then gives a working sandbox. Shut down by someone else: the same."""
-    with Sandbox(gateway_url=gateway.url, gateway_token=gateway.token) as sb:
-        killed: list[float] = []
-
-        def kill(text: str) -> None:
-            if not killed:
-                killed.append(time.monotonic())
-                for pid in gateway.kernel_pids(on_gateway(sb)):
-                    os.kill(pid, signal.SIGKILL)
-
-        with pytest.raises(KernelDied, match=r"restarted: its process died.*restart\(\) starts a fresh one"):
-            sb.run("import time\nprint('running', flush=True)\nwhile True:\n    time.sleep(0.05)", on_stdout=kill)
-        assert time.monotonic() - killed[0] < 15  # the gateway looks every 3 s; slack for a loaded machine
-        with pytest.raises(KernelDied):
-            sb.run("1 + 1")
-        sb.restart()
-        assert sb.run("1 + 1").text == "2"
+    within seconds; restart() then gives a working sandbox. Through EG, a launcher killed (a pod gone) is the
+    same. Shut down by someone else: the same."""
+    with Sandbox(**gateway.client_options()) as sb:
+        victims = [lambda: gateway.kernel_pids(on_gateway(sb))]
+        if isinstance(gateway, EnterpriseGateway):
+            victims.append(lambda: gateway.launcher_pids(on_gateway(sb)))
+        for pids in victims:
+            assert len(pids()) == 1
+            assert killed_while_running(sb, pids) < 15  # EG and KG look every 3 s; slack for a loaded machine
+            with pytest.raises(KernelDied):
+                sb.run("1 + 1")
+            sb.restart()
+            assert sb.run("1 + 1").text == "2"
         gateway.request("DELETE", f"/api/kernels/{on_gateway(sb)}")  # shut down by another client of the gateway
         started = time.monotonic()
         with pytest.raises(KernelDied, match="no longer has kernel"):
@@ -258,8 +287,8 @@ def test_a_kernel_that_dies_ends_the_waiting_call_with_kernel_died(gateway: Kern
 
 def test_two_sandboxes_on_two_gateways_in_one_process(gateway: KernelGateway, other_gateway: KernelGateway) -> None:
     async def main() -> list[tuple[str, float]]:
-        a = AsyncSandbox(gateway_url=gateway.url, gateway_token=gateway.token)
-        b = AsyncSandbox(gateway_url=other_gateway.url, gateway_token=other_gateway.token)
+        a = AsyncSandbox(**gateway.client_options())
+        b = AsyncSandbox(**other_gateway.client_options())
         async with a, b:
             await asyncio.gather(a.run("who = 'a'"), b.run("who = 'b'"))
             slow = "import time\ntime.sleep(1)\nwho"
@@ -274,19 +303,35 @@ def test_gateway_errors_name_the_url_and_the_status_never_the_token(gateway: Ker
     kernels_before = gateway.request("GET", "/api/kernels")
     wrong = "wrong-" + gateway.token
     with pytest.raises(GatewayError) as caught:
-        Sandbox(gateway_url=gateway.url, gateway_token=wrong).start()
+        Sandbox(**{**gateway.client_options(), "gateway_token": wrong}).start()
     assert caught.value.status == 401 and f"the gateway at {gateway.url} refused POST /api/kernels: HTTP 401" in str(
         caught.value
     )
     assert "gateway_token" in str(caught.value) and wrong not in str(caught.value)
     with pytest.raises(
-        GatewayError, match=r"has no kernel named 'nope' \(POST /api/kernels: HTTP 500\); it has .*'pyodide-sandbox'"
+        GatewayError,
+        match=rf"has no kernel named 'nope' \(POST /api/kernels: HTTP 500\); it has .*'{gateway.kernel_name}'",
     ):
-        Sandbox(gateway_url=gateway.url, gateway_token=gateway.token, kernel_name="nope").start()
+        Sandbox(**{**gateway.client_options(), "kernel_name": "nope"}).start()
     nothing_there = f"http://127.0.0.1:{free_port()}"
     with pytest.raises(
         GatewayError, match=f"cannot reach the gateway at {nothing_there} \\(POST /api/kernels\\)"
     ) as caught:
-        Sandbox(gateway_url=nothing_there, gateway_token=gateway.token).start()
+        Sandbox(**{**gateway.client_options(), "gateway_url": nothing_there}).start()
     assert caught.value.status is None and gateway.token not in str(caught.value)
     assert [k["id"] for k in gateway.request("GET", "/api/kernels")] == [k["id"] for k in kernels_before]
+
+
+def test_enterprise_gateway_refuses_a_user_it_does_not_authorize_and_the_error_says_to_give_kernel_username(
+    gateway: KernelGateway,
+) -> None:
+    """EG starts kernels only for a KERNEL_USERNAME it authorizes; without one it takes its own user (refused here,
+    as root is by default). The client passes EG's words on, and says how to give one."""
+    if not isinstance(gateway, EnterpriseGateway):
+        pytest.skip("Enterprise Gateway's own check")
+    options = {key: value for key, value in gateway.client_options().items() if key != "gateway_env"}
+    with pytest.raises(GatewayError) as caught:
+        Sandbox(**options).start()
+    assert caught.value.status == 403, caught.value
+    assert f"User '{getpass.getuser()}' is not authorized to start kernel" in str(caught.value)
+    assert "give one with gateway_env={'KERNEL_USERNAME': NAME}" in str(caught.value)

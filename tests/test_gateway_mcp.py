@@ -1,5 +1,7 @@
 """`sandbox-kernel mcp --gateway-url`, driven by the MCP SDK's own client: its sandbox is a kernel on a real
-Jupyter Kernel Gateway (127.0.0.1, auth token from the environment), with the gateway machine's settings."""
+Jupyter Kernel Gateway or a real Enterprise Gateway (127.0.0.1, auth token from the environment; for EG its
+kernelspec's name with --kernel-name and KERNEL_USERNAME with --gateway-env), with the gateway machine's
+settings."""
 
 from __future__ import annotations
 
@@ -10,14 +12,15 @@ from collections.abc import Iterator
 
 import pytest
 
+from eg_server import KERNEL_USERNAME, EnterpriseGateway, enterprise_gateway, installed
 from kernel_gateway import KernelGateway, kernel_gateway
 from sandbox_kernel.client.gateway_rest import TOKEN_ENV
 from test_mcp import Client, server_command, stdio
 
 
-@pytest.fixture(scope="module")
-def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KernelGateway]:
-    folder = tmp_path_factory.mktemp("gateway-mcp")
+@pytest.fixture(scope="module", params=["kernel-gateway", "enterprise-gateway"])
+def gateway(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[KernelGateway]:
+    folder = tmp_path_factory.mktemp(f"gateway-mcp-{request.param}")
     (folder / "data").mkdir()
     config = (
         "c.SandboxKernel.cell_timeout = 5\n"
@@ -25,14 +28,26 @@ def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KernelGateway]
         "c.SandboxKernel.skills = ['KeyValueSkill']\n"
         "c.SandboxKernel.spare_sandbox = False\n"
     )
-    with kernel_gateway(folder, config) as running:
-        yield running
+    if request.param == "kernel-gateway":
+        with kernel_gateway(folder, config) as running:
+            yield running
+    else:
+        with enterprise_gateway(folder, installed(), config) as eg:
+            yield eg
+
+
+def gateway_options(gateway: KernelGateway) -> list[str]:
+    """The server's options for `gateway`'s kernels: its URL, and for EG its kernelspec and KERNEL_USERNAME."""
+    if isinstance(gateway, EnterpriseGateway):
+        eg = ["--kernel-name", gateway.kernel_name, "--gateway-env", f"KERNEL_USERNAME={KERNEL_USERNAME}"]
+        return ["--gateway-url", gateway.url, *eg]
+    return ["--gateway-url", gateway.url]
 
 
 @pytest.fixture(scope="module")
 def mcp(gateway: KernelGateway) -> Iterator[Client]:
     env = {**os.environ, TOKEN_ENV: gateway.token}  # never on the command line
-    client = stdio("--gateway-url", gateway.url, env=env)
+    client = stdio(*gateway_options(gateway), env=env)
     yield client
     client.close()
 
@@ -41,7 +56,7 @@ def test_the_tools_run_on_a_kernel_of_the_gateway(mcp: Client, gateway: KernelGa
     assert mcp.text("run_python", code="kept = 41\nimport sys\nprint(sys.platform)") == "emscripten"
     assert mcp.text("run_python", code="kept + 1") == "Out: 42"
     [kernel] = gateway.request("GET", "/api/kernels")  # the server's one sandbox
-    assert kernel["name"] == "pyodide-sandbox"
+    assert kernel["name"] == gateway.kernel_name
     assert "KeyValueSkill: " in mcp.text("list_skills")  # the gateway's configuration
 
 
@@ -77,7 +92,7 @@ def test_files_move_within_the_gateway_machines_mounts(mcp: Client, gateway: Ker
 def test_the_token_comes_from_a_named_variable_and_a_wrong_one_is_named_by_status(gateway: KernelGateway) -> None:
     env = {**os.environ, "MY_GATEWAY_TOKEN": "not-" + gateway.token}
     env.pop(TOKEN_ENV, None)
-    client = stdio("--gateway-url", gateway.url, "--gateway-token-env", "MY_GATEWAY_TOKEN", env=env)
+    client = stdio(*gateway_options(gateway), "--gateway-token-env", "MY_GATEWAY_TOKEN", env=env)
     try:
         text = client.error("run_python", code="1")
     finally:
@@ -94,6 +109,7 @@ def test_the_token_comes_from_a_named_variable_and_a_wrong_one_is_named_by_statu
             "--SandboxKernel.cell_timeout=...: kernel settings cannot be given with --gateway-url",
         ),
         (["--gateway-token-env", "NO_SUCH_VARIABLE"], "--gateway-token-env NO_SUCH_VARIABLE: the environment has no"),
+        (["--gateway-env", "KERNEL_USERNAME"], "--gateway-env 'KERNEL_USERNAME': give NAME=VALUE"),
     ],
 )
 def test_options_a_gateway_cannot_use_stop_the_server(arguments: list[str], said: str) -> None:

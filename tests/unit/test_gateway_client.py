@@ -1,6 +1,6 @@
 """The agent API's gateway client without a gateway: websocket frames, URLs and their errors, the options a remote
 kernel cannot take (agent API and `sandbox-kernel mcp`), how a lost kernel is noticed, and the settings kernel_info
-reports. (tests/test_gateway_agent.py drives a real Kernel Gateway.)"""
+reports. (tests/test_gateway_agent.py drives a real Kernel Gateway and a real Enterprise Gateway.)"""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ import pytest
 from sandbox_kernel.client import gateway_frames
 from sandbox_kernel.client.agent import AsyncSandbox, SandboxSettingsError
 from sandbox_kernel.client.gateway_kernel import GatewayKernel
-from sandbox_kernel.client.gateway_rest import TOKEN_ENV, GatewayRest, checked_url, shown
+from sandbox_kernel.client.gateway_rest import TOKEN_ENV, GatewayRest, checked_env, checked_url, shown
 from sandbox_kernel.client.mcp import UsageError, sandbox_options
 from sandbox_kernel.client.sync_sandbox import Sandbox
 from sandbox_kernel.jupyter.settings import HOST_DETAILS, reported
@@ -101,6 +101,80 @@ def test_a_refusal_names_the_status_and_what_to_check_never_the_token() -> None:
     asyncio.run(rest.aclose())
 
 
+def test_enterprise_gateways_refusal_of_a_user_says_how_to_give_kernel_username() -> None:
+    rest = GatewayRest(URL, "t")
+    said = (
+        "User 'root' is not authorized to start kernel 'Python 3 (Pyodide sandbox)'. Ensure KERNEL_USERNAME is set "
+        "to an appropriate value and retry the request."
+    )
+    answer = httpx.Response(403, json={"reason": said, "message": ""}, extensions={"reason_phrase": said.encode()})
+    assert rest._refusal("POST", "/api/kernels", answer) == (
+        f"the gateway at {URL} refused POST /api/kernels: HTTP 403 {said}; Enterprise Gateway starts kernels only "
+        "for a KERNEL_USERNAME it authorizes (by default its own user, unless that is root): give one with "
+        "gateway_env={'KERNEL_USERNAME': NAME} (sandbox-kernel mcp: --gateway-env KERNEL_USERNAME=NAME)"
+    )
+    other = httpx.Response(403, json={"reason": "Forbidden", "message": "Resource Limit"})
+    assert rest._refusal("POST", "/api/kernels", other).endswith("HTTP 403 Forbidden (Resource Limit)")
+    asyncio.run(rest.aclose())
+
+
+def started_with(env: dict[str, str] | None) -> Any:
+    """The body of the start request GatewayRest.start_kernel sends (to a fake gateway)."""
+    sent: list[Any] = []
+
+    def gateway(request: httpx.Request) -> httpx.Response:
+        sent.append(json.loads(request.content))
+        return httpx.Response(201, json={"id": "k1", "name": "pyodide-sandbox"})
+
+    async def main() -> str:
+        rest = GatewayRest(URL, "t")
+        rest._http = httpx.AsyncClient(transport=httpx.MockTransport(gateway))
+        try:
+            return await rest.start_kernel("pyodide-sandbox", 5, env)
+        finally:
+            await rest.aclose()
+
+    assert asyncio.run(main()) == "k1"
+    return sent[0]
+
+
+def test_gateway_env_goes_in_the_start_request_and_no_env_without_it() -> None:
+    """A start request with "env" gives the kernel only the gateway's chosen variables (Kernel Gateway: PATH and
+    its whitelist; EG: its inherited ones) and those: without gateway_env, none is sent."""
+    assert started_with(None) == {"name": "pyodide-sandbox"}
+    assert started_with({}) == {"name": "pyodide-sandbox"}
+    assert started_with({"KERNEL_USERNAME": "alice"}) == {
+        "name": "pyodide-sandbox",
+        "env": {"KERNEL_USERNAME": "alice"},
+    }
+
+
+def test_gateway_env_is_names_and_str_values() -> None:
+    assert checked_env({"KERNEL_USERNAME": "alice", "KERNEL_NAMESPACE": ""}) == {
+        "KERNEL_USERNAME": "alice", "KERNEL_NAMESPACE": ""
+    }  # fmt: skip
+    with pytest.raises(TypeError, match="gateway_env must be a dict"):
+        checked_env([("KERNEL_USERNAME", "alice")])
+    with pytest.raises(TypeError, match=r"gateway_env\['KERNEL_UID'\] must be a str .* not 1000"):
+        checked_env({"KERNEL_UID": 1000})
+    for name in ("", "A=B", "A\0B", 5):
+        with pytest.raises(ValueError, match="is not an environment variable's name"):
+            checked_env({name: "x"})
+    with pytest.raises(ValueError, match="has a NUL character"):
+        checked_env({"KERNEL_USERNAME": "a\0b"})
+    with pytest.raises(TypeError, match=r"must be a str"):
+        AsyncSandbox(gateway_url=URL, gateway_env={"KERNEL_UID": 1000})  # type: ignore[dict-item]
+    with pytest.raises(TypeError, match="got gateway_env without gateway_url"):
+        Sandbox(gateway_env={"KERNEL_USERNAME": "alice"})
+    sandbox = AsyncSandbox(gateway_url=URL, gateway_env={"KERNEL_USERNAME": "alice"}, kernel_name="eg-spec")
+    kernel = sandbox._connection()
+    assert isinstance(kernel, GatewayKernel) and (kernel.env, kernel.kernel_name) == (
+        {"KERNEL_USERNAME": "alice"},
+        "eg-spec",
+    )
+    asyncio.run(kernel.rest.aclose())
+
+
 def test_kernel_settings_and_local_options_are_refused_with_a_gateway() -> None:
     with pytest.raises(SandboxSettingsError) as caught:
         Sandbox(gateway_url=URL, cell_timeout=5, memory_limit_mb=256, cwd="/tmp", extra_arguments=["--x"])
@@ -134,6 +208,24 @@ def test_mcp_takes_a_gateway_and_its_token_from_the_environment_only() -> None:
     assert sandbox_options(["--SandboxKernel.cell_timeout=3"], None, None, {}) == {
         "extra_arguments": ["--SandboxKernel.cell_timeout=3"]
     }
+
+
+def test_mcp_takes_an_enterprise_gateways_kernel_name_and_start_env() -> None:
+    words = ["KERNEL_USERNAME=alice", "KERNEL_NAMESPACE=team=a", "EMPTY="]
+    assert sandbox_options([], URL, None, {}, "pyodide-sandbox_kubernetes", words) == {
+        "gateway_url": URL,
+        "gateway_token": None,
+        "kernel_name": "pyodide-sandbox_kubernetes",
+        "gateway_env": {"KERNEL_USERNAME": "alice", "KERNEL_NAMESPACE": "team=a", "EMPTY": ""},
+    }
+    with pytest.raises(UsageError, match=r"--gateway-env 'KERNEL_USERNAME': give NAME=VALUE"):
+        sandbox_options([], URL, None, {}, None, ["KERNEL_USERNAME"])
+    with pytest.raises(UsageError, match=r"--gateway-env: '' is not an environment variable's name"):
+        sandbox_options([], URL, None, {}, None, ["=alice"])
+    with pytest.raises(UsageError, match=r"--kernel-name applies only with --gateway-url"):
+        sandbox_options([], None, None, {}, "x", None)
+    with pytest.raises(UsageError, match=r"--gateway-env applies only with --gateway-url"):
+        sandbox_options([], None, None, {}, None, ["KERNEL_USERNAME=alice"])
 
 
 class FakeSocket:

@@ -120,7 +120,13 @@ def _mcp(args: argparse.Namespace) -> int:
     from sandbox_kernel.client.mcp import main as serve
 
     return serve(
-        args.settings, args.port if args.http else None, args.token_file, args.gateway_url, args.gateway_token_env
+        args.settings,
+        args.port if args.http else None,
+        args.token_file,
+        args.gateway_url,
+        args.gateway_token_env,
+        args.kernel_name,
+        args.gateway_env,
     )
 
 
@@ -135,7 +141,7 @@ SETTING = "--SandboxKernel."  # a kernel setting on the command line of run and 
 # run's own options, as a script's name does: what follows belongs to the code.
 OPTION_VALUES = frozenset(
     {"-c", "--timeout", "--mount", "--allow-net", "--working-folder", "--port", "--token-file", "--gateway-url",
-     "--gateway-token-env"}
+     "--gateway-token-env", "--kernel-name", "--gateway-env"}
 )  # fmt: skip
 
 
@@ -292,6 +298,19 @@ def _parser() -> argparse.ArgumentParser:
         metavar="NAME",
         help="the environment variable holding the gateway's token (default SANDBOX_KERNEL_GATEWAY_TOKEN); "
         "never give the token itself on the command line",
+    )
+    mcp.add_argument(
+        "--kernel-name",
+        metavar="NAME",
+        help="the gateway's kernelspec to start (default pyodide-sandbox; Enterprise Gateway's are named by its "
+        "operator, e.g. pyodide-sandbox_kubernetes)",
+    )
+    mcp.add_argument(
+        "--gateway-env",
+        metavar="NAME=VALUE",
+        action="append",
+        help="a variable for the gateway's start request (repeatable), e.g. KERNEL_USERNAME=alice for Enterprise "
+        "Gateway",
     )
     mcp.set_defaults(func=_mcp)
     doctor = sub.add_parser("doctor", help="check Deno, the cache, the kernelspec and the OS layers in force")

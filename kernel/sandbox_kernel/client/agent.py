@@ -30,7 +30,7 @@ from sandbox_kernel.client.approvals import (
 )
 from sandbox_kernel.client.connection import KernelConnection, KernelDied, execute_content
 from sandbox_kernel.client.gateway_kernel import GatewayKernel
-from sandbox_kernel.client.gateway_rest import TOKEN_ENV, GatewayError, checked_url
+from sandbox_kernel.client.gateway_rest import TOKEN_ENV, GatewayError, checked_env, checked_url
 from sandbox_kernel.client.kernel_settings import KernelSettings
 from sandbox_kernel.client.keywords import SandboxSettingsError, command_line, setting_traits, unknown_keyword
 from sandbox_kernel.client.local_kernel import KernelNotInstalled, LocalKernel
@@ -70,6 +70,8 @@ class SandboxOptions(KernelSettings, total=False):
     # (default: $SANDBOX_KERNEL_GATEWAY_TOKEN). Its kernels take their settings from the gateway machine.
     gateway_url: str | None
     gateway_token: str | None
+    # The "env" of the gateway's start request (e.g. Enterprise Gateway's {"KERNEL_USERNAME": "alice"})
+    gateway_env: dict[str, str] | None
 
 
 API_OPTIONS = sorted(SandboxOptions.__optional_keys__ - KernelSettings.__optional_keys__)
@@ -121,8 +123,12 @@ class AsyncSandbox:
         if self.gateway_url:
             checked_url(self.gateway_url)
             refuse_local_options(caller, given, settings)
-        elif options.get("gateway_token") is not None:
-            raise TypeError(f"{caller}() got gateway_token without gateway_url: the token is for a gateway's kernels")
+        else:
+            for name in ("gateway_token", "gateway_env"):
+                if options.get(name) is not None:
+                    raise TypeError(f"{caller}() got {name} without gateway_url: it is for a gateway's kernels")
+        gateway_env = options.get("gateway_env")
+        self.gateway_env = None if gateway_env is None else checked_env(gateway_env)
         self._settings: SandboxOptions = options.copy()  # what fork() and from_checkpoint() start another sandbox with
         self._checkpoint_numbers = itertools.count(1)
         self.arguments = command_line(caller, settings) + list(options.get("extra_arguments") or [])
@@ -141,7 +147,8 @@ class AsyncSandbox:
         """The kernel this sandbox drives: on the gateway, or a private local process."""
         if self.gateway_url:
             token = self._settings.get("gateway_token")
-            return GatewayKernel(self.gateway_url, token or os.environ.get(TOKEN_ENV), self.kernel_name)
+            token = token or os.environ.get(TOKEN_ENV)
+            return GatewayKernel(self.gateway_url, token, self.kernel_name, self.gateway_env)
         return LocalKernel(self.kernel_name, self.arguments, self.cwd, self._settings.get("kernel_stderr"))
 
     async def start(self) -> AsyncSandbox:

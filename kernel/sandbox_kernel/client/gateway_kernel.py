@@ -27,6 +27,7 @@ from sandbox_kernel.client.gateway_rest import GatewayError, GatewayRest
 MAX_MESSAGE_BYTES = 256 << 20  # largest message taken from the gateway (a cell's outputs are bounded far below)
 POLL_SECONDS = 2.0  # how often a waiting call asks the gateway whether it still has the kernel
 CLOSE_SECONDS = 10.0  # for the websocket's closing handshake
+SESSION_USER = "sandbox-kernel"  # the username in the headers of what the client sends
 _LOST_STATES = {
     "restarting": "reports that kernel {id} restarted: its process died, and the sandbox's state is gone",
     "dead": "reports kernel {id} dead: its process died and could not be restarted",
@@ -39,11 +40,12 @@ class GatewayKernel:
 
     shares_files = False
 
-    def __init__(self, url: str, token: str | None, kernel_name: str) -> None:
+    def __init__(self, url: str, token: str | None, kernel_name: str, env: dict[str, str] | None = None) -> None:
         self.rest = GatewayRest(url, token)  # ValueError for a URL that cannot be a gateway's
         self.kernel_name = kernel_name
+        self.env = env  # sent with every start: e.g. Enterprise Gateway's KERNEL_USERNAME
         self.kernel_id: str | None = None
-        self.session = Session(username="sandbox-kernel")  # the gateway signs what it passes on with the kernel's key
+        self.session = Session(username=SESSION_USER)  # the gateway signs what it passes on with the kernel's key
         self._queues: dict[str, asyncio.Queue[dict[str, Any]]] = {}
         self._outgoing: asyncio.Queue[str] = asyncio.Queue()
         self._ws: ClientConnection | None = None
@@ -56,7 +58,7 @@ class GatewayKernel:
         return f"<GatewayKernel {self.kernel_id} at {self.rest.shown}>"
 
     async def start(self, timeout: float) -> None:
-        self.kernel_id = await self.rest.start_kernel(self.kernel_name, timeout)
+        self.kernel_id = await self.rest.start_kernel(self.kernel_name, timeout, self.env)
         await self._connect(timeout)
         await self._wait_for_ready(timeout)
 
@@ -64,6 +66,8 @@ class GatewayKernel:
         """Open the kernel's websocket and start its reader and writer."""
         await self._disconnect()
         assert self.kernel_id is not None
+        # A session of its own: the gateway replays to a session that comes back what it buffered meanwhile
+        self.session = Session(username=SESSION_USER)
         url = self.rest.websocket_url(self.kernel_id, self.session.session)
         where = f"the websocket of kernel {self.kernel_id} at the gateway at {self.rest.shown}"
         try:
@@ -181,8 +185,9 @@ class GatewayKernel:
             raise
 
     async def restart(self, timeout: float) -> None:
-        """The gateway restarts the kernel (one it no longer has is started anew); the websocket is opened again
-        if it closed."""
+        """The gateway restarts the kernel (one it no longer has is started anew), then the websocket is opened
+        again: the gateway's end of the old one keeps talking to the old process's ports, and a kernel Enterprise
+        Gateway restarts through a remote process proxy (a launcher, a pod) listens on new ones."""
         assert self.kernel_id is not None
         self._restarting = True
         try:
@@ -191,11 +196,8 @@ class GatewayKernel:
             except GatewayError as exc:  # Kernel Gateway answers 500 for a kernel it no longer has
                 if exc.status is None or await self.rest.kernel_exists(self.kernel_id, POLL_SECONDS * 2) is not False:
                     raise
-                self.kernel_id = await self.rest.start_kernel(self.kernel_name, timeout)
-                await self._connect(timeout)
-            if self._ws is None or self._tasks[0].done():
-                await self._connect(timeout)
-            self._lost = None
+                self.kernel_id = await self.rest.start_kernel(self.kernel_name, timeout, self.env)
+            await self._connect(timeout)
             await self._wait_for_ready(timeout)
         finally:
             self._restarting = False

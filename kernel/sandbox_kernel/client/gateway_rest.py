@@ -41,6 +41,23 @@ def checked_url(url: str) -> str:
     return url.rstrip("/")
 
 
+def checked_env(env: object) -> dict[str, str]:
+    """`env` (gateway_env) as a start request carries it to the gateway: names and values are strings; ValueError
+    (TypeError for a value of the wrong type) saying which is not."""
+    if not isinstance(env, dict):
+        raise TypeError(f"gateway_env must be a dict of environment variable names to str values, not {env!r:.100}")
+    for name, value in env.items():
+        if not isinstance(name, str) or not name or "=" in name or "\0" in name:
+            raise ValueError(f"gateway_env: {name!r:.100} is not an environment variable's name")
+        if not isinstance(value, str):
+            raise TypeError(
+                f"gateway_env[{name!r}] must be a str (the gateway refuses other values), not {value!r:.100}"
+            )
+        if "\0" in value:
+            raise ValueError(f"gateway_env[{name!r}] has a NUL character, which no environment variable can hold")
+    return dict(env)
+
+
 def shown(url: str) -> str:
     """`url` as messages show it: no user name, password, query or fragment."""
     parts = urlsplit(url)
@@ -103,19 +120,24 @@ class GatewayRest:
                 said = f" ({message.strip()[:200]})"
         except ValueError:
             pass
-        hint = {
-            401: f"; gateway_token (or ${TOKEN_ENV}) is missing or is not the gateway's auth token",
-            403: "; the gateway does not allow it (GET /api/kernels needs --JupyterWebsocketPersonality.list_kernels=True)",
-        }.get(answer.status_code, "")
-        return (
-            f"the gateway at {self.shown} refused {method} {path}: HTTP {answer.status_code} "
-            f"{answer.reason_phrase}{said}{hint}"
-        )
+        status = answer.status_code
+        hint = ""
+        if status == 401:
+            hint = f"; gateway_token (or ${TOKEN_ENV}) is missing or is not the gateway's auth token"
+        elif status == 403 and "KERNEL_USERNAME" in answer.reason_phrase + said:  # Enterprise Gateway's refusal
+            hint = (
+                "; Enterprise Gateway starts kernels only for a KERNEL_USERNAME it authorizes (by default its own "
+                "user, unless that is root): give one with gateway_env={'KERNEL_USERNAME': NAME} "
+                "(sandbox-kernel mcp: --gateway-env KERNEL_USERNAME=NAME)"
+            )
+        return f"the gateway at {self.shown} refused {method} {path}: HTTP {status} {answer.reason_phrase}{said}{hint}"
 
-    async def start_kernel(self, name: str, timeout: float) -> str:
-        """A new kernel of kernelspec `name`; its id. A kernel the gateway does not have is named as such."""
+    async def start_kernel(self, name: str, timeout: float, env: dict[str, str] | None = None) -> str:
+        """A new kernel of kernelspec `name`, with `env` (the request's "env": e.g. Enterprise Gateway's
+        KERNEL_USERNAME); its id. A kernel the gateway does not have is named as such."""
+        body: dict[str, Any] = {"name": name, **({"env": env} if env else {})}
         try:
-            model = await self.call("POST", "/api/kernels", timeout, {"name": name})
+            model = await self.call("POST", "/api/kernels", timeout, body)
         except GatewayError as exc:
             if exc.status is None or exc.status in (401, 403):
                 raise

@@ -35,7 +35,7 @@ from sandbox_kernel.checkpoints.client import Checkpoint, CheckpointError
 from sandbox_kernel.client.agent import AsyncSandbox, GatewayError, SandboxOptions, SandboxSettingsError
 from sandbox_kernel.client.approvals import ApprovalRequest, Refused, allow_hint
 from sandbox_kernel.client.gateway_rest import TOKEN_ENV as GATEWAY_TOKEN_ENV
-from sandbox_kernel.client.gateway_rest import checked_url
+from sandbox_kernel.client.gateway_rest import checked_env, checked_url
 from sandbox_kernel.client.mcp_http import TokenError, credential, serve_http
 from sandbox_kernel.client.results import ExecutionResult
 
@@ -274,13 +274,20 @@ class UsageError(ValueError):
 
 
 def sandbox_options(
-    arguments: list[str], gateway_url: str | None, token_env: str | None, environ: dict[str, str] | os._Environ[str]
+    arguments: list[str],
+    gateway_url: str | None,
+    token_env: str | None,
+    environ: dict[str, str] | os._Environ[str],
+    kernel_name: str | None = None,
+    env_words: list[str] | None = None,
 ) -> SandboxOptions:
     """The sandbox's options: the kernel settings given (`--SandboxKernel.x=...`) for a local kernel, or a
-    gateway's URL with its token, taken out of the environment (`token_env`, else SANDBOX_KERNEL_GATEWAY_TOKEN)."""
+    gateway's URL with its token, taken out of the environment (`token_env`, else SANDBOX_KERNEL_GATEWAY_TOKEN),
+    the gateway's kernelspec (`kernel_name`) and the "env" of its start request (`env_words`: NAME=VALUE)."""
     if not gateway_url:
-        if token_env:
-            raise UsageError("--gateway-token-env applies only with --gateway-url")
+        given = {"--gateway-token-env": token_env, "--kernel-name": kernel_name, "--gateway-env": env_words}
+        for option in [option for option, value in given.items() if value]:
+            raise UsageError(f"{option} applies only with --gateway-url")
         return {"extra_arguments": arguments}
     if arguments:
         raise UsageError(
@@ -291,11 +298,30 @@ def sandbox_options(
         checked_url(gateway_url)
     except ValueError as exc:
         raise UsageError(str(exc).replace("gateway_url=", "--gateway-url ")) from None
+    options: SandboxOptions = {}
+    if kernel_name is not None:
+        options["kernel_name"] = kernel_name
+    if env_words:
+        options["gateway_env"] = gateway_env(env_words)
     name = token_env or GATEWAY_TOKEN_ENV
     token = environ.pop(name, None)
     if token_env and not token:
         raise UsageError(f"--gateway-token-env {name}: the environment has no {name} (or it is empty)")
-    return {"gateway_url": gateway_url, "gateway_token": token or None}
+    return {"gateway_url": gateway_url, "gateway_token": token or None, **options}
+
+
+def gateway_env(words: list[str]) -> dict[str, str]:
+    """The --gateway-env NAME=VALUE words as a dict; UsageError for a word that is not one."""
+    env: dict[str, str] = {}
+    for word in words:
+        name, equals, value = word.partition("=")
+        if not equals:
+            raise UsageError(f"--gateway-env {word!r}: give NAME=VALUE (e.g. --gateway-env KERNEL_USERNAME=alice)")
+        env[name] = value
+    try:
+        return checked_env(env)
+    except (TypeError, ValueError) as exc:
+        raise UsageError(str(exc).replace("gateway_env", "--gateway-env", 1)) from None
 
 
 def build(options: SandboxOptions) -> MCPServer[None]:
@@ -335,11 +361,13 @@ def main(
     token_file: str | None = None,
     gateway_url: str | None = None,
     gateway_token_env: str | None = None,
+    kernel_name: str | None = None,
+    gateway_env_words: list[str] | None = None,
 ) -> int:
     """Serve over stdio, or streamable HTTP on 127.0.0.1:`port` behind a bearer token, until the client or a
     signal ends it; 2 if the options cannot be used (a token, a gateway with kernel settings)."""
     try:
-        options = sandbox_options(arguments, gateway_url, gateway_token_env, os.environ)
+        options = sandbox_options(arguments, gateway_url, gateway_token_env, os.environ, kernel_name, gateway_env_words)
         if port is None:
             if token_file is not None:
                 raise TokenError("--token-file applies only with --http")
