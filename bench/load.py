@@ -52,7 +52,10 @@ from sandbox_kernel.client.gateway_kernel import GatewayKernel
 
 BENCH = Path(__file__).resolve().parent
 HEADING = "## Load behind a gateway"
-SETTLE_SECONDS = 120.0  # for a kernel's memory to settle after its start
+SETTLE_SECONDS = 120.0  # for a kernel's CPU and memory to settle after its start
+QUIET_WINDOW = 2.0  # seconds over which the kernels' CPU is sampled while they settle
+LOADED_CORES = 0.25  # other work using more than this in a step makes the report say the machine was loaded
+QUIET_CORES = 0.02  # per kernel: below that, the kernels are at rest
 
 
 @dataclass(frozen=True)
@@ -141,6 +144,21 @@ class Fleet:
             raise RuntimeError(f"kernel {kernel_id}: expected one process under the gateway, found {pids}")
         return pids[0]
 
+    async def quiet(self) -> None:
+        """Until the kernels' processes use less than QUIET_CORES each over QUIET_WINDOW seconds (a kernel's spare
+        sandbox works for seconds after the kernel answers), at most SETTLE_SECONDS."""
+        deadline = time.monotonic() + SETTLE_SECONDS
+        while self.clients:
+            before, t0 = self.cpu_seconds(), time.monotonic()
+            await asyncio.sleep(QUIET_WINDOW)  # the window the condition is measured over
+            used = cpu_cores(before, self.cpu_seconds(), time.monotonic() - t0) / len(self.clients)
+            if used < QUIET_CORES:
+                return
+            if time.monotonic() > deadline:
+                print(f"warning: {self.kernel}: still {used:.3f} cores per kernel after {SETTLE_SECONDS:g} s; "
+                      "measured as it is", file=sys.stderr)  # fmt: skip
+                return
+
     async def memory_at_rest(self) -> list[float]:
         """PSS (MiB) of each kernel with its sandboxes, once its process tree is complete and steady."""
 
@@ -210,11 +228,11 @@ async def _close(sandbox: AsyncSandbox) -> None:
         await asyncio.wait_for(sandbox.close(), 60)
 
 
-def machine_busy() -> tuple[float, float]:
-    """(busy, total) CPU seconds of the whole machine so far."""
+def machine_busy() -> float:
+    """CPU seconds the whole machine has spent on work so far (user, nice, system, interrupts; not idle, I/O wait
+    or time stolen by the hypervisor)."""
     t = psutil.cpu_times()
-    total = sum(t)
-    return total - t.idle - getattr(t, "iowait", 0.0), total
+    return float(t.user + t.nice + t.system + getattr(t, "irq", 0.0) + getattr(t, "softirq", 0.0))
 
 
 async def measure_step(fleet: Fleet, n: int) -> Step:
@@ -222,6 +240,7 @@ async def measure_step(fleet: Fleet, n: int) -> Step:
     step = Step(fleet.kernel, n)
     step.start_seconds, step.failures = await fleet.grow(n)
     step.failures += [c.lost for c in fleet.clients if c.lost]  # given up in an earlier step: still a failure
+    await fleet.quiet()
     step.rest_pss_mb = await fleet.memory_at_rest()
     before, t0 = fleet.cpu_seconds(), time.monotonic()
     await asyncio.sleep(fleet.settings.rest_seconds)  # the window CPU at rest is measured over
@@ -238,8 +257,7 @@ async def measure_step(fleet: Fleet, n: int) -> Step:
     step.kernels_cpu = cpu_cores(kernels, fleet.cpu_seconds(), elapsed)
     step.gateway_cpu = (sum(gateway.cpu_times()[:2]) - gateway_cpu) / elapsed
     step.client_cpu = (time.process_time() - client_cpu) / elapsed
-    busy, total = machine_busy()
-    step.machine_busy = (busy - machine[0]) / max(total - machine[1], 1e-9)
+    step.machine_cpu = (machine_busy() - machine) / elapsed
     step.load_average = (load_before, os.getloadavg()[0])
     step.busy_pss_mb = list(await asyncio.gather(*(asyncio.to_thread(tree_pss_mb, c.pid) for c in fleet.clients)))
     step.gateway_pss_mb = pss_mb(fleet.gateway.proc.pid)
@@ -335,13 +353,17 @@ def report(
     gateway_version = importlib.metadata.version("jupyter-kernel-gateway")
     rows = sizing(machine, steps, held, failed, settings.reserve_mib, memory_limit, args.nodes)
     at_rest = rows[0]
-    loads = [s.load_average[0] for s in steps + reference]
+    others = max(s.other_cpu for s in steps + reference)
     parts = [
         HEADING,
         f"One run of `{command}` on {when}, {platform.machine()}, {machine.cores} cores, "
-        f"{machine.ram_mib / 1024:.1f} GiB RAM, Python {platform.python_version()}; the machine's 1-minute load "
-        f"average before the steps: {min(loads):.2f} to {max(loads):.2f} (other work on the machine shows in the "
-        "'machine busy' column).",
+        f"{machine.ram_mib / 1024:.1f} GiB RAM, Python {platform.python_version()}. "
+        + (
+            f"**Other work loaded the machine during this run** (up to {others:.2f} cores in a step: the 'other work' "
+            "column below): latencies are higher, and the N that held lower, than on an idle machine."
+            if others > LOADED_CORES
+            else f"Other work on the machine used at most {others:.2f} cores in a step ('other work' below)."
+        ),
         f"Setup: Jupyter Kernel Gateway {gateway_version} on 127.0.0.1 (token, list_kernels, IOPub rate limit off), "
         f"its kernels configured with `cell_timeout={w.cell_timeout:g}`, `skills=['TimeSkill']`, "
         f"`spare_sandbox={settings.spare_sandbox}`; one asyncio client process, an `AsyncSandbox(gateway_url=...)` "

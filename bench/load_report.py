@@ -59,7 +59,7 @@ class Step:
     kernels_cpu: float = 0.0  # cores they used during the workload
     gateway_cpu: float = 0.0  # cores the gateway's own process used during the workload
     client_cpu: float = 0.0  # cores this load client used during the workload
-    machine_busy: float = 0.0  # share of the whole machine's CPU time busy during the workload (others' too)
+    machine_cpu: float = 0.0  # cores the whole machine used during the workload (other work's too)
     load_average: tuple[float, float] = (0.0, 0.0)  # the machine's 1-minute load average before and after
 
     @property
@@ -70,6 +70,11 @@ class Step:
         if kind == INTERACTIVE:
             return Latency.of([s for k, values in self.cells.items() if k != "timeout" for s in values])
         return Latency.of(self.cells.get(kind, []))
+
+    @property
+    def other_cpu(self) -> float:
+        """Cores that other work on the machine used during the workload (not the kernels, gateway or client)."""
+        return max(0.0, self.machine_cpu - self.kernels_cpu - self.gateway_cpu - self.client_cpu)
 
     @property
     def rest_per_kernel(self) -> float:
@@ -220,8 +225,8 @@ def resource_table(steps: Sequence[Step], rule: HoldsRule | None) -> str:
     lines = [
         "| kernel | N | failures | holds | start p50 / max (s) | PSS per kernel at rest / after (MiB) "
         "| PSS all kernels after (MiB) | gateway PSS (MiB) | CPU at rest (cores) "
-        "| CPU in the workload: kernels / gateway / client (cores) | machine busy | load average before / after |",
-        "|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| CPU in the workload: kernels / gateway / client / other work (cores) | load average before / after |",
+        "|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     baseline = steps[0].latency("cpu") if steps else None
     for step in steps:
@@ -236,8 +241,8 @@ def resource_table(steps: Sequence[Step], rule: HoldsRule | None) -> str:
             f"| {step.kernel} | {step.n} | {len(step.failures)} | {holds} | {start} "
             f"| {step.rest_per_kernel:.0f} / {step.busy_per_kernel:.0f} | {sum(step.busy_pss_mb):.0f} "
             f"| {step.gateway_pss_mb:.0f} | {step.idle_cpu:.3f} "
-            f"| {step.kernels_cpu:.2f} / {step.gateway_cpu:.2f} / {step.client_cpu:.2f} "
-            f"| {100 * step.machine_busy:.0f}% | {step.load_average[0]:.2f} / {step.load_average[1]:.2f} |"
+            f"| {step.kernels_cpu:.2f} / {step.gateway_cpu:.2f} / {step.client_cpu:.2f} / {step.other_cpu:.2f} "
+            f"| {step.load_average[0]:.2f} / {step.load_average[1]:.2f} |"
         )
     return "\n".join(lines)
 

@@ -185,6 +185,12 @@ def test_the_verdict_is_the_last_step_before_the_first_that_does_not_hold() -> N
     assert rule.verdict([]) == (None, "no step ran")
 
 
+def test_other_work_is_what_the_machine_used_besides_the_test() -> None:
+    s = step(1, [0.1], machine_cpu=1.5, kernels_cpu=0.6, gateway_cpu=0.1, client_cpu=0.05)
+    assert s.other_cpu == pytest.approx(0.75)
+    assert step(1, [0.1], machine_cpu=0.5, kernels_cpu=0.6).other_cpu == 0.0  # sampled apart: never negative
+
+
 def test_cpu_cores_counts_new_processes_from_zero_and_cannot_go_negative() -> None:
     before = {1: 10.0, 2: 5.0, 3: 1.0}  # 3 ends before the second sample
     after = {1: 12.0, 2: 5.5, 4: 0.5}  # 4 started in between
