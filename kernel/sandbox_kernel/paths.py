@@ -44,6 +44,16 @@ def cache_dir() -> Path:
     return (Path(xdg) if xdg else Path.home() / ".cache") / "sandbox-kernel"
 
 
+def cache_not_writable(what: str, error: OSError) -> str:
+    """Why `what` cannot be kept in the cache, when the cache is read-only (e.g. baked into an image), with the fix."""
+    return (
+        f"{what} cannot be kept in the cache {cache_dir()} ({error.strerror or error}): it is read-only for this "
+        "kernel (a cache baked into an image by `sandbox-kernel fetch --to DIR` is). Fetch it there when the cache "
+        "is made (e.g. `SANDBOX_KERNEL_CACHE=DIR sandbox-kernel run -c 'import NAME'` at build time), or point "
+        "SANDBOX_KERNEL_CACHE at a writable copy of that folder"
+    )
+
+
 def deno_executable() -> str:
     """The Deno binary shipped by the `deno` PyPI package (or $SANDBOX_KERNEL_DENO)."""
     override = os.environ.get("SANDBOX_KERNEL_DENO")

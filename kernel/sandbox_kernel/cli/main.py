@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import sys
 from pathlib import Path
 
@@ -42,11 +43,16 @@ def _uninstall(args: argparse.Namespace) -> int:
 
 
 def _fetch(args: argparse.Namespace) -> int:
+    to = getattr(args, "to", None)
+    if to:  # every part below finds the cache through SANDBOX_KERNEL_CACHE (paths.cache_dir)
+        os.environ["SANDBOX_KERNEL_CACHE"] = str(Path(to).resolve())
+    from sandbox_kernel.packages.index import default_pyodide_index, index_cache
     from sandbox_kernel.sandbox.provision import (
         ProvisionError,
         build_snapshot,
         ensure_all,
         guest_wheels,
+        share_read_only,
         snapshot_if_ready,
     )
 
@@ -60,6 +66,11 @@ def _fetch(args: argparse.Namespace) -> int:
         print(f"sandbox-kernel: {exc}", file=sys.stderr)
         return 1
     print(f"Pyodide cached in {pyodide}; {len(guest_wheels())} guest wheels cached; start-up snapshot {snapshot}.")
+    if to:
+        # The default Pyodide index's folder: a kernel that may only read the cache then starts without a warning.
+        index_cache(default_pyodide_index()).mkdir(parents=True, exist_ok=True)
+        share_read_only(Path(os.environ["SANDBOX_KERNEL_CACHE"]))
+        print(f"A complete cache: use it with SANDBOX_KERNEL_CACHE={os.environ['SANDBOX_KERNEL_CACHE']}")
     return 0
 
 
@@ -209,7 +220,13 @@ def _parser() -> argparse.ArgumentParser:
     )
     uninst.add_argument("--all", action="store_true", help="--cache, --key and --audit-log (the default log)")
     uninst.set_defaults(func=_uninstall)
-    fetch = sub.add_parser("fetch", help="download and cache Pyodide and the guest wheels now")
+    fetch = sub.add_parser("fetch", help="download and cache Pyodide, the guest wheels and the start-up snapshot now")
+    fetch.add_argument(
+        "--to",
+        metavar="DIR",
+        help="fill DIR as a complete cache instead of the user's (e.g. to bake into a container image); kernels use "
+        "it with SANDBOX_KERNEL_CACHE=DIR, and may only read it",
+    )
     fetch.set_defaults(func=_fetch)
     run = sub.add_parser(
         "run",

@@ -4,7 +4,6 @@ index), start the process, and report its OS layers; the kernel's pool calls `la
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
@@ -133,13 +132,17 @@ class SandboxLauncher:
         """SandboxKernel.pyodide_index, read once per kernel."""
         if self.pyodide_index is None:
             source = self.settings.pyodide_index
-            digest = hashlib.sha256(source.encode()).hexdigest()[:12]
-            cache = paths.cache_dir() / "pyodide-packages" / paths.pyodide_version() / digest
+            cache = packages.index_cache(source)
             bundled = paths.pyodide_dir(provision.deno_dir()) / "pyodide-lock.json"
             self.pyodide_index = await asyncio.to_thread(
                 packages.PyodideIndex, source, cache, bundled, ca_pem=self.settings.options.ca_pem
             )
-            await asyncio.to_thread(cache.mkdir, parents=True, exist_ok=True)
+            try:  # made now, so that the sandbox's private root holds it when packages arrive later
+                await asyncio.to_thread(cache.mkdir, parents=True, exist_ok=True)
+            except OSError as exc:  # a read-only cache: a sandbox still starts; an import that needs a fetch says why
+                self.log.warning(
+                    "%s", paths.cache_not_writable("Pyodide packages from SandboxKernel.pyodide_index", exc)
+                )
             for note in self.pyodide_index.notes:
                 self.log.warning("SandboxKernel.pyodide_index: %s; using Pyodide's own lock file", note)
         return self.pyodide_index
