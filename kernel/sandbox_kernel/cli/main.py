@@ -1,4 +1,5 @@
-"""The `sandbox-kernel` command: install, uninstall, fetch, run, compare, mirror, doctor, mcp; otherwise the kernel itself."""
+"""The `sandbox-kernel` command: install, uninstall, fetch, run, compare, mirror, doctor, mcp, seccomp-profile;
+otherwise the kernel itself."""
 
 from __future__ import annotations
 
@@ -132,6 +133,22 @@ def _mcp(args: argparse.Namespace) -> int:
     return serve(args.settings, args.port if args.http else None, args.token_file)
 
 
+def _seccomp_profile(args: argparse.Namespace) -> int:
+    """A container seccomp profile: the base one given, plus the calls the OS layers need."""
+    from sandbox_kernel.sandbox.oslayers.seccomp_profile import main as make
+
+    try:
+        text = make(args.base)
+    except (OSError, ValueError) as exc:
+        print(f"sandbox-kernel seccomp-profile: {args.base}: {exc}", file=sys.stderr)
+        return 2
+    if args.output:
+        Path(args.output).write_text(text)
+    else:
+        print(text, end="")
+    return 0
+
+
 def _doctor(args: argparse.Namespace) -> int:
     from sandbox_kernel.cli.doctor import main as doctor
 
@@ -173,9 +190,10 @@ def split_command_line(words: list[str]) -> tuple[list[str], list[str], list[str
     return settings, own, []
 
 
-COMMANDS = frozenset(
-    {"install", "uninstall", "fetch", "run", "compare", "mirror", "doctor", "mcp", "--version", "-h", "--help"}
-)
+COMMANDS = frozenset({
+    "install", "uninstall", "fetch", "run", "compare", "mirror", "doctor", "mcp", "seccomp-profile", "--version", "-h",
+    "--help",
+})  # fmt: skip
 
 
 def _default_audit_log() -> Path:
@@ -282,6 +300,16 @@ def _parser() -> argparse.ArgumentParser:
     mcp.set_defaults(func=_mcp)
     doctor = sub.add_parser("doctor", help="check Deno, the cache, the kernelspec and the OS layers in force")
     doctor.set_defaults(func=_doctor)
+    profile = sub.add_parser(
+        "seccomp-profile",
+        help="a container seccomp profile under which the OS layers work: BASE plus the calls they need",
+        description="Prints BASE (a Docker/OCI seccomp profile, e.g. your runtime's default) with one rule that "
+        "allows the calls the launcher makes (unshare, mount, umount2, pivot_root, the Landlock calls, prctl, "
+        "seccomp); without CAP_SYS_ADMIN they act only inside user namespaces a process makes itself.",
+    )
+    profile.add_argument("base", help="the seccomp profile (JSON) to start from")
+    profile.add_argument("-o", "--output", help="write the profile to this file instead of standard output")
+    profile.set_defaults(func=_seccomp_profile)
     return parser
 
 
