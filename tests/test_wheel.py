@@ -5,7 +5,6 @@ read-only (as an image bakes it)."""
 from __future__ import annotations
 
 import os
-import shutil
 import socket
 import stat
 import subprocess
@@ -18,6 +17,8 @@ from pathlib import Path
 
 import pytest
 from deno import find_deno_bin
+
+from read_only_mount import read_only
 
 REPO = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.slow
@@ -142,16 +143,9 @@ def snapshot_of(folder: Path) -> dict[str, tuple[int, int]]:
 
 
 def read_only_start(bin_dir: Path, cache: Path, env: dict[str, str], code: str, cwd: Path) -> None:
-    """The same run with the cache on a read-only mount (a private mount namespace of a user namespace: every write
-    there fails with EROFS, whoever tries)."""
-    if shutil.which("unshare") is None:
-        pytest.skip("util-linux's unshare is needed to mount the cache read-only")
-    script = 'mount --bind "$1" "$1" && mount -o remount,bind,ro "$1" && shift && exec "$@"'
-    argv = ["unshare", "--user", "--map-root-user", "--mount", "sh", "-c", script, "sh", str(cache)]
-    probe = subprocess.run([*argv, "sh", "-c", f"touch '{cache}/x'"], capture_output=True, text=True, timeout=60)
-    assert probe.returncode != 0 and "Read-only file system" in probe.stderr, probe.stderr
+    """The same run with the cache on a read-only mount."""
     done = subprocess.run(
-        [*argv, str(bin_dir / "sandbox-kernel"), "run", "-c", code],
+        [*read_only(cache), str(bin_dir / "sandbox-kernel"), "run", "-c", code],
         cwd=cwd, env={**env, "SANDBOX_KERNEL_CACHE": str(cache)}, capture_output=True, text=True, timeout=600,
         stdin=subprocess.DEVNULL,
     )  # fmt: skip

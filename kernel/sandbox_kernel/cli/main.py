@@ -4,8 +4,6 @@ otherwise the kernel itself."""
 from __future__ import annotations
 
 import argparse
-import asyncio
-import os
 import sys
 from pathlib import Path
 
@@ -44,35 +42,9 @@ def _uninstall(args: argparse.Namespace) -> int:
 
 
 def _fetch(args: argparse.Namespace) -> int:
-    to = getattr(args, "to", None)
-    if to:  # every part below finds the cache through SANDBOX_KERNEL_CACHE (paths.cache_dir)
-        os.environ["SANDBOX_KERNEL_CACHE"] = str(Path(to).resolve())
-    from sandbox_kernel.packages.index import default_pyodide_index, index_cache
-    from sandbox_kernel.sandbox.provision import (
-        ProvisionError,
-        build_snapshot,
-        ensure_all,
-        guest_wheels,
-        share_read_only,
-        snapshot_if_ready,
-    )
+    from sandbox_kernel.cli.fetch import fetch
 
-    def say(message: str) -> None:
-        print(message, file=sys.stderr, flush=True)
-
-    try:
-        pyodide, _ = asyncio.run(ensure_all(say, thorough=True))
-        snapshot = snapshot_if_ready() or asyncio.run(build_snapshot(say))
-    except ProvisionError as exc:
-        print(f"sandbox-kernel: {exc}", file=sys.stderr)
-        return 1
-    print(f"Pyodide cached in {pyodide}; {len(guest_wheels())} guest wheels cached; start-up snapshot {snapshot}.")
-    if to:
-        # The default Pyodide index's folder: a kernel that may only read the cache then starts without a warning.
-        index_cache(default_pyodide_index()).mkdir(parents=True, exist_ok=True)
-        share_read_only(Path(os.environ["SANDBOX_KERNEL_CACHE"]))
-        print(f"A complete cache: use it with SANDBOX_KERNEL_CACHE={os.environ['SANDBOX_KERNEL_CACHE']}")
-    return 0
+    return fetch(getattr(args, "to", None), getattr(args, "settings", []))
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -158,7 +130,9 @@ def _doctor(args: argparse.Namespace) -> int:
 SETTING = "--SandboxKernel."  # a kernel setting on the command line of run and mcp: --SandboxKernel.name=value
 # The options of run and mcp that take a value (the next word, unless given as --option=value); `-c CODE` ends
 # run's own options, as a script's name does: what follows belongs to the code.
-OPTION_VALUES = frozenset({"-c", "--timeout", "--mount", "--allow-net", "--working-folder", "--port", "--token-file"})
+OPTION_VALUES = frozenset(
+    {"-c", "--timeout", "--mount", "--allow-net", "--working-folder", "--port", "--token-file", "--to"}
+)
 
 
 def split_command_line(words: list[str]) -> tuple[list[str], list[str], list[str]]:
@@ -242,8 +216,9 @@ def _parser() -> argparse.ArgumentParser:
     fetch.add_argument(
         "--to",
         metavar="DIR",
-        help="fill DIR as a complete cache instead of the user's (e.g. to bake into a container image); kernels use "
-        "it with SANDBOX_KERNEL_CACHE=DIR, and may only read it",
+        help="fill DIR as a complete cache instead of the user's (e.g. to bake into a container image), with what "
+        "the kernel's settings need (packages, wheelhouse, pyodide_index: from sandbox_kernel_config.py, or given "
+        "here as --SandboxKernel.name=value); kernels use it with SANDBOX_KERNEL_CACHE=DIR, and may only read it",
     )
     fetch.set_defaults(func=_fetch)
     run = sub.add_parser(
@@ -324,7 +299,7 @@ def main(argv: list[str] | None = None) -> None:
         launch(argv)
         return
     parser = _parser()
-    settings, own, rest = split_command_line(argv[1:]) if argv[0] in ("run", "mcp") else ([], argv[1:], [])
+    settings, own, rest = split_command_line(argv[1:]) if argv[0] in ("run", "mcp", "fetch") else ([], argv[1:], [])
     if argv[0] == "run":  # the script, or -c's arguments, and what follows: the code's, untouched by argparse
         args = parser.parse_args([argv[0], *own])
         args.script, args.arguments = (None, rest) if args.code is not None else (rest[0] if rest else None, rest[1:])

@@ -116,9 +116,15 @@ async def preinstall_wheels(
     folder = paths.cache_dir() / "packages" / hashlib.sha256(key.encode()).hexdigest()[:16]
     if (folder / ".complete").is_file():
         return folder, sorted(folder.glob("*.whl"))
+    try:
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=".download-", dir=folder.parent))
+    except OSError as exc:  # a read-only cache (baked into an image) that lacks them
+        what = f"The wheels of SandboxKernel.packages {specs}" + (
+            f" (from the wheelhouse {wheelhouse})" if wheelhouse else ""
+        )
+        raise PackageError(paths.cache_not_writable(what, exc, paths.FIX_KERNEL_SETTINGS)) from None
     say(f"sandbox-kernel: resolving SandboxKernel.packages {specs} on the host into {folder}")
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=".download-", dir=folder.parent))
     code, out = await pip_download(specs, wheelhouse, staging, abi_version)
     if code != 0:
         shutil.rmtree(staging, ignore_errors=True)
