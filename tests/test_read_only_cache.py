@@ -194,7 +194,7 @@ def test_a_read_only_cache_without_a_usable_snapshot_says_so_once_and_builds_non
     expected = (
         f"{SNAPSHOT_SAID} {provision.snapshot_path().name}"
         + (" (the one there could not be restored)" if snapshot == "cut short" else "")
-        + f" cannot be kept in the cache {cache}: {snapshots} cannot be written (this kernel's user may not write "
+        + f" cannot be kept in the cache {cache}: {snapshots} cannot be written (this user may not write "
         f"there), as in a cache baked into an image by `sandbox-kernel fetch --to DIR`, which kernels only read. Make "
         f"it there with `sandbox-kernel fetch --to {cache}` where the cache is made, or point SANDBOX_KERNEL_CACHE at "
         "a writable copy of that folder; sandboxes start without it (about 3 s instead of 0.7 s)"

@@ -89,7 +89,7 @@ def test_without_a_snapshot_in_a_cache_it_cannot_write_a_kernel_says_so_once_and
     snapshots = provision.snapshot_path().parent
     assert said.startswith(
         f"The start-up snapshot {provision.snapshot_path().name} cannot be kept in the cache {tmp_path}: {snapshots} "
-        "cannot be written (this kernel's user may not write there)"
+        "cannot be written (this user may not write there)"
     ), said
     assert said.endswith("; sandboxes start without it (about 3 s instead of 0.7 s)"), said
 

@@ -109,13 +109,8 @@ def _snapshot() -> Check:
     snapshot = provision.snapshot_if_ready()
     if snapshot is not None:
         return Check("snapshot", True, str(snapshot), essential=False)
-    target = provision.snapshot_path()
-    if not paths.cache_writable(target.parent):
-        why = "this user may not write there"
-        text = paths.read_only_cache(f"The start-up snapshot {target.name}", target.parent, why, paths.FIX_SNAPSHOT)
-        return Check(
-            "snapshot", False, f"missing. {text}; kernels start without it (about 3 s instead of 0.7 s)", False
-        )
+    if not paths.cache_writable(provision.snapshot_path().parent):
+        return Check("snapshot", False, f"missing. {provision.snapshot_not_writable()}", essential=False)
     return Check("snapshot", False, "not built yet: the first start builds it (or `sandbox-kernel fetch`)", False)
 
 

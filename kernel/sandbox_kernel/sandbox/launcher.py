@@ -183,15 +183,9 @@ class SandboxLauncher:
         if not self.settings.options.use_snapshot or self.guest_info.get("snapshot") or self._snapshot_checked:
             return
         self._snapshot_checked = True
-        target = provision.snapshot_path()
         broken = sandbox.snapshot is not None  # there was one, and it could not be restored
-        if not paths.cache_writable(target.parent):
-            what = f"The start-up snapshot {target.name}" + (" (the one there could not be restored)" if broken else "")
-            why = "this kernel's user may not write there"
-            self.log.warning(
-                "%s; sandboxes start without it (about 3 s instead of 0.7 s)",
-                paths.read_only_cache(what, target.parent, why, paths.FIX_SNAPSHOT),
-            )
+        if not paths.cache_writable(provision.snapshot_path().parent):
+            self.log.warning("%s", provision.snapshot_not_writable(broken))
             return
         if broken:
             self.log.warning("the start-up snapshot %s could not be restored; rebuilding it", sandbox.snapshot)
