@@ -32,7 +32,7 @@ def kernelspec_dir() -> Path:
 
 
 # What the kernel keeps in its cache folder (`sandbox-kernel uninstall --cache` removes a folder only of these).
-CACHE_PARTS = frozenset({"deno", "guest-wheels", "packages", "pyodide-packages", "snapshots"})
+CACHE_PARTS = frozenset({"deno", "guest-wheels", "packages", "pip-wheelhouse", "pyodide-packages", "snapshots"})
 
 
 def cache_dir() -> Path:
