@@ -10,6 +10,7 @@ import type { Bash, Command, CommandName, ExecResult, SecureFetch } from "just-b
 import { type EmscriptenFS, PyodideFs } from "./pyodide_fs.ts";
 import { columnsApply, inColumns } from "./ls_columns.ts";
 import { STDERR_SINK, STDOUT_SINK, StreamPlugin, TERMINAL_LS } from "./shell_stream.ts";
+import { quietProcessEnv } from "./node_paths.ts";
 
 /** What the shell needs from the worker. */
 export interface ShellLinks {
@@ -128,20 +129,6 @@ function interruptibleSleep(interrupt: Int32Array): (ms: number) => Promise<void
       if (waited.async) await waited.value;
     }
   };
-}
-
-/** Node's `process.env` as an empty object: just-bash's modules (minimatch, debug) read variables as they load,
- * and the sandbox has no env permission (Deno.env stays refused; the shell has its own environment). */
-function quietProcessEnv(): void {
-  const process = (globalThis as { process?: { env?: unknown } }).process;
-  if (process === undefined) return;
-  const empty = new Proxy({}, {
-    get: () => undefined,
-    has: () => false,
-    ownKeys: () => [],
-    getOwnPropertyDescriptor: () => undefined,
-  });
-  Object.defineProperty(process, "env", { value: empty, configurable: true, writable: true });
 }
 
 /** `ls` whose output is the cell, as GNU ls on ipykernel's pseudo-terminal: names in columns (ls_columns.ts). */

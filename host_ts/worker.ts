@@ -17,6 +17,7 @@ import { type EmFS, type EmNode, writableFS } from "./rwfs.ts";
 import type { FromWorker, Progress, ToWorker, WorkerInit } from "./messages.ts";
 import { wasmBytes, withMemoryAtLeast } from "./wasm_memory.ts";
 import { type PythonCommand, Shell, type ShellRequest } from "./shell.ts";
+import { answerAsBrowser, refuseSockets } from "./node_paths.ts";
 
 const post: (message: FromWorker) => void = self.postMessage.bind(self);
 const realSetTimeout = setTimeout;
@@ -89,9 +90,11 @@ type Pyodide = Awaited<ReturnType<typeof loadPyodide>>;
 async function start(init: WorkerInit): Promise<void> {
   const links = linkToSupervisor(init);
   guardWorker();
+  answerAsBrowser();
   const requests: Attribution = { currentId: 0, timerOrigin: 0 };
   attributeTimers(requests);
   const { pyodide, restored } = await loadInterpreter(init);
+  refuseSockets((pyodide as unknown as { _module: Parameters<typeof refuseSockets>[0] })._module);
   setUpOutput(pyodide, links, requests);
   await mountGuestCode(pyodide, init);
   const refusals = mountHostFolders(pyodide, init);

@@ -32,7 +32,7 @@ def kernelspec_dir() -> Path:
 
 
 # What the kernel keeps in its cache folder (`sandbox-kernel uninstall --cache` removes a folder only of these).
-CACHE_PARTS = frozenset({"deno", "guest-wheels", "packages", "pyodide-packages", "snapshots"})
+CACHE_PARTS = frozenset({"deno", "guest-wheels", "packages", "pip-wheelhouse", "pyodide-packages", "snapshots"})
 
 
 def cache_dir() -> Path:
@@ -42,6 +42,49 @@ def cache_dir() -> Path:
         return Path(base)
     xdg = os.environ.get("XDG_CACHE_HOME")
     return (Path(xdg) if xdg else Path.home() / ".cache") / "sandbox-kernel"
+
+
+def cache_writable(folder: Path) -> bool:
+    """Whether this process may make or change `folder` in the cache: its nearest existing folder is writable (a
+    read-only mount says no to every user, root too)."""
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    return os.access(folder, os.W_OK | os.X_OK)
+
+
+# What to do when the cache is read-only, by what could not be kept there (the end of `cache_not_writable`'s words).
+FIX_PYODIDE_PACKAGE = (
+    "Fetch it there when the cache is made (e.g. `SANDBOX_KERNEL_CACHE=DIR sandbox-kernel run -c 'import NAME'` at "
+    "build time), or point SANDBOX_KERNEL_CACHE at a writable copy of that folder"
+)
+FIX_KERNEL_SETTINGS = (
+    "Run `sandbox-kernel fetch --to {cache}` where the cache is made, with the kernel's settings (it reads "
+    "sandbox_kernel_config.py, and takes --SandboxKernel.packages=... and --SandboxKernel.wheelhouse=... too): it "
+    "resolves them into the cache; or point SANDBOX_KERNEL_CACHE at a writable folder"
+)
+FIX_PIP = (
+    "Preinstall them instead: SandboxKernel.packages, resolved into the cache by `sandbox-kernel fetch --to {cache}` "
+    "with that setting where the cache is made; or point SANDBOX_KERNEL_CACHE at a writable folder"
+)
+FIX_SNAPSHOT = (
+    "Make it there with `sandbox-kernel fetch --to {cache}` where the cache is made, or point SANDBOX_KERNEL_CACHE at "
+    "a writable copy of that folder"
+)
+
+
+def cache_not_writable(what: str, error: OSError, fix: str = FIX_PYODIDE_PACKAGE) -> str:
+    """Why `what` cannot be kept in the cache, when the cache is read-only (e.g. baked into an image): the folder
+    that could not be written, why, and `fix` (one of the FIX_ texts: `{cache}` becomes the cache's path)."""
+    return read_only_cache(what, error.filename, error.strerror or str(error), fix)
+
+
+def read_only_cache(what: str, folder: object, why: str, fix: str) -> str:
+    """`what` cannot be kept in the cache: `folder` (None: unknown) cannot be written, because `why`; then `fix`."""
+    return (
+        f"{what} cannot be kept in the cache {cache_dir()}: {folder or 'it'} cannot be written ({why}), as in a "
+        "cache baked into an image by `sandbox-kernel fetch --to DIR`, which kernels only read. "
+        + fix.format(cache=cache_dir())
+    )
 
 
 def deno_executable() -> str:

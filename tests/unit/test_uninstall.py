@@ -5,7 +5,11 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from sandbox_kernel.cli.uninstall import kernelspec_folders, uninstall
+from sandbox_kernel import paths
+from sandbox_kernel.cli.uninstall import cache_problem, kernelspec_folders, uninstall
+from sandbox_kernel.packages.index import index_cache
+from sandbox_kernel.packages.wheelhouse import PipWheelhouse
+from sandbox_kernel.sandbox import provision
 
 
 def test_without_a_place_every_folder_jupyter_finds_kernelspecs_in_is_searched(tmp_path, monkeypatch):
@@ -29,3 +33,23 @@ def test_every_copy_found_is_removed_and_a_folder_without_kernel_json_is_not_tou
     assert done.removed == [f"removed kernelspec {folders[0]}", f"removed kernelspec {folders[1]}"]
     assert not folders[0].exists() and not folders[1].exists() and folders[2].is_dir()
     assert done.failed == []
+
+
+def test_a_cache_holding_every_folder_kernels_make_may_be_removed_whole(tmp_path, monkeypatch):
+    """Each folder named where the code makes it (a %pip wheelhouse's copies too): none is taken for a stranger's."""
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("SANDBOX_KERNEL_CACHE", str(cache))
+    made = [
+        provision.deno_dir(),
+        provision.wheels_dir(),
+        provision.snapshot_path().parent,
+        index_cache("https://example.org/index/"),
+        PipWheelhouse(tmp_path, "2026_0").folder,
+        cache / "packages" / "0123456789abcdef",  # index.preinstall_wheels: SandboxKernel.packages
+    ]
+    for folder in made:
+        folder.mkdir(parents=True)
+    assert {folder.relative_to(cache).parts[0] for folder in made} == paths.CACHE_PARTS
+    assert cache_problem(cache) is None
+    (cache / "notes.txt").write_text("mine")
+    assert cache_problem(cache) == f"{cache} holds what sandbox-kernel did not put there (notes.txt)"

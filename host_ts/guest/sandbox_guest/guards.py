@@ -1,4 +1,4 @@
-"""Clear errors for what the sandbox does not allow: host files, network, memory.
+"""Clear errors for what the sandbox does not allow: host files, network (server sockets too), memory.
 
 Deno's permissions and the supervisor (which makes every change to a read-write mount, and refuses tool files,
 suffixes and sizes that mount_limits rule out) enforce the rules; these guards refuse first where they can, and
@@ -9,6 +9,7 @@ to LLMs writing the code).
 from __future__ import annotations
 
 import builtins
+import errno
 import io
 import os
 import posix
@@ -347,6 +348,24 @@ def _guard_urllib() -> None:
     urllib.request.urlopen = urlopen
 
 
+def no_server_message() -> str:
+    return (
+        "socket.listen: the sandbox accepts no connections: it has no server sockets (neither has Pyodide in a "
+        "browser). It may fetch from the hosts of SandboxKernel.allow_net with `await pyodide.http.pyfetch(url)`; "
+        f"allowed now: {', '.join(LIMITS.allow_net) or 'none'}"
+    )
+
+
+def _guard_sockets() -> None:
+    import socket
+
+    def listen(self: socket.socket, *backlog: int) -> None:
+        __tracebackhide__ = True
+        raise OSError(errno.EOPNOTSUPP, no_server_message())
+
+    socket.socket.listen = listen  # type: ignore[method-assign, assignment]
+
+
 def memory_message() -> str:
     return (
         f"the sandbox ran out of memory: its limit is SandboxKernel.memory_limit_mb={LIMITS.memory_limit_mb} MiB "
@@ -369,3 +388,4 @@ def install(config: dict[str, Any]) -> None:
         _guard_os()
         _guard_fetch()
         _guard_urllib()
+        _guard_sockets()

@@ -93,15 +93,7 @@ def checks() -> list[Check]:
             else "not fetched: run `sandbox-kernel fetch`",
         )
     )
-    snapshot = provision.snapshot_if_ready()
-    found.append(
-        Check(
-            "snapshot",
-            snapshot is not None,
-            str(snapshot) if snapshot else "not built yet: the first start builds it (or `sandbox-kernel fetch`)",
-            essential=False,
-        )
-    )
+    found.append(_snapshot())
     found.append(_kernelspec())
     try:
         report, output, code = probe_layers()
@@ -111,6 +103,15 @@ def checks() -> list[Check]:
     except (OSError, subprocess.SubprocessError) as exc:
         found.append(Check("os layers", False, f"the launcher failed: {exc}", essential=False))
     return found
+
+
+def _snapshot() -> Check:
+    snapshot = provision.snapshot_if_ready()
+    if snapshot is not None:
+        return Check("snapshot", True, str(snapshot), essential=False)
+    if not paths.cache_writable(provision.snapshot_path().parent):
+        return Check("snapshot", False, f"missing. {provision.snapshot_not_writable()}", essential=False)
+    return Check("snapshot", False, "not built yet: the first start builds it (or `sandbox-kernel fetch`)", False)
 
 
 def _kernelspec() -> Check:

@@ -1,10 +1,9 @@
-"""The `sandbox-kernel` command: install, uninstall, fetch, run, compare, mirror, doctor, mcp, launch-eg; otherwise
-the kernel itself."""
+"""The `sandbox-kernel` command: install, uninstall, fetch, run, compare, mirror, doctor, mcp, launch-eg,
+seccomp-profile; otherwise the kernel itself."""
 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import sys
 from pathlib import Path
 
@@ -43,25 +42,9 @@ def _uninstall(args: argparse.Namespace) -> int:
 
 
 def _fetch(args: argparse.Namespace) -> int:
-    from sandbox_kernel.sandbox.provision import (
-        ProvisionError,
-        build_snapshot,
-        ensure_all,
-        guest_wheels,
-        snapshot_if_ready,
-    )
+    from sandbox_kernel.cli.fetch import fetch
 
-    def say(message: str) -> None:
-        print(message, file=sys.stderr, flush=True)
-
-    try:
-        pyodide, _ = asyncio.run(ensure_all(say, thorough=True))
-        snapshot = snapshot_if_ready() or asyncio.run(build_snapshot(say))
-    except ProvisionError as exc:
-        print(f"sandbox-kernel: {exc}", file=sys.stderr)
-        return 1
-    print(f"Pyodide cached in {pyodide}; {len(guest_wheels())} guest wheels cached; start-up snapshot {snapshot}.")
-    return 0
+    return fetch(getattr(args, "to", None), getattr(args, "settings", []))
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -130,6 +113,22 @@ def _mcp(args: argparse.Namespace) -> int:
     )
 
 
+def _seccomp_profile(args: argparse.Namespace) -> int:
+    """A container seccomp profile: the base one given, plus the calls the OS layers need."""
+    from sandbox_kernel.sandbox.oslayers.seccomp_profile import main as make
+
+    try:
+        text = make(args.base)
+    except (OSError, ValueError) as exc:
+        print(f"sandbox-kernel seccomp-profile: {args.base}: {exc}", file=sys.stderr)
+        return 2
+    if args.output:
+        Path(args.output).write_text(text)
+    else:
+        print(text, end="")
+    return 0
+
+
 def _doctor(args: argparse.Namespace) -> int:
     from sandbox_kernel.cli.doctor import main as doctor
 
@@ -141,7 +140,7 @@ SETTING = "--SandboxKernel."  # a kernel setting on the command line of run and 
 # run's own options, as a script's name does: what follows belongs to the code.
 OPTION_VALUES = frozenset(
     {"-c", "--timeout", "--mount", "--allow-net", "--working-folder", "--port", "--token-file", "--gateway-url",
-     "--gateway-token-env", "--kernel-name", "--gateway-env"}
+     "--gateway-token-env", "--kernel-name", "--gateway-env", "--to"}
 )  # fmt: skip
 
 
@@ -174,22 +173,10 @@ def split_command_line(words: list[str]) -> tuple[list[str], list[str], list[str
     return settings, own, []
 
 
-COMMANDS = frozenset(
-    {
-        "install",
-        "uninstall",
-        "fetch",
-        "run",
-        "compare",
-        "mirror",
-        "doctor",
-        "mcp",
-        "launch-eg",
-        "--version",
-        "-h",
-        "--help",
-    }
-)
+COMMANDS = frozenset({
+    "install", "uninstall", "fetch", "run", "compare", "mirror", "doctor", "mcp", "launch-eg", "seccomp-profile",
+    "--version", "-h", "--help",
+})  # fmt: skip
 
 
 def _default_audit_log() -> Path:
@@ -234,7 +221,14 @@ def _parser() -> argparse.ArgumentParser:
     )
     uninst.add_argument("--all", action="store_true", help="--cache, --key and --audit-log (the default log)")
     uninst.set_defaults(func=_uninstall)
-    fetch = sub.add_parser("fetch", help="download and cache Pyodide and the guest wheels now")
+    fetch = sub.add_parser("fetch", help="download and cache Pyodide, the guest wheels and the start-up snapshot now")
+    fetch.add_argument(
+        "--to",
+        metavar="DIR",
+        help="fill DIR as a complete cache instead of the user's (e.g. to bake into a container image), with what "
+        "the kernel's settings need (packages, wheelhouse, pyodide_index: from sandbox_kernel_config.py, or given "
+        "here as --SandboxKernel.name=value); kernels use it with SANDBOX_KERNEL_CACHE=DIR, and may only read it",
+    )
     fetch.set_defaults(func=_fetch)
     run = sub.add_parser(
         "run",
@@ -321,6 +315,16 @@ def _parser() -> argparse.ArgumentParser:
         help="the kernel launcher for Jupyter Enterprise Gateway (run by EG from a kernelspec; see its --help)",
         add_help=False,
     )
+    profile = sub.add_parser(
+        "seccomp-profile",
+        help="a container seccomp profile under which the OS layers work: BASE plus the calls they need",
+        description="Prints BASE (a Docker/OCI seccomp profile, e.g. your runtime's default) with one rule that "
+        "allows the calls the launcher makes (unshare, mount, umount2, pivot_root, the Landlock calls, prctl, "
+        "seccomp); without CAP_SYS_ADMIN they act only inside user namespaces a process makes itself.",
+    )
+    profile.add_argument("base", help="the seccomp profile (JSON) to start from")
+    profile.add_argument("-o", "--output", help="write the profile to this file instead of standard output")
+    profile.set_defaults(func=_seccomp_profile)
     return parser
 
 
@@ -339,7 +343,7 @@ def main(argv: list[str] | None = None) -> None:
 
         sys.exit(launch_eg(argv[1:]))
     parser = _parser()
-    settings, own, rest = split_command_line(argv[1:]) if argv[0] in ("run", "mcp") else ([], argv[1:], [])
+    settings, own, rest = split_command_line(argv[1:]) if argv[0] in ("run", "mcp", "fetch") else ([], argv[1:], [])
     if argv[0] == "run":  # the script, or -c's arguments, and what follows: the code's, untouched by argparse
         args = parser.parse_args([argv[0], *own])
         args.script, args.arguments = (None, rest) if args.code is not None else (rest[0] if rest else None, rest[1:])

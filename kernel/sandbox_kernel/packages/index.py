@@ -49,6 +49,12 @@ def default_pyodide_index() -> str:
     return f"https://cdn.jsdelivr.net/pyodide/v{paths.pyodide_version()}/full/"
 
 
+def index_cache(source: str) -> Path:
+    """Where the files of the Pyodide index `source` (a pyodide_index value) are kept on the host."""
+    digest = hashlib.sha256(source.encode()).hexdigest()[:12]
+    return paths.cache_dir() / "pyodide-packages" / paths.pyodide_version() / digest
+
+
 def guest_platform(abi_version: str) -> str:
     """The PEP 783 platform tag of wheels built for the guest's Pyodide ABI (from its lock file's info)."""
     return f"pyemscripten_{abi_version}_wasm32"
@@ -110,9 +116,15 @@ async def preinstall_wheels(
     folder = paths.cache_dir() / "packages" / hashlib.sha256(key.encode()).hexdigest()[:16]
     if (folder / ".complete").is_file():
         return folder, sorted(folder.glob("*.whl"))
+    try:
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=".download-", dir=folder.parent))
+    except OSError as exc:  # a read-only cache (baked into an image) that lacks them
+        what = f"The wheels of SandboxKernel.packages {specs}" + (
+            f" (from the wheelhouse {wheelhouse})" if wheelhouse else ""
+        )
+        raise PackageError(paths.cache_not_writable(what, exc, paths.FIX_KERNEL_SETTINGS)) from None
     say(f"sandbox-kernel: resolving SandboxKernel.packages {specs} on the host into {folder}")
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=".download-", dir=folder.parent))
     code, out = await pip_download(specs, wheelhouse, staging, abi_version)
     if code != 0:
         shutil.rmtree(staging, ignore_errors=True)
@@ -269,14 +281,11 @@ class PyodideIndex:
         A cached file is hashed at every use: one that changed (a damaged cache, or an index whose file
         changed under the same name) is fetched again rather than loaded.
         """
-        self.cache.mkdir(parents=True, exist_ok=True)
         for name in self.closure(names):
             pkg = self.packages[name]
             cached = self.cache / pkg["file_name"]
-            if cached.is_file():
-                if file_sha256(cached) == pkg["sha256"]:
-                    continue
-                cached.unlink()
+            if cached.is_file() and file_sha256(cached) == pkg["sha256"]:
+                continue
             data = self._download(pkg)
             digest = hashlib.sha256(data).hexdigest()
             if digest != pkg["sha256"]:
@@ -284,9 +293,17 @@ class PyodideIndex:
                     f"{pkg['file_name']} from {self.source} has sha256 {digest}, but the lock file says "
                     f"{pkg['sha256']}{self.describe_lock()}"
                 )
-            partial = self.cache / f".{pkg['file_name']}.part"
-            partial.write_bytes(data)
-            partial.rename(cached)
+            try:
+                self._keep(cached, data)
+            except OSError as exc:
+                raise PackageError(paths.cache_not_writable(f"{name} (from {self.source})", exc)) from None
+
+    def _keep(self, cached: Path, data: bytes) -> None:
+        """Put a checked file into the cache in one rename (over a damaged one)."""
+        self.cache.mkdir(parents=True, exist_ok=True)
+        partial = self.cache / f".{cached.name}.part"
+        partial.write_bytes(data)
+        partial.rename(cached)
 
     def _download(self, pkg: dict[str, Any]) -> bytes:
         try:

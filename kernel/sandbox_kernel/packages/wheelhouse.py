@@ -85,8 +85,12 @@ class PipWheelhouse:
         known = self._resolved.get(key)
         if known and all(await asyncio.to_thread(lambda: [w.is_file() for w in known])):
             return known
-        await asyncio.to_thread(self.prepare)
-        staging = Path(tempfile.mkdtemp(prefix=".download-", dir=self.folder))
+        try:
+            await asyncio.to_thread(self.prepare)
+            staging = Path(tempfile.mkdtemp(prefix=".download-", dir=self.folder))
+        except OSError as exc:  # a read-only cache (baked into an image)
+            what = f"The wheels {WHERE} {' '.join(specs)} takes from SandboxKernel.wheelhouse"
+            raise PackageError(paths.cache_not_writable(what, exc, paths.FIX_PIP)) from None
         code, out = await pip_download(specs, self.wheelhouse, staging, self.abi_version)
         if code != 0:
             shutil.rmtree(staging, ignore_errors=True)

@@ -4,7 +4,6 @@ index), start the process, and report its OS layers; the kernel's pool calls `la
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
@@ -57,6 +56,7 @@ class SandboxLauncher:
         self._pyodide_verified = False  # the cached Pyodide's contents were checked by this kernel process
         self._pyodide_lock = asyncio.Lock()
         self._snapshot_task: asyncio.Task[Path] | None = None
+        self._snapshot_checked = False  # this kernel looked for the start-up snapshot (and built it, if it could)
 
     async def launch(self) -> SandboxProcess:
         """A started and configured sandbox (not yet the kernel's current one).
@@ -83,7 +83,7 @@ class SandboxLauncher:
         if error:  # only completion, inspection, is_complete get here: a cell answers with the error first
             raise SandboxStartError(error)
         try:
-            options = await self._provisioned()
+            options = await self.provision()
         except (PackageError, provision.ProvisionError) as exc:
             raise ProvisionFailed(str(exc)) from None
         except Exception as exc:  # a bug or a damaged file we do not check: the user still gets a reply
@@ -99,9 +99,9 @@ class SandboxLauncher:
             raise
         return sandbox
 
-    async def _provisioned(self) -> SandboxOptions:
+    async def provision(self) -> SandboxOptions:
         """The sandbox's options with Pyodide, the guest's wheels, `packages` and the Pyodide index provisioned on
-        the host (cached)."""
+        the host (cached): before every start, and by `sandbox-kernel fetch --to`, which bakes them into a cache."""
         pyodide_dir = await self._ensure_pyodide(thorough=not self._pyodide_verified)
         self._pyodide_verified = True
         guest_site = await provision.ensure_guest_site(self._say)
@@ -117,8 +117,12 @@ class SandboxLauncher:
         if self.settings.wheelhouse:
             if self.pip_wheelhouse is None:
                 self.pip_wheelhouse = PipWheelhouse(Path(self.settings.wheelhouse), index.abi_version)
-            await asyncio.to_thread(self.pip_wheelhouse.prepare)
-            extra_read.append(self.pip_wheelhouse.folder)  # what %pip resolved there; never the wheelhouse itself
+            try:
+                await asyncio.to_thread(self.pip_wheelhouse.prepare)
+                extra_read.append(self.pip_wheelhouse.folder)  # what %pip resolved there; never the wheelhouse itself
+            except OSError as exc:  # a read-only cache: sandboxes start; %pip install from the wheelhouse says why not
+                what = "The wheels %pip install takes from SandboxKernel.wheelhouse"
+                self._warn_once(paths.cache_not_writable(what, exc, paths.FIX_PIP))
         return replace(
             self.settings.options,
             pyodide_dir=pyodide_dir,
@@ -133,16 +137,24 @@ class SandboxLauncher:
         """SandboxKernel.pyodide_index, read once per kernel."""
         if self.pyodide_index is None:
             source = self.settings.pyodide_index
-            digest = hashlib.sha256(source.encode()).hexdigest()[:12]
-            cache = paths.cache_dir() / "pyodide-packages" / paths.pyodide_version() / digest
+            cache = packages.index_cache(source)
             bundled = paths.pyodide_dir(provision.deno_dir()) / "pyodide-lock.json"
             self.pyodide_index = await asyncio.to_thread(
                 packages.PyodideIndex, source, cache, bundled, ca_pem=self.settings.options.ca_pem
             )
-            await asyncio.to_thread(cache.mkdir, parents=True, exist_ok=True)
+            try:  # made now, so that the sandbox's private root holds it when packages arrive later
+                await asyncio.to_thread(cache.mkdir, parents=True, exist_ok=True)
+            except OSError as exc:  # a read-only cache: a sandbox still starts; an import that needs a fetch says why
+                self._warn_once(paths.cache_not_writable("Pyodide packages from SandboxKernel.pyodide_index", exc))
             for note in self.pyodide_index.notes:
                 self.log.warning("SandboxKernel.pyodide_index: %s; using Pyodide's own lock file", note)
         return self.pyodide_index
+
+    def _warn_once(self, message: str) -> None:
+        """A warning for the kernel's log, once per kernel (every sandbox start would find the same)."""
+        if message not in self._said:
+            self._said.add(message)
+            self.log.warning("%s", message)
 
     def _say(self, message: str) -> None:
         """Tell the person who started the kernel, once per kernel: every sandbox (the spare, each restart, each
@@ -166,11 +178,24 @@ class SandboxLauncher:
         log("%s", describe_layers(report))
 
     def _check_snapshot(self, sandbox: SandboxProcess) -> None:
-        """Build the start-up snapshot in the background if this start could not use one."""
-        if not self.settings.options.use_snapshot or self.guest_info.get("snapshot") or self._snapshot_task:
+        """Build the start-up snapshot in the background if this start could not use one (once per kernel); in a
+        cache this kernel may not write, say once why sandboxes start without one, and build nothing."""
+        if not self.settings.options.use_snapshot or self.guest_info.get("snapshot") or self._snapshot_checked:
             return
-        if sandbox.snapshot is not None:
+        self._snapshot_checked = True
+        broken = sandbox.snapshot is not None  # there was one, and it could not be restored
+        if not paths.cache_writable(provision.snapshot_path().parent):
+            self.log.warning("%s", provision.snapshot_not_writable(broken))
+            return
+        if broken:
             self.log.warning("the start-up snapshot %s could not be restored; rebuilding it", sandbox.snapshot)
             provision.drop_snapshot()
         self._snapshot_task = asyncio.get_event_loop().create_task(provision.build_snapshot(self._say))
-        self._snapshot_task.add_done_callback(lambda t: t.cancelled() or t.exception())
+        self._snapshot_task.add_done_callback(self._snapshot_built)
+
+    def _snapshot_built(self, task: asyncio.Task[Path]) -> None:
+        """Say why a snapshot could not be built (sandboxes of this kernel start without one; the next kernel tries)."""
+        if not task.cancelled() and task.exception() is not None:
+            self.log.warning(
+                "the start-up snapshot could not be built; sandboxes start without it: %s", task.exception()
+            )

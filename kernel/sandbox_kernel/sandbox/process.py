@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import codecs
 import collections
+import contextlib
 import itertools
 import json
 import logging
@@ -126,7 +127,8 @@ class SandboxProcess:
     async def start(self) -> dict[str, Any]:
         """Spawn the process and wait until Python is ready; returns guest facts."""
         snapshot_file = provision.snapshot_path()
-        snapshot_file.parent.mkdir(parents=True, exist_ok=True)
+        with contextlib.suppress(OSError):  # made for the launch plan to read; a read-only cache may lack it
+            snapshot_file.parent.mkdir(parents=True, exist_ok=True)
         self.snapshot = snapshot_file if self.options.use_snapshot and snapshot_file.is_file() else None
         self._tmp = private_folders.make()
         plan = startup.launch_plan(self.options, self._tmp, self.snapshot)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import builtins
+import errno
 import io
 import json
 import os
@@ -374,6 +375,14 @@ for name, attempt in [
         seen[name] = "allowed"
     except PermissionError as exc:
         seen[name] = [type(exc).__module__, exc.strerror.split(". ")[0]]
+import errno, socket
+with socket.socket() as server:
+    server.bind(("127.0.0.1", 0))
+    try:
+        server.listen()
+        seen["listen"] = "allowed"
+    except OSError as exc:
+        seen["listen"] = [exc.errno == errno.EOPNOTSUPP, str(exc)]
 print(json.dumps(seen))
 """
 
@@ -396,4 +405,7 @@ def test_install_guards_every_open_and_change_once(tmp_path):
         "write_ro": ["sandbox_guest.guards", "/data is a read-only mount"],
         "remove_ro": ["sandbox_guest.guards", "/data is a read-only mount"],
         "host_path": ["sandbox_guest.guards", "'/sbk-no-such-top-level-folder' is not in the sandbox: the host's files are not visible here"],
+        "listen": [True, f"[Errno {errno.EOPNOTSUPP}] socket.listen: the sandbox accepts no connections: it has no server "
+                   "sockets (neither has Pyodide in a browser). It may fetch from the hosts of SandboxKernel.allow_net "
+                   "with `await pyodide.http.pyfetch(url)`; allowed now: example.org"],
     }  # fmt: skip

@@ -66,9 +66,12 @@ class _NetPort(ctypes.Structure):
 
 
 def abi_version() -> int:
-    """The Landlock ABI this kernel offers; 0 when Landlock is missing or disabled."""
-    result = syscall(CREATE_RULESET, None, ctypes.c_size_t(0), ctypes.c_uint32(CREATE_RULESET_VERSION))
-    return max(result, 0)
+    """The Landlock ABI this kernel offers; OSError when Landlock cannot be used (its errno says why:
+    `diagnose.landlock`)."""
+    return check(
+        syscall(CREATE_RULESET, None, ctypes.c_size_t(0), ctypes.c_uint32(CREATE_RULESET_VERSION)),
+        "landlock_create_ruleset",
+    )
 
 
 @dataclass

@@ -18,7 +18,7 @@ from typing import Any
 if not __package__:  # run as a script: find the package beside this file
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
 
-from sandbox_kernel.sandbox.oslayers import fsview, landlock, libc, namespaces, seccomp
+from sandbox_kernel.sandbox.oslayers import diagnose, fsview, landlock, libc, namespaces, seccomp
 from sandbox_kernel.sandbox.oslayers.spec import REFUSED_EXIT, LaunchSpec
 
 
@@ -50,15 +50,16 @@ def _apply(spec: LaunchSpec) -> Applied:
         return applied
     if "namespaces" in spec.layers:
         try:
-            layers["namespaces"] = namespaces.enter(spec.network, _view(spec))
+            layers["namespaces"] = namespaces.enter(spec.network, _view(spec), missing)
         except namespaces.NotAllowed as exc:
-            missing["namespaces"] = f"unprivileged user namespaces are not allowed here ({exc})"
+            missing["namespaces"] = str(exc)
     libc.check(libc.prctl(libc.PR_SET_NO_NEW_PRIVS, 1), "no_new_privs")
     layers["no_new_privs"] = True
     if "landlock" in spec.layers:
-        abi = landlock.abi_version()
-        if abi == 0:
-            missing["landlock"] = "this Linux kernel has no Landlock (needs 5.13+ with landlock in the lsm= list)"
+        try:
+            abi = landlock.abi_version()
+        except OSError as exc:
+            missing["landlock"] = diagnose.landlock(exc.errno or 0)
         else:
             # Deno's own caches go to the scratch folder; writable only where it is a capped private tmpfs.
             scratch = [spec.scratch] if spec.scratch and "private root" in layers.get("namespaces", []) else []

@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Build the sandbox-kernel image: the wheel from this checkout, then deploy/container/Containerfile with a context
+# that holds only that wheel. Usage: deploy/container/build.sh [ENGINE BUILD OPTIONS...]
+#   ENGINE=podman (default) or docker; TAG=sandbox-kernel:<version> (default); BASE=<image> overrides the base image.
+# Example: BASE=localhost/debian-python:bookworm deploy/container/build.sh --network=host
+set -euo pipefail
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+repo=$(cd "$here/../.." && pwd)
+engine=${ENGINE:-podman}
+python=${PYTHON:-python3}
+version=$("$python" -c 'import re, sys; print(re.search(r"__version__ = \"(.+?)\"", open(sys.argv[1]).read())[1])' \
+  "$repo/kernel/sandbox_kernel/__init__.py")
+context=$(mktemp -d)
+trap 'rm -rf "$context"' EXIT
+"$python" -m pip wheel --quiet --no-deps --wheel-dir "$context" "$repo"
+base=()
+if [[ -n ${BASE:-} ]]; then base=(--build-arg "BASE=$BASE"); fi
+exec "$engine" build --file "$here/Containerfile" --build-arg "VERSION=$version" "${base[@]}" \
+  --tag "${TAG:-sandbox-kernel:$version}" "$@" "$context"
