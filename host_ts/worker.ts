@@ -10,7 +10,7 @@
 import { loadPyodide } from "pyodide";
 import { RingWriter } from "./ring.ts";
 import { BLOB, GUEST_EVENT, type GuestEventType, STDERR, STDOUT, type WorkerEventType } from "./protocol.ts";
-import { mountGuestFolders, PREIMPORT } from "./snapshot_layout.ts";
+import { mountGuestFolders, PACKAGES_SITE, PREIMPORT } from "./snapshot_layout.ts";
 import { restoringSparsely } from "./sparse_restore.ts";
 import { FileClient } from "./file_channel.ts";
 import { type EmFS, type EmNode, writableFS } from "./rwfs.ts";
@@ -93,7 +93,7 @@ async function start(init: WorkerInit): Promise<void> {
   attributeTimers(requests);
   const { pyodide, restored } = await loadInterpreter(init);
   setUpOutput(pyodide, links, requests);
-  await mountGuestCode(pyodide, init);
+  mountGuestCode(pyodide, init);
   const refusals = mountHostFolders(pyodide, init);
   registerHostModule(pyodide, links, requests, refusals);
   const guest = attachGuest(pyodide, restored, links.ring);
@@ -197,14 +197,22 @@ function setUpOutput(pyodide: Pyodide, links: Links, requests: Attribution): voi
   pyodide.setStderr({ write: (buf: Uint8Array) => (ring.writeBytes(STDERR, requests.currentId, buf), buf.length) });
 }
 
-/** IPython and friends, extracted once on the host, mounted read-only (no unpacking per start); then the wheels. */
-async function mountGuestCode(pyodide: Pyodide, init: WorkerInit): Promise<void> {
+/** IPython and friends, and SandboxKernel.packages: each extracted once on the host, mounted read-only (nothing is
+ * unpacked per start; compiled modules load from there too). */
+function mountGuestCode(pyodide: Pyodide, init: WorkerInit): void {
   mountGuestFolders(pyodide, init.guestSite, init.guestDir);
-  const sitePackages = pyodide.runPython("import site; site.getsitepackages()[0]", privately(pyodide)) as string;
-  for (const wheel of init.wheels) {
-    pyodide.unpackArchive(await Deno.readFile(wheel), "wheel", { extractDir: sitePackages });
-  }
+  if (!init.packagesSite) return;
+  pyodide.FS.mkdirTree(PACKAGES_SITE);
+  pyodide.mountNodeFS(PACKAGES_SITE, init.packagesSite);
+  pyodide.runPython(ON_PATH.replace("FOLDER", JSON.stringify(PACKAGES_SITE)), privately(pyodide));
 }
+
+/** Put FOLDER on sys.path just after site-packages (where %pip installs). */
+const ON_PATH = `
+import site, sys
+_packages = site.getsitepackages()[0]
+sys.path.insert(sys.path.index(_packages) + 1 if _packages in sys.path else len(sys.path), FOLDER)
+`;
 
 /** Glue code runs in a private namespace: __main__ is the user's namespace. */
 const privately = (pyodide: Pyodide) => ({ globals: pyodide.toPy({}) });

@@ -13,6 +13,7 @@ from typing import Any
 
 from sandbox_kernel import paths
 from sandbox_kernel.packages import index as packages
+from sandbox_kernel.packages import unpacked
 from sandbox_kernel.packages.checks import PackageError
 from sandbox_kernel.packages.wheelhouse import PipWheelhouse
 from sandbox_kernel.sandbox import provision
@@ -57,6 +58,7 @@ class SandboxLauncher:
         self._pyodide_verified = False  # the cached Pyodide's contents were checked by this kernel process
         self._pyodide_lock = asyncio.Lock()
         self._snapshot_task: asyncio.Task[Path] | None = None
+        self._verified_sites: set[Path] = set()  # unpacked `packages` folders whose contents this kernel checked
 
     async def launch(self) -> SandboxProcess:
         """A started and configured sandbox (not yet the kernel's current one).
@@ -106,14 +108,10 @@ class SandboxLauncher:
         self._pyodide_verified = True
         guest_site = await provision.ensure_guest_site(self._say)
         index = await self._index()
-        extra_wheels: list[Path] = []
         extra_read = [index.cache]
-        if self.settings.packages:
-            wheelhouse = Path(self.settings.wheelhouse) if self.settings.wheelhouse else None
-            folder, extra_wheels = await packages.preinstall_wheels(
-                list(self.settings.packages), wheelhouse, self._say, index.abi_version
-            )
-            extra_read.insert(0, folder)
+        packages_site = await self._packages_site(index.abi_version) if self.settings.packages else None
+        if packages_site is not None:
+            extra_read.insert(0, packages_site)  # read-only: no sandbox may write there (Deno, Landlock)
         if self.settings.wheelhouse:
             if self.pip_wheelhouse is None:
                 self.pip_wheelhouse = PipWheelhouse(Path(self.settings.wheelhouse), index.abi_version)
@@ -123,11 +121,28 @@ class SandboxLauncher:
             self.settings.options,
             pyodide_dir=pyodide_dir,
             guest_site=guest_site,
-            extra_wheels=extra_wheels,
+            packages_site=packages_site,
             extra_read=extra_read,
             pyodide_lock=index.lock_text,
             pyodide_packages=index.cache,
         )
+
+    async def _packages_site(self, abi_version: str) -> Path:
+        """SandboxKernel.packages resolved (cached) and unpacked once into a folder every sandbox mounts read-only;
+        checked at every start (its files' contents too at this kernel's first), unpacked again if it changed, and
+        resolved again if a cached wheel changed."""
+        wheelhouse = Path(self.settings.wheelhouse) if self.settings.wheelhouse else None
+        specs = list(self.settings.packages)
+        folder, _ = await packages.preinstall_wheels(specs, wheelhouse, self._say, abi_version)
+        thorough = folder not in self._verified_sites
+        try:
+            site = await asyncio.to_thread(unpacked.ensure_site, folder, thorough, self._say)
+        except unpacked.WheelsDamaged as exc:
+            self._say(f"sandbox-kernel: {exc}: resolving SandboxKernel.packages again")
+            folder, _ = await packages.preinstall_wheels(specs, wheelhouse, self._say, abi_version, again=True)
+            site = await asyncio.to_thread(unpacked.ensure_site, folder, True, self._say)
+        self._verified_sites.add(folder)
+        return site
 
     async def _index(self) -> packages.PyodideIndex:
         """SandboxKernel.pyodide_index, read once per kernel."""

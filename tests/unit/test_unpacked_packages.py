@@ -1,0 +1,197 @@
+"""SandboxKernel.packages unpacked once on the host (packages/unpacked.py): what a wheel may hold, the record of what
+pip resolved, the manifest, and a damaged folder found and unpacked again."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import io
+import json
+import re
+import stat
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from sandbox_kernel.packages import unpacked
+
+
+def _digest(data: bytes) -> str:
+    return "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+
+
+def wheel(folder: Path, name: str = "demo", files: dict[str, bytes] | None = None, record: bool = True) -> Path:
+    """A wheel of `files` (default: a module `name` with VALUE) with a RECORD hashing every file."""
+    dist = f"{name}-1.0"
+    files = {
+        **(files if files is not None else {f"{name}/__init__.py": f"VALUE = '{name}'\n".encode()}),
+        f"{dist}.dist-info/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n".encode(),
+        f"{dist}.dist-info/WHEEL": b"Wheel-Version: 1.0\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+    }
+    lines = [f"{path},{_digest(data)},{len(data)}" for path, data in files.items()]
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as zf:
+        for path, data in files.items():
+            zf.writestr(path, data)
+        if record:
+            zf.writestr(f"{dist}.dist-info/RECORD", "\n".join([*lines, f"{dist}.dist-info/RECORD,,"]) + "\n")
+    path = folder / f"{dist}-py3-none-any.whl"
+    path.write_bytes(buffer.getvalue())
+    return path
+
+
+def resolved(folder: Path) -> Path:
+    """`folder` as pip's resolution leaves it: the wheels and the record of their sha256."""
+    unpacked.record_wheels(folder)
+    return folder
+
+
+def said() -> list[str]:
+    return []
+
+
+def test_wheels_are_unpacked_once_and_the_folder_is_then_reused(tmp_path):
+    wheel(tmp_path, "alpha")
+    wheel(tmp_path, "beta")
+    resolved(tmp_path)
+    lines: list[str] = []
+    site = unpacked.ensure_site(tmp_path, True, lines.append)
+    assert (site / "alpha" / "__init__.py").read_text() == "VALUE = 'alpha'\n"
+    assert (site / "beta-1.0.dist-info" / "RECORD").is_file()
+    assert lines == [f"sandbox-kernel: unpacking SandboxKernel.packages into {site} (once per set of packages)"]
+    manifest = json.loads((tmp_path / unpacked.MANIFEST).read_text())["files"]
+    assert manifest["alpha/__init__.py"] == [16, hashlib.sha256(b"VALUE = 'alpha'\n").hexdigest()]
+    before = (site.stat().st_ino, (site / "alpha" / "__init__.py").stat().st_mtime_ns)
+    assert unpacked.ensure_site(tmp_path, True, lines.append) == site
+    assert unpacked.ensure_site(tmp_path, False, lines.append) == site
+    assert (site.stat().st_ino, (site / "alpha" / "__init__.py").stat().st_mtime_ns) == before
+    assert len(lines) == 1  # nothing unpacked again
+
+
+@pytest.mark.parametrize(
+    ("member", "why"),
+    [
+        ("../evil.py", "has an empty, '.' or '..' part"),
+        ("demo/../../evil.py", "has an empty, '.' or '..' part"),
+        ("/etc/evil.py", "is an absolute path"),
+        ("C:/evil.py", "is an absolute path"),
+        ("demo\\..\\evil.py", "is an absolute path or not a plain relative path"),
+    ],
+)
+def test_a_member_outside_the_folder_is_refused(tmp_path, member, why):
+    wheel(tmp_path, files={member: b"x = 1\n"})
+    resolved(tmp_path)
+    with pytest.raises(
+        unpacked.UnpackError, match=r"demo-1.0-py3-none-any.whl is refused: .*" + why.replace(".", r"\.")
+    ):
+        unpacked.ensure_site(tmp_path, True, said().append)
+    assert not (tmp_path / unpacked.SITE).exists() and not (tmp_path / unpacked.MANIFEST).exists()
+    assert not (tmp_path.parent / "evil.py").exists()
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".site-")] == []  # no staging left behind
+
+
+def test_a_symbolic_link_in_a_wheel_is_refused(tmp_path):
+    path = wheel(tmp_path)
+    with zipfile.ZipFile(path, "a") as zf:
+        link = zipfile.ZipInfo("demo/passwd")
+        link.external_attr = (stat.S_IFLNK | 0o777) << 16
+        zf.writestr(link, "/etc/passwd")
+    resolved(tmp_path)
+    with pytest.raises(unpacked.UnpackError, match=r"'demo/passwd' is a symbolic link or a special file"):
+        unpacked.ensure_site(tmp_path, True, said().append)
+
+
+def test_a_file_that_does_not_match_the_wheels_record_is_refused(tmp_path):
+    path = wheel(tmp_path)
+    data = zipfile.ZipFile(path).read("demo-1.0.dist-info/RECORD")
+    tampered = io.BytesIO()
+    with zipfile.ZipFile(path) as old, zipfile.ZipFile(tampered, "w") as new:
+        for info in old.infolist():
+            new.writestr(info, b"VALUE = 'evil'\n" if info.filename == "demo/__init__.py" else old.read(info))
+    path.write_bytes(tampered.getvalue())
+    assert zipfile.ZipFile(path).read("demo-1.0.dist-info/RECORD") == data
+    resolved(tmp_path)
+    with pytest.raises(
+        unpacked.UnpackError, match=r"'demo/__init__.py' does not match its sha256 in the wheel's RECORD"
+    ):
+        unpacked.ensure_site(tmp_path, True, said().append)
+
+
+def test_a_file_the_record_does_not_name_and_a_wheel_without_a_record_are_refused(tmp_path):
+    path = wheel(tmp_path)
+    with zipfile.ZipFile(path, "a") as zf:
+        zf.writestr("demo/extra.py", "x = 1\n")
+    resolved(tmp_path)
+    with pytest.raises(unpacked.UnpackError, match=r"'demo/extra.py' has no sha256 .* in the wheel's RECORD"):
+        unpacked.ensure_site(tmp_path, True, said().append)
+    path.unlink()
+    wheel(tmp_path, record=False)
+    resolved(tmp_path)
+    with pytest.raises(unpacked.UnpackError, match=r"has 0 .dist-info/RECORD files, not one"):
+        unpacked.ensure_site(tmp_path, True, said().append)
+
+
+def test_a_wheel_changed_since_pip_resolved_it_is_reported_as_damaged(tmp_path):
+    path = wheel(tmp_path)
+    resolved(tmp_path)
+    path.write_bytes(path.read_bytes() + b"\0")
+    with pytest.raises(unpacked.WheelsDamaged, match=r"demo-1.0-py3-none-any.whl in .* changed since pip resolved"):
+        unpacked.ensure_site(tmp_path, True, said().append)
+    (tmp_path / "planted-1.0-py3-none-any.whl").write_bytes(b"")
+    with pytest.raises(unpacked.WheelsDamaged, match=r"are not those pip resolved"):
+        unpacked.ensure_site(tmp_path, True, said().append)
+
+
+def test_wheels_that_unpack_to_more_than_the_limit_are_refused(tmp_path, monkeypatch):
+    wheel(tmp_path, files={"demo/big.bin": b"\0" * 5000})
+    resolved(tmp_path)
+    monkeypatch.setattr(unpacked, "MAX_UNPACKED_BYTES", 4096)
+    with pytest.raises(unpacked.UnpackError, match=r"unpack to more than 0 MiB; demo-1.0-py3-none-any.whl is past"):
+        unpacked.ensure_site(tmp_path, True, said().append)
+
+
+@pytest.mark.parametrize(
+    ("damage", "found_by_sizes", "problem"),
+    [
+        (lambda site: (site / "demo" / "__init__.py").write_text("VALUE = 'evil'\n"), False, "changed"),
+        (lambda site: (site / "demo" / "__init__.py").write_text("VALUE = 'evil!'\n"), True, "changed size"),
+        (lambda site: (site / "demo" / "planted.py").write_text("x = 1\n"), True, "was added"),
+        (lambda site: (site / "demo" / "__init__.py").unlink(), True, "is missing"),
+        (lambda site: (site / "demo" / "link.py").symlink_to("/etc/passwd"), True, "is not a plain file"),
+    ],
+    ids=["same-size", "resized", "added", "removed", "symlink"],
+)
+def test_a_damaged_folder_is_found_and_unpacked_again(tmp_path, damage, found_by_sizes, problem):
+    wheel(tmp_path)
+    resolved(tmp_path)
+    site = unpacked.ensure_site(tmp_path, True, said().append)
+    damage(site)
+    lines: list[str] = []
+    unpacked.ensure_site(tmp_path, False, lines.append)  # the check of every start: file names, kinds and sizes
+    assert bool(lines) == found_by_sizes
+    unpacked.ensure_site(tmp_path, True, lines.append)  # a kernel's first start: contents too
+    assert len(lines) == 1 and "differ from what was unpacked (demo/" in lines[0] and problem in lines[0], lines
+    assert lines[0].endswith(": unpacking them again")
+    assert (site / "demo" / "__init__.py").read_text() == "VALUE = 'demo'\n"
+    assert sorted(p.name for p in (site / "demo").iterdir()) == ["__init__.py"]
+    assert unpacked.folder_problems(site, json.loads((tmp_path / unpacked.MANIFEST).read_text())["files"], True) == []
+
+
+def test_a_folder_without_its_manifest_is_unpacked_again(tmp_path):
+    wheel(tmp_path)
+    resolved(tmp_path)
+    site = unpacked.ensure_site(tmp_path, True, said().append)
+    (site / "demo" / "planted.py").write_text("x = 1\n")
+    (tmp_path / unpacked.MANIFEST).unlink()  # as an unpacking that stopped half-way leaves it
+    lines: list[str] = []
+    unpacked.ensure_site(tmp_path, False, lines.append)
+    assert lines == [f"sandbox-kernel: unpacking SandboxKernel.packages into {site} (once per set of packages)"]
+    assert not (site / "demo" / "planted.py").exists()
+
+
+def test_the_worker_mounts_the_folder_where_the_guest_glue_looks_for_it():
+    root = Path(__file__).resolve().parents[2] / "host_ts"
+    mounted = re.search(r'export const PACKAGES_SITE = "([^"]+)"', (root / "snapshot_layout.ts").read_text())
+    guarded = re.search(r'^PACKAGES_SITE = "([^"]+)"', (root / "guest/sandbox_guest/guards.py").read_text(), re.M)
+    assert mounted and guarded and mounted[1] == guarded[1] == "/lib/sandbox-packages"
