@@ -80,6 +80,9 @@ def test_packages_are_imported_from_the_read_only_folder_and_a_second_kernel_unp
     # Not copied into the sandbox's own site-packages; listed where pip lists it, after site-packages on sys.path.
     code = "import os, site, sys\n(os.listdir(site.getsitepackages()[0]), sys.path.index(site.getsitepackages()[0]) + 1 == sys.path.index('/lib/sandbox-packages'))"
     assert value(execute(first, code)) == "([], True)"
+    # Compiled once on the host by the guest's own Python: no sandbox compiles these modules again.
+    code = "import os\n(sbk_pre.__cached__, os.path.isfile(sbk_pre.__cached__))"
+    assert value(execute(first, code)) == f"('{GUEST_SITE}/sbk_pre/__pycache__/__init__.cpython-314.pyc', True)"
     assert "sbk-pre==1.0" in execute(first, "%pip list --format freeze").stream().split()
     assert f"Location: {GUEST_SITE}\n" in execute(first, "%pip show sbk-pre").stream()
 

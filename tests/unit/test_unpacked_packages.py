@@ -195,3 +195,66 @@ def test_the_worker_mounts_the_folder_where_the_guest_glue_looks_for_it():
     mounted = re.search(r'export const PACKAGES_SITE = "([^"]+)"', (root / "snapshot_layout.ts").read_text())
     guarded = re.search(r'^PACKAGES_SITE = "([^"]+)"', (root / "guest/sandbox_guest/guards.py").read_text(), re.M)
     assert mounted and guarded and mounted[1] == guarded[1] == "/lib/sandbox-packages"
+
+
+def fake_compiler(change: str = ""):
+    """A stand-in for the guest's compiler: writes __pycache__/X.cpython-314.pyc beside each module, and with
+    `change` also rewrites that file (what the real one must never do)."""
+
+    def compile_folder(folder: Path) -> bool:
+        for module in list(folder.rglob("*.py")):
+            (module.parent / "__pycache__").mkdir(exist_ok=True)
+            (module.parent / "__pycache__" / f"{module.stem}.cpython-314.pyc").write_bytes(b"pyc")
+        if change:
+            (folder / change).write_text("changed = True\n")
+        return True
+
+    return compile_folder
+
+
+def test_bytecode_compiled_at_unpacking_is_in_the_manifest(tmp_path):
+    wheel(tmp_path)
+    resolved(tmp_path)
+    site = unpacked.ensure_site(tmp_path, True, said().append, fake_compiler())
+    manifest = json.loads((tmp_path / unpacked.MANIFEST).read_text())["files"]
+    assert manifest["demo/__pycache__/__init__.cpython-314.pyc"] == [3, hashlib.sha256(b"pyc").hexdigest()]
+    (site / "demo" / "__pycache__" / "__init__.cpython-314.pyc").write_bytes(b"evi")  # damaged bytecode is found
+    lines: list[str] = []
+    unpacked.ensure_site(tmp_path, True, lines.append, fake_compiler())
+    assert "demo/__pycache__/__init__.cpython-314.pyc changed" in lines[0], lines
+
+
+def test_a_compiler_that_changes_a_module_is_refused(tmp_path):
+    wheel(tmp_path)
+    resolved(tmp_path)
+    with pytest.raises(unpacked.UnpackError, match=r"compiling changed the unpacked files: demo/extra.py was added"):
+        unpacked.ensure_site(tmp_path, True, said().append, fake_compiler("demo/extra.py"))
+    assert not (tmp_path / unpacked.SITE).exists()
+
+
+def test_a_compiler_that_fails_leaves_the_modules_uncompiled_and_says_so(tmp_path):
+    wheel(tmp_path)
+    resolved(tmp_path)
+
+    def broken(folder: Path) -> bool:
+        raise RuntimeError("Deno exited with code 1")
+
+    lines: list[str] = []
+    site = unpacked.ensure_site(tmp_path, True, lines.append, broken)
+    assert lines[1] == (
+        "sandbox-kernel: SandboxKernel.packages not compiled to bytecode (Deno exited with code 1): sandboxes "
+        "compile them"
+    )
+    assert (site / "demo" / "__init__.py").is_file() and not (site / "demo" / "__pycache__").exists()
+
+
+def test_the_compiler_may_write_only_the_folder_it_compiles(tmp_path):
+    from sandbox_kernel import paths
+    from sandbox_kernel.sandbox import bytecode, provision
+
+    argv = bytecode.compile_argv(tmp_path / "site")
+    pyodide = paths.pyodide_dir(provision.deno_dir())
+    assert f"--allow-write={tmp_path / 'site'}" in argv
+    assert f"--allow-read={paths.host_dir()},{pyodide},{tmp_path / 'site'}" in argv
+    assert not [a for a in argv if a.startswith(("--allow-all", "-A", "--allow-net", "--allow-run", "--allow-env"))]
+    assert argv[-2:] == [str(paths.host_dir() / "compile_site.ts"), str(tmp_path / "site")]

@@ -22,6 +22,7 @@ import re
 import shutil
 import stat
 import tempfile
+import time
 import zipfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -32,6 +33,7 @@ SITE = "site"  # the unpacked folder, inside the folder pip resolved the wheels 
 MANIFEST = "site.json"  # every file of SITE with its size and sha256; written last: no manifest, no folder
 WHEEL_HASHES = "wheels.json"  # each resolved wheel's sha256, recorded when pip downloaded it
 LOCK = ".unpack.lock"
+LOCK_WAIT = 900.0  # seconds to wait for another kernel that unpacks and compiles the same packages
 FORMAT = 1
 RECORD_HASHES = ("sha256", "sha384", "sha512")  # what a wheel's RECORD may use (PEP 376, PEP 427)
 UNSIGNED = ("RECORD", "RECORD.jws", "RECORD.p7s")  # files of .dist-info that RECORD does not hash
@@ -191,17 +193,49 @@ def _manifest(folder: Path) -> dict[str, list[object]] | None:
 
 @contextlib.contextmanager
 def _locked(folder: Path) -> Iterator[None]:
-    """One kernel at a time checks or makes the folder (others wait, then find it made)."""
+    """One kernel at a time checks or makes the folder (others wait, then find it made), for LOCK_WAIT at most."""
+    deadline = time.monotonic() + LOCK_WAIT
     with open(folder / LOCK, "a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+        while True:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise PackageError(
+                        f"another kernel has been unpacking SandboxKernel.packages in {folder} for more than "
+                        f"{LOCK_WAIT:.0f} s; if none is running, remove {folder / LOCK}"
+                    ) from None
+                time.sleep(0.1)  # a poll with a deadline (the lock may be held by another process)
         try:
             yield
         finally:
             fcntl.flock(lock, fcntl.LOCK_UN)
 
 
-def _unpack(folder: Path) -> None:
-    """Unpack every wheel of `folder` into a new folder, then put it in place of SITE and write the manifest."""
+Compile = Callable[[Path], bool]  # compiles a folder's modules to bytecode in place; True when all compiled
+
+
+def _compiled(staging: Path, files: dict[str, tuple[int, str]], compile: Compile, say: Callable[[str], None]) -> None:
+    """Compile `staging` to bytecode and add the bytecode to `files`; any other change the compiler made is refused.
+    A compiler that fails leaves the modules as they are (a sandbox then compiles what it imports), said once."""
+    try:
+        if not compile(staging):
+            say("sandbox-kernel: some modules of SandboxKernel.packages could not be compiled to bytecode")
+    except Exception as exc:
+        say(f"sandbox-kernel: SandboxKernel.packages not compiled to bytecode ({exc}): sandboxes compile them")
+    for path in staging.rglob("*.pyc"):
+        relative = path.relative_to(staging).as_posix()
+        if path.parent.name == "__pycache__" and relative not in files and path.is_file() and not path.is_symlink():
+            files[relative] = (path.stat().st_size, sha256_of(path))
+    problems = folder_problems(staging, {k: list(v) for k, v in files.items()}, thorough=True)
+    if problems:
+        raise UnpackError(f"SandboxKernel.packages: compiling changed the unpacked files: {'; '.join(problems[:3])}")
+
+
+def _unpack(folder: Path, compile: Compile | None, say: Callable[[str], None]) -> None:
+    """Unpack every wheel of `folder` into a new folder (compiled to bytecode with `compile`), then put it in place of
+    SITE and write the manifest."""
     recorded = recorded_wheels(folder)
     wheels = sorted(folder.glob("*.whl"))
     if recorded is None or sorted(recorded) != [w.name for w in wheels]:
@@ -216,6 +250,8 @@ def _unpack(folder: Path) -> None:
         budget = [MAX_UNPACKED_BYTES]
         for wheel in wheels:
             extract_wheel(wheel, staging, files, budget)
+        if compile is not None:
+            _compiled(staging, files, compile, say)
     except (OSError, zipfile.BadZipFile, UnicodeDecodeError) as exc:
         shutil.rmtree(staging, ignore_errors=True)
         raise UnpackError(f"SandboxKernel.packages: could not unpack the wheels in {folder}: {exc}") from None
@@ -233,9 +269,10 @@ def _unpack(folder: Path) -> None:
     partial.rename(folder / MANIFEST)
 
 
-def ensure_site(folder: Path, thorough: bool, say: Callable[[str], None]) -> Path:
-    """The unpacked folder of the wheels pip resolved into `folder`: made once, checked at every use (sizes, and
-    contents too with `thorough`) and made again when it differs from its manifest. Blocking: run it in a thread.
+def ensure_site(folder: Path, thorough: bool, say: Callable[[str], None], compile: Compile | None = None) -> Path:
+    """The unpacked folder of the wheels pip resolved into `folder`: made once (its modules compiled by `compile`),
+    checked at every use (sizes, and contents too with `thorough`) and made again when it differs from its manifest.
+    Blocking: run it in a thread.
 
     WheelsDamaged when the wheels themselves changed (resolve them again); UnpackError when one is unsafe.
     """
@@ -252,5 +289,5 @@ def ensure_site(folder: Path, thorough: bool, say: Callable[[str], None]) -> Pat
             )
         else:
             say(f"sandbox-kernel: unpacking SandboxKernel.packages into {site} (once per set of packages)")
-        _unpack(folder)
+        _unpack(folder, compile, say)
     return site

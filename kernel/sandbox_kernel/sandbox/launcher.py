@@ -16,7 +16,7 @@ from sandbox_kernel.packages import index as packages
 from sandbox_kernel.packages import unpacked
 from sandbox_kernel.packages.checks import PackageError
 from sandbox_kernel.packages.wheelhouse import PipWheelhouse
-from sandbox_kernel.sandbox import provision
+from sandbox_kernel.sandbox import bytecode, provision
 from sandbox_kernel.sandbox.oslayers.report import describe as describe_layers
 from sandbox_kernel.sandbox.process import SandboxProcess
 from sandbox_kernel.sandbox.startup import SandboxOptions, SandboxStartError
@@ -128,19 +128,19 @@ class SandboxLauncher:
         )
 
     async def _packages_site(self, abi_version: str) -> Path:
-        """SandboxKernel.packages resolved (cached) and unpacked once into a folder every sandbox mounts read-only;
-        checked at every start (its files' contents too at this kernel's first), unpacked again if it changed, and
+        """SandboxKernel.packages resolved (cached), unpacked and compiled to bytecode once into a folder every sandbox
+        mounts read-only; checked at every start (its files' contents too at this kernel's first), unpacked again if it changed, and
         resolved again if a cached wheel changed."""
         wheelhouse = Path(self.settings.wheelhouse) if self.settings.wheelhouse else None
         specs = list(self.settings.packages)
         folder, _ = await packages.preinstall_wheels(specs, wheelhouse, self._say, abi_version)
         thorough = folder not in self._verified_sites
         try:
-            site = await asyncio.to_thread(unpacked.ensure_site, folder, thorough, self._say)
+            site = await asyncio.to_thread(unpacked.ensure_site, folder, thorough, self._say, bytecode.compile_folder)
         except unpacked.WheelsDamaged as exc:
             self._say(f"sandbox-kernel: {exc}: resolving SandboxKernel.packages again")
             folder, _ = await packages.preinstall_wheels(specs, wheelhouse, self._say, abi_version, again=True)
-            site = await asyncio.to_thread(unpacked.ensure_site, folder, True, self._say)
+            site = await asyncio.to_thread(unpacked.ensure_site, folder, True, self._say, bytecode.compile_folder)
         self._verified_sites.add(folder)
         return site
 
