@@ -34,7 +34,7 @@ MANIFEST = "site.json"  # every file of SITE with its size and sha256; written l
 WHEEL_HASHES = "wheels.json"  # each resolved wheel's sha256, recorded when pip downloaded it
 LOCK = ".unpack.lock"
 LOCK_WAIT = 900.0  # seconds to wait for another kernel that unpacks and compiles the same packages
-FORMAT = 1
+FORMAT = 2  # 2: with the bytecode compiled at unpacking
 RECORD_HASHES = ("sha256", "sha384", "sha512")  # what a wheel's RECORD may use (PEP 376, PEP 427)
 UNSIGNED = ("RECORD", "RECORD.jws", "RECORD.p7s")  # files of .dist-info that RECORD does not hash
 MAX_UNPACKED_BYTES = 2 << 30  # a set of wheels larger than this once unpacked is refused (a zip bomb)
@@ -191,6 +191,19 @@ def _manifest(folder: Path) -> dict[str, list[object]] | None:
     return dict(data["files"])
 
 
+def is_made(folder: Path) -> bool:
+    """Whether the folder was unpacked (its manifest is written last); `site_problems` says whether it is whole."""
+    return (folder / MANIFEST).is_file() and (folder / SITE).is_dir()
+
+
+def site_problems(folder: Path, thorough: bool) -> list[str]:
+    """How the unpacked folder differs from its manifest ([] when it does not); blocking: run it in a thread."""
+    manifest = _manifest(folder)
+    if manifest is None or not (folder / SITE).is_dir():
+        return [f"{folder / SITE} is not unpacked"]
+    return folder_problems(folder / SITE, manifest, thorough)
+
+
 @contextlib.contextmanager
 def _locked(folder: Path) -> Iterator[None]:
     """One kernel at a time checks or makes the folder (others wait, then find it made), for LOCK_WAIT at most."""
@@ -278,9 +291,8 @@ def ensure_site(folder: Path, thorough: bool, say: Callable[[str], None], compil
     """
     site = folder / SITE
     with _locked(folder):
-        manifest = _manifest(folder)
-        if manifest is not None and site.is_dir():
-            problems = folder_problems(site, manifest, thorough)
+        if is_made(folder):
+            problems = site_problems(folder, thorough)
             if not problems:
                 return site
             say(

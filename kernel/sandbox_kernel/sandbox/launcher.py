@@ -13,10 +13,9 @@ from typing import Any
 
 from sandbox_kernel import paths
 from sandbox_kernel.packages import index as packages
-from sandbox_kernel.packages import unpacked
 from sandbox_kernel.packages.checks import PackageError
 from sandbox_kernel.packages.wheelhouse import PipWheelhouse
-from sandbox_kernel.sandbox import bytecode, provision
+from sandbox_kernel.sandbox import preinstalled, provision
 from sandbox_kernel.sandbox.oslayers.report import describe as describe_layers
 from sandbox_kernel.sandbox.process import SandboxProcess
 from sandbox_kernel.sandbox.startup import SandboxOptions, SandboxStartError
@@ -58,7 +57,12 @@ class SandboxLauncher:
         self._pyodide_verified = False  # the cached Pyodide's contents were checked by this kernel process
         self._pyodide_lock = asyncio.Lock()
         self._snapshot_task: asyncio.Task[Path] | None = None
-        self._verified_sites: set[Path] = set()  # unpacked `packages` folders whose contents this kernel checked
+        wheelhouse = Path(settings.wheelhouse) if settings.wheelhouse else None
+        self._packages = (
+            preinstalled.PreinstalledPackages(list(settings.packages), wheelhouse, self._say)
+            if settings.packages
+            else None
+        )
 
     async def launch(self) -> SandboxProcess:
         """A started and configured sandbox (not yet the kernel's current one).
@@ -70,12 +74,15 @@ class SandboxLauncher:
             return await self._launch_once()
         except ProvisionFailed:
             raise
+        except preinstalled.SiteDamaged:
+            problems = []  # SandboxKernel.packages' folder was unpacked again: start once more
         except SandboxStartError:
             problems = await asyncio.to_thread(provision.pyodide_problems, True)
             if not problems:
                 raise
         try:
-            await self._ensure_pyodide(thorough=True, problems=problems)
+            if problems:
+                await self._ensure_pyodide(thorough=True, problems=problems)
         except provision.ProvisionError as exc:
             raise SandboxStartError(str(exc)) from None
         return await self._launch_once()
@@ -85,7 +92,7 @@ class SandboxLauncher:
         if error:  # only completion, inspection, is_complete get here: a cell answers with the error first
             raise SandboxStartError(error)
         try:
-            options = await self._provisioned()
+            options, site_check = await self._provisioned()
         except (PackageError, provision.ProvisionError) as exc:
             raise ProvisionFailed(str(exc)) from None
         except Exception as exc:  # a bug or a damaged file we do not check: the user still gets a reply
@@ -94,6 +101,8 @@ class SandboxLauncher:
         sandbox = SandboxProcess(options, self.log, self._say, on_layers=self._log_os_layers)
         try:
             self.guest_info = await sandbox.start()
+            if site_check is not None:
+                await self._site_passed(site_check)
             self._check_snapshot(sandbox)
             await self._configure(sandbox)
         except BaseException:
@@ -101,15 +110,16 @@ class SandboxLauncher:
             raise
         return sandbox
 
-    async def _provisioned(self) -> SandboxOptions:
+    async def _provisioned(self) -> tuple[SandboxOptions, preinstalled.SiteCheck | None]:
         """The sandbox's options with Pyodide, the guest's wheels, `packages` and the Pyodide index provisioned on
-        the host (cached)."""
+        the host (cached), and the check of the `packages` folder, running (awaited before the first request)."""
         pyodide_dir = await self._ensure_pyodide(thorough=not self._pyodide_verified)
         self._pyodide_verified = True
         guest_site = await provision.ensure_guest_site(self._say)
         index = await self._index()
         extra_read = [index.cache]
-        packages_site = await self._packages_site(index.abi_version) if self.settings.packages else None
+        site_check = await self._packages.prepare(index.abi_version) if self._packages else None
+        packages_site = site_check.site if site_check else None
         if packages_site is not None:
             extra_read.insert(0, packages_site)  # read-only: no sandbox may write there (Deno, Landlock)
         if self.settings.wheelhouse:
@@ -117,32 +127,31 @@ class SandboxLauncher:
                 self.pip_wheelhouse = PipWheelhouse(Path(self.settings.wheelhouse), index.abi_version)
             await asyncio.to_thread(self.pip_wheelhouse.prepare)
             extra_read.append(self.pip_wheelhouse.folder)  # what %pip resolved there; never the wheelhouse itself
-        return replace(
-            self.settings.options,
-            pyodide_dir=pyodide_dir,
-            guest_site=guest_site,
-            packages_site=packages_site,
-            extra_read=extra_read,
-            pyodide_lock=index.lock_text,
-            pyodide_packages=index.cache,
+        return (
+            replace(
+                self.settings.options,
+                pyodide_dir=pyodide_dir,
+                guest_site=guest_site,
+                packages_site=packages_site,
+                extra_read=extra_read,
+                pyodide_lock=index.lock_text,
+                pyodide_packages=index.cache,
+            ),
+            site_check,
         )
 
-    async def _packages_site(self, abi_version: str) -> Path:
-        """SandboxKernel.packages resolved (cached), unpacked and compiled to bytecode once into a folder every sandbox
-        mounts read-only; checked at every start (its files' contents too at this kernel's first), unpacked again if it changed, and
-        resolved again if a cached wheel changed."""
-        wheelhouse = Path(self.settings.wheelhouse) if self.settings.wheelhouse else None
-        specs = list(self.settings.packages)
-        folder, _ = await packages.preinstall_wheels(specs, wheelhouse, self._say, abi_version)
-        thorough = folder not in self._verified_sites
+    async def _site_passed(self, check: preinstalled.SiteCheck) -> None:
+        """The `packages` folder's check, awaited once the sandbox is up (before any request): a failed one unpacks
+        the folder again and raises SiteDamaged (the caller starts another sandbox)."""
+        assert self._packages is not None
         try:
-            site = await asyncio.to_thread(unpacked.ensure_site, folder, thorough, self._say, bytecode.compile_folder)
-        except unpacked.WheelsDamaged as exc:
-            self._say(f"sandbox-kernel: {exc}: resolving SandboxKernel.packages again")
-            folder, _ = await packages.preinstall_wheels(specs, wheelhouse, self._say, abi_version, again=True)
-            site = await asyncio.to_thread(unpacked.ensure_site, folder, True, self._say, bytecode.compile_folder)
-        self._verified_sites.add(folder)
-        return site
+            await self._packages.passed(check)
+        except preinstalled.SiteDamaged:
+            try:
+                await self._packages.remake(check, (await self._index()).abi_version)
+            except PackageError as exc:
+                raise ProvisionFailed(str(exc)) from None
+            raise
 
     async def _index(self) -> packages.PyodideIndex:
         """SandboxKernel.pyodide_index, read once per kernel."""
