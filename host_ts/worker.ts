@@ -96,7 +96,7 @@ async function start(init: WorkerInit): Promise<void> {
   mountGuestCode(pyodide, init);
   const refusals = mountHostFolders(pyodide, init);
   registerHostModule(pyodide, links, requests, refusals);
-  const guest = attachGuest(pyodide, restored, links.ring);
+  const guest = attachGuest(pyodide, restored, init.packagesSite ? PACKAGES_SITE : null, links.ring);
   serveRequests(pyodide, guest, links, requests);
 }
 
@@ -203,16 +203,8 @@ function mountGuestCode(pyodide: Pyodide, init: WorkerInit): void {
   mountGuestFolders(pyodide, init.guestSite, init.guestDir);
   if (!init.packagesSite) return;
   pyodide.FS.mkdirTree(PACKAGES_SITE);
-  pyodide.mountNodeFS(PACKAGES_SITE, init.packagesSite);
-  pyodide.runPython(ON_PATH.replace("FOLDER", JSON.stringify(PACKAGES_SITE)), privately(pyodide));
+  pyodide.mountNodeFS(PACKAGES_SITE, init.packagesSite); // on sys.path once the glue attaches (attachGuest)
 }
-
-/** Put FOLDER on sys.path just after site-packages (where %pip installs). */
-const ON_PATH = `
-import site, sys
-_packages = site.getsitepackages()[0]
-sys.path.insert(sys.path.index(_packages) + 1 if _packages in sys.path else len(sys.path), FOLDER)
-`;
 
 /** Glue code runs in a private namespace: __main__ is the user's namespace. */
 const privately = (pyodide: Pyodide) => ({ globals: pyodide.toPy({}) });
@@ -342,12 +334,13 @@ function registerHostModule(pyodide: Pyodide, links: Links, requests: Attributio
   pyodide.registerJsModule("_sandbox_host", host);
 }
 
-/** Import the guest's glue (unless the snapshot holds it), attach it to this worker, and tell the kernel it is up. */
-function attachGuest(pyodide: Pyodide, restored: boolean, ring: RingWriter): Guest {
+/** Import the guest's glue (unless the snapshot holds it), attach it to this worker (with the folder of
+ * SandboxKernel.packages to put on sys.path, if any), and tell the kernel it is up. */
+function attachGuest(pyodide: Pyodide, restored: boolean, packagesSite: string | null, ring: RingWriter): Guest {
   if (!restored) pyodide.runPython(PREIMPORT, privately(pyodide));
   const guest = pyodide.pyimport("sandbox_guest.api");
   const glue: Guest = { handle: guest.handle, interruptAsync: guest.interrupt_async };
-  const info = JSON.parse(guest.attach(restored) as string);
+  const info = JSON.parse(guest.attach(restored, packagesSite) as string);
   ring.writeText(GUEST_EVENT, 0, JSON.stringify({ type: READY, snapshot: restored, ...info }));
   return glue;
 }
