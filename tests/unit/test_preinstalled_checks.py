@@ -1,5 +1,5 @@
-"""The kernel's `packages` per sandbox start (sandbox/preinstalled.py): made once, then checked beside each start,
-contents at the kernel's first start and sizes later; a failed check unpacks the folder again."""
+"""The kernel's `packages` per sandbox start (sandbox/preinstalled.py): made once, then checked beside a kernel's
+first start (every file's contents), not again by that kernel; a failed check unpacks the folder again."""
 
 from __future__ import annotations
 
@@ -26,34 +26,31 @@ def folder(tmp_path, monkeypatch) -> Path:
     return tmp_path
 
 
-def test_a_folder_is_made_at_the_first_start_then_checked_beside_each_start(folder, monkeypatch):
+def test_a_folder_is_made_once_then_checked_at_each_kernels_first_start(folder, monkeypatch):
     lines: list[str] = []
     packages = preinstalled.PreinstalledPackages(["demo"], None, lines.append)
     checked: list[bool] = []
     real = unpacked.site_problems
     monkeypatch.setattr(unpacked, "site_problems", lambda f, thorough: checked.append(thorough) or real(f, thorough))
 
-    async def starts() -> None:
-        first = await packages.prepare("2026_0")
-        assert first.running is None and (first.site / "demo" / "__pycache__").is_dir()  # made (and compiled) now
-        for _ in range(2):
-            check = await packages.prepare("2026_0")
-            assert check.site == folder / unpacked.SITE and check.running is not None
-            await packages.passed(check)
+    async def starts(kernel: preinstalled.PreinstalledPackages) -> list[bool]:
+        running = []
+        for _ in range(3):
+            check = await kernel.prepare("2026_0")
+            assert check.site == folder / unpacked.SITE
+            running.append(check.running is not None)
+            await kernel.passed(check)
+        return running
 
-    asyncio.run(starts())
-    assert checked == [False, False]  # made by this kernel: its contents were hashed as they were written
+    assert asyncio.run(starts(packages)) == [False, False, False]  # made (and compiled) at the first start
+    assert (folder / unpacked.SITE / "demo" / "__pycache__").is_dir()
+    assert checked == []  # made by this kernel: its contents were hashed as they were written
     assert lines == [
         f"sandbox-kernel: unpacking SandboxKernel.packages into {folder / unpacked.SITE} (once per set of packages)"
     ]
     other_kernel = preinstalled.PreinstalledPackages(["demo"], None, lines.append)
-
-    async def later() -> None:
-        for _ in range(2):
-            await other_kernel.passed(await other_kernel.prepare("2026_0"))
-
-    asyncio.run(later())
-    assert checked == [False, False, True, False]  # another kernel: contents at its first start, sizes after
+    assert asyncio.run(starts(other_kernel)) == [True, False, False]  # beside its first start, then not again
+    assert checked == [True] and len(lines) == 1  # every file's contents; nothing unpacked again
 
 
 def test_a_check_that_fails_names_the_problem_and_the_folder_is_made_again(folder):

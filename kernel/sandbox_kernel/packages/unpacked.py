@@ -4,8 +4,9 @@ one folder that every sandbox mounts read-only (nothing is unpacked at a sandbox
 The folder is made by the kernel, never by the guest (which may read it, never write it: Deno's permissions and
 Landlock). Unpacking checks each wheel against the sha256 recorded when pip resolved it, every member's path (no
 absolute path, no `..`, no symbolic link or special file) and every file against the wheel's own RECORD. A manifest
-of every file (size, sha256) is written beside the folder, outside the guest's view; each use checks the folder
-against it (sizes, and with `thorough` contents too), and a folder that differs is unpacked again, never trusted.
+of every file (size, sha256) is written beside the folder, outside the guest's view; `site_problems` checks the
+folder against it (names, kinds and sizes, and with `thorough` contents too), and a folder that differs is unpacked
+again (`ensure_site`), never trusted.
 """
 
 from __future__ import annotations
@@ -284,8 +285,8 @@ def _unpack(folder: Path, compile: Compile | None, say: Callable[[str], None]) -
 
 def ensure_site(folder: Path, thorough: bool, say: Callable[[str], None], compile: Compile | None = None) -> Path:
     """The unpacked folder of the wheels pip resolved into `folder`: made once (its modules compiled by `compile`),
-    checked at every use (sizes, and contents too with `thorough`) and made again when it differs from its manifest.
-    Blocking: run it in a thread.
+    checked (sizes, and contents too with `thorough`) and made again when it differs from its manifest. Blocking: run
+    it in a thread.
 
     WheelsDamaged when the wheels themselves changed (resolve them again); UnpackError when one is unsafe.
     """
