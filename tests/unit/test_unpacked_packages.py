@@ -258,3 +258,20 @@ def test_the_compiler_may_write_only_the_folder_it_compiles(tmp_path):
     assert f"--allow-read={paths.host_dir()},{pyodide},{tmp_path / 'site'}" in argv
     assert not [a for a in argv if a.startswith(("--allow-all", "-A", "--allow-net", "--allow-run", "--allow-env"))]
     assert argv[-2:] == [str(paths.host_dir() / "compile_site.ts"), str(tmp_path / "site")]
+
+
+def test_bytecode_a_wheel_ships_may_be_made_again(tmp_path):
+    wheel(tmp_path, files={"demo/__init__.py": b"x = 1\n", "demo/__pycache__/__init__.cpython-314.pyc": b"old"})
+    resolved(tmp_path)
+    unpacked.ensure_site(tmp_path, True, said().append, fake_compiler())  # writes b"pyc" over the wheel's b"old"
+    manifest = json.loads((tmp_path / unpacked.MANIFEST).read_text())["files"]
+    assert manifest["demo/__pycache__/__init__.cpython-314.pyc"] == [3, hashlib.sha256(b"pyc").hexdigest()]
+
+
+def test_bytecode_the_record_does_not_hash_is_left_out(tmp_path):
+    path = wheel(tmp_path)
+    with zipfile.ZipFile(path, "a") as zf:  # PEP 376 lets RECORD omit the hash of .pyc files
+        zf.writestr("demo/__pycache__/__init__.cpython-314.pyc", b"unverified")
+    resolved(tmp_path)
+    site = unpacked.ensure_site(tmp_path, True, said().append)
+    assert not (site / "demo" / "__pycache__").exists() and (site / "demo" / "__init__.py").is_file()

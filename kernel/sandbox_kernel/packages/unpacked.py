@@ -104,12 +104,17 @@ def _record(zf: zipfile.ZipFile, wheel: str) -> dict[str, tuple[str, str]]:
     return entries
 
 
-def _checked_data(zf: zipfile.ZipFile, info: zipfile.ZipInfo, record: dict[str, tuple[str, str]], wheel: str) -> bytes:
-    """A member's bytes, once they match the wheel's RECORD (zipfile checks its CRC as it reads)."""
+def _checked_data(
+    zf: zipfile.ZipFile, info: zipfile.ZipInfo, record: dict[str, tuple[str, str]], wheel: str
+) -> bytes | None:
+    """A member's bytes, once they match the wheel's RECORD (zipfile checks its CRC as it reads); None for bytecode
+    RECORD does not hash (PEP 376 allows it): left out, the kernel compiles its own."""
     data = zf.read(info)
     if info.filename.rsplit("/", 1)[-1] in UNSIGNED and info.filename.count("/") == 1:
         return data
     algorithm, digest = record.get(info.filename, ("", ""))
+    if not algorithm and "/__pycache__/" in f"/{info.filename}" and info.filename.endswith(".pyc"):
+        return None
     if algorithm not in RECORD_HASHES:
         raise UnpackError(
             f"SandboxKernel.packages: {wheel}: {shown(info.filename)} has no sha256 (or sha384, sha512) in the "
@@ -145,6 +150,8 @@ def extract_wheel(wheel: Path, site: Path, files: dict[str, tuple[int, str]], bu
                 target.mkdir(parents=True, exist_ok=True)
                 continue
             data = _checked_data(zf, info, record, wheel.name)
+            if data is None:
+                continue
             target.parent.mkdir(parents=True, exist_ok=True)
             target.unlink(missing_ok=True)  # a later wheel's file of the same name wins, as pip installs them
             with open(target, "xb") as f:
@@ -231,17 +238,17 @@ Compile = Callable[[Path], bool]  # compiles a folder's modules to bytecode in p
 
 
 def _compiled(staging: Path, files: dict[str, tuple[int, str]], compile: Compile, say: Callable[[str], None]) -> None:
-    """Compile `staging` to bytecode and add the bytecode to `files`; any other change the compiler made is refused.
+    """Compile `staging` to bytecode and put the bytecode in `files` (a wheel's own bytecode may be made again); any
+    other change the compiler made is refused.
     A compiler that fails leaves the modules as they are (a sandbox then compiles what it imports), said once."""
     try:
         if not compile(staging):
             say("sandbox-kernel: some modules of SandboxKernel.packages could not be compiled to bytecode")
     except Exception as exc:
         say(f"sandbox-kernel: SandboxKernel.packages not compiled to bytecode ({exc}): sandboxes compile them")
-    for path in staging.rglob("*.pyc"):
-        relative = path.relative_to(staging).as_posix()
-        if path.parent.name == "__pycache__" and relative not in files and path.is_file() and not path.is_symlink():
-            files[relative] = (path.stat().st_size, sha256_of(path))
+    for path in staging.rglob("*.pyc"):  # new bytecode, or a wheel's own made again
+        if path.parent.name == "__pycache__" and path.is_file() and not path.is_symlink():
+            files[path.relative_to(staging).as_posix()] = (path.stat().st_size, sha256_of(path))
     problems = folder_problems(staging, {k: list(v) for k, v in files.items()}, thorough=True)
     if problems:
         raise UnpackError(f"SandboxKernel.packages: compiling changed the unpacked files: {'; '.join(problems[:3])}")
