@@ -16,6 +16,7 @@ from conftest import execute, start_kernel, stop_kernel, value
 from sandbox_kernel.client.sync_sandbox import Sandbox
 from sandbox_kernel.packages import index, unpacked
 from sandbox_kernel.sandbox import provision
+from sandbox_kernel.sandbox.launch_plan import TEST_DENO_ALL
 from test_packages import make_wheel
 
 GUEST_SITE = "/lib/sandbox-packages"
@@ -186,3 +187,27 @@ def test_checkpoints_leave_the_packages_out_and_restore(wheelhouse):
         assert sb.run("x = 0").ok
         sb.restore(cp)
         assert sb.run("(x, m3.N, m3.__file__)").text == f"(3, 3, '{GUEST_SITE}/sbk_many/m3.py')"
+
+
+@pytest.mark.parametrize("layer", ["none", "landlock", "namespaces"])
+def test_each_os_layer_alone_keeps_the_folder_read_only(wheelhouse, first, layer):
+    """The second wall: with Deno's checks off (the guest may call any Deno API), Landlock alone and the namespaces'
+    private root alone refuse a write into the unpacked folder; the control, with no layer, shows the write is real."""
+    value(execute(first, "import sbk_pre\nsbk_pre.VALUE"))  # the folder is there
+    site = cache_folder(wheelhouse) / unpacked.SITE
+    planted = site / "sbk_pre" / "planted.py"
+    layers = (
+        ["--SandboxKernel.os_sandbox=off"]
+        if layer == "none"
+        else ["--SandboxKernel.os_sandbox=required", f"--SandboxKernel.os_layers={layer}"]
+    )
+    km, kc = start_kernel([*arguments(wheelhouse), *layers], env={TEST_DENO_ALL: "1"})
+    try:
+        run = execute(kc, f"import js\njs.Deno.writeTextFileSync({str(planted)!r}, 'VALUE = 1')", timeout=120)
+        if layer == "none":
+            assert run.content["status"] == "ok" and planted.exists(), run.content  # the attack, unhindered
+        else:
+            assert run.content["status"] == "error" and not planted.exists(), run.content
+    finally:
+        stop_kernel(km, kc)
+        planted.unlink(missing_ok=True)
