@@ -19,9 +19,11 @@ from sandbox_kernel.sandbox import provision
 from sandbox_kernel.sandbox.launch_plan import TEST_DENO_ALL
 from test_packages import make_wheel
 
+pytestmark = pytest.mark.slow
 GUEST_SITE = "/lib/sandbox-packages"
 MODULES = 150  # sbk_many's modules: more files than a checkpoint of a fresh session holds
 SPECS = ["sbk-pre==1.0", "sbk-many"]
+FIRST = 180  # seconds for the first cell of the first kernel: it resolves, unpacks and compiles the packages
 
 
 @pytest.fixture(scope="module")
@@ -69,14 +71,16 @@ def fingerprint(site: Path) -> tuple[int, int, int]:
 
 @pytest.fixture(scope="module")
 def first(wheelhouse):
-    """The first kernel with these packages: it resolves and unpacks them."""
+    """The first kernel with these packages: its first cell waits while they are resolved, unpacked and compiled."""
     km, kc = start_kernel(arguments(wheelhouse))
+    assert value(execute(kc, "import sbk_pre\nsbk_pre.VALUE", timeout=FIRST)) == "'sbk_pre 1.0'"
     yield kc
     stop_kernel(km, kc)
 
 
 def test_packages_are_imported_from_the_read_only_folder_and_a_second_kernel_unpacks_nothing(wheelhouse, first):
-    answer = value(execute(first, "import sbk_pre, sbk_many.m7\n(sbk_pre.VALUE, sbk_many.m7.N, sbk_pre.__file__)"))
+    code = "import sbk_pre, sbk_many.m7\n(sbk_pre.VALUE, sbk_many.m7.N, sbk_pre.__file__)"
+    answer = value(execute(first, code))
     assert answer == f"('sbk_pre 1.0', 7, '{GUEST_SITE}/sbk_pre/__init__.py')"
     # Not copied into the sandbox's own site-packages; listed where pip lists it, after site-packages on sys.path.
     code = "import os, site, sys\n(os.listdir(site.getsitepackages()[0]), sys.path.index(site.getsitepackages()[0]) + 1 == sys.path.index('/lib/sandbox-packages'))"
@@ -166,7 +170,6 @@ def plant_a_module(site: Path) -> None:
 
 @pytest.mark.parametrize("damage", [change_a_module, plant_a_module], ids=["changed", "planted"])
 def test_a_damaged_unpacked_folder_is_unpacked_again_not_trusted(wheelhouse, first, damage):
-    value(execute(first, "import sbk_pre\nsbk_pre.VALUE"))  # the folder is there
     site = cache_folder(wheelhouse) / unpacked.SITE
     damage(site)
     km, kc = start_kernel(arguments(wheelhouse))
@@ -193,7 +196,6 @@ def test_checkpoints_leave_the_packages_out_and_restore(wheelhouse):
 def test_each_os_layer_alone_keeps_the_folder_read_only(wheelhouse, first, layer):
     """The second wall: with Deno's checks off (the guest may call any Deno API), Landlock alone and the namespaces'
     private root alone refuse a write into the unpacked folder; the control, with no layer, shows the write is real."""
-    value(execute(first, "import sbk_pre\nsbk_pre.VALUE"))  # the folder is there
     site = cache_folder(wheelhouse) / unpacked.SITE
     planted = site / "sbk_pre" / "planted.py"
     layers = (
