@@ -1,12 +1,13 @@
 """Benchmarks of sandbox-kernel side by side with ipykernel's python3 kernel, in one run.
 
-Usage: python bench/run.py [--trials N] [--calls N] [--lines N] [--scale N ...] [--only checkpoint|files|firsts|shell] [--output bench/RESULTS.md]
+Usage: python bench/run.py [--trials N] [--calls N] [--lines N] [--scale N ...] [--only checkpoint|files|firsts|packages|shell] [--output bench/RESULTS.md]
 Prints a markdown table (medians and p90s, memory as PSS, ratio to ipykernel) and writes it to RESULTS.md.
 """
 
 from __future__ import annotations
 
 import argparse
+import ast
 import datetime
 import os
 import platform
@@ -40,10 +41,11 @@ class Row:
 
 
 def start(
-    kernel: str, arguments: list[str] | None = None, cwd: Path | None = None
+    kernel: str, arguments: list[str] | None = None, cwd: Path | None = None, env: dict[str, str] | None = None
 ) -> tuple[KernelManager, BlockingKernelClient]:
     km = KernelManager(kernel_name=kernel)
-    km.start_kernel(extra_arguments=arguments or [], **({"cwd": str(cwd)} if cwd else {}))
+    where = {"cwd": str(cwd)} if cwd else {}
+    km.start_kernel(extra_arguments=arguments or [], **where, **({"env": {**os.environ, **env}} if env else {}))
     kc = km.client()
     kc.start_channels()
     kc.wait_for_ready(timeout=300)
@@ -503,12 +505,186 @@ def first_rows(trials: int) -> list[Row]:
     ]  # fmt: skip
 
 
+PACKAGES_HEADING = "## Preinstalled packages"
+# Ten pure-Python packages from PyPI (with their dependencies: tzdata), resolved into a local wheelhouse.
+TEN_PACKAGES = [
+    "attrs", "six", "python-dateutil", "idna", "packaging", "pyparsing", "toolz", "more-itertools", "tabulate", "pytz",
+]  # fmt: skip
+TEN_IMPORTS = (
+    "import attr, six, dateutil.parser, idna, packaging.version, pyparsing, toolz, more_itertools, tabulate, pytz"
+)
+
+
+def local_wheelhouse(folder: Path) -> Path:
+    """TEN_PACKAGES' pure wheels (for the guest's Python 3.14) downloaded once into `folder`: a local index."""
+    import subprocess
+    import sys
+
+    house = folder / "wheelhouse"
+    subprocess.run(
+        [sys.executable, "-m", "pip", "download", "--quiet", "--only-binary=:all:", "--python-version", "3.14",
+         "--implementation", "py", "--abi", "none", "--platform", "any", "-d", str(house), *TEN_PACKAGES],
+        check=True, timeout=600,
+    )  # fmt: skip
+    target = folder / "ipykernel-site"  # the same wheels installed for ipykernel's Python, on its PYTHONPATH
+    subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--quiet", "--no-index", f"--find-links={house}", "--target",
+         str(target), *TEN_PACKAGES],
+        check=True, timeout=600,
+    )  # fmt: skip
+    return house
+
+
+def restart_to_result(kernel: str, arguments: list[str], env: dict[str, str] | None = None) -> float:
+    """Seconds from a cell that ends the sandbox (ours: Deno exits; ipykernel: a kernel restart) to the next result."""
+    km, kc = start(kernel, arguments, env=env)
+    try:
+        value(kc, "1+1")
+        t0 = time.perf_counter()
+        if kernel == OURS:
+            reply = run(kc, "import js; js.Deno.exit(0)")
+            assert reply.get("ename") == "SandboxRestarted", reply
+        else:
+            km.restart_kernel(now=True)
+            kc.wait_for_ready(timeout=300)
+        value(kc, "1+1")
+        return time.perf_counter() - t0
+    finally:
+        stop(km, kc)
+
+
+def first_import(kernel: str, arguments: list[str], env: dict[str, str] | None = None) -> float:
+    """Seconds for the first import of the ten packages in a new kernel, timed inside the cell."""
+    km, kc = start(kernel, arguments, env=env)
+    try:
+        value(kc, "1+1")
+        return float(value(kc, f"import time\n_t = time.perf_counter()\n{TEN_IMPORTS}\ntime.perf_counter() - _t"))
+    finally:
+        stop(km, kc)
+
+
+REIMPORT = """
+import importlib, shutil, statistics, sys, time
+sources = SOURCES
+for name, (folder, copy_of, bytecode) in sources.items():
+    if copy_of:  # an in-memory copy (the sandbox's own file system), with or without the bytecode
+        shutil.copytree(copy_of, folder, ignore=None if bytecode else shutil.ignore_patterns("__pycache__"))
+tops = TOPS
+base = [p for p in sys.path if p not in [f for f, _, _ in sources.values()] + [c for _, c, _ in sources.values()]]
+times = {name: [] for name in sources}
+for _ in range(ROUNDS):
+    for name, (folder, copy_of, bytecode) in sources.items():
+        for module in [m for m in sys.modules if m.split(".")[0] in tops]:
+            del sys.modules[module]
+        if copy_of and not bytecode:  # Python kept the bytecode it compiled: start without it again
+            shutil.rmtree(folder)
+            shutil.copytree(copy_of, folder, ignore=shutil.ignore_patterns("__pycache__"))
+        sys.path[:] = [folder, *base]
+        importlib.invalidate_caches()
+        t = time.perf_counter()
+        exec(IMPORTS, {})
+        times[name].append(time.perf_counter() - t)
+sys.path[:] = base
+{name: statistics.median(values) for name, values in times.items()}
+"""
+TEN_TOPS = ("attr", "attrs", "six", "dateutil", "idna", "packaging", "pyparsing", "toolz", "tlz", "more_itertools",
+            "tabulate", "pytz", "tzdata")  # fmt: skip
+
+
+def reimport(kc: BlockingKernelClient, sources: dict[str, tuple[str, str | None, bool]], rounds: int) -> dict:
+    """Median seconds to import the ten packages from each source (folder, the folder it copies or None, with
+    bytecode), their modules dropped before each round: the file system's cost alone, sources interleaved."""
+    code = (
+        REIMPORT.replace("SOURCES", repr(sources)).replace("TOPS", repr(TEN_TOPS))
+        .replace("ROUNDS", str(rounds)).replace("IMPORTS", repr(TEN_IMPORTS))
+    )  # fmt: skip
+    return dict(ast.literal_eval(value(kc, code)))
+
+
+def spread(values: list[float]) -> str:
+    return f"{min(values):.2f} to {max(values):.2f} s"
+
+
+def packages_rows(trials: int) -> list[Row]:
+    """`packages` = ten pure packages from a local wheelhouse against none, A/B interleaved, beside ipykernel with
+    the same packages installed (issue 28): the cold start, a sandbox restart, the first import."""
+    import tempfile
+
+    from sandbox_kernel.sandbox import provision
+
+    with tempfile.TemporaryDirectory() as folder:
+        house = local_wheelhouse(Path(folder))
+        ref_env = {"PYTHONPATH": str(Path(folder) / "ipykernel-site")}
+        ten = [f"--SandboxKernel.packages={TEN_PACKAGES!r}", f"--SandboxKernel.wheelhouse={house}"]
+        km, kc = start(OURS, ten)  # resolved, unpacked and compiled once (a new wheelhouse: a new cache folder)
+        value(kc, "1+1")
+        deadline = time.monotonic() + 300
+        while provision.snapshot_if_ready() is None and time.monotonic() < deadline:
+            time.sleep(0.5)  # a poll with a deadline: the start-up snapshot, when this run had to build it
+        stop(km, kc)
+        no_spare = ["--SandboxKernel.spare_sandbox=False"]
+        cold: dict[str, list[float]] = {"none": [], "ten": [], "ref": []}
+        again: dict[str, list[float]] = {"none": [], "ten": [], "ref": []}
+        for _ in range(trials):  # interleaved: the machine's load changes alike for each
+            cold["none"].append(cold_start(OURS, 1))
+            cold["ten"].append(cold_start(OURS, 1, ten))
+            cold["ref"].append(cold_start(REFERENCE, 1))
+            again["none"].append(restart_to_result(OURS, no_spare))
+            again["ten"].append(restart_to_result(OURS, [*no_spare, *ten]))
+            again["ref"].append(restart_to_result(REFERENCE, [], ref_env))
+        imports = (
+            [first_import(OURS, ten) for _ in range(trials)],
+            [first_import(REFERENCE, [], ref_env) for _ in range(trials)],
+        )
+        ours_km, ours = start(OURS, ten)
+        ref_km, ref = start(REFERENCE, [], env=ref_env)
+        try:
+            site = "/lib/sandbox-packages"
+            sources = {
+                "ro": (site, None, True),
+                "memory": ("/tmp/bench-copy", site, True),
+                "memory, no bytecode": ("/tmp/bench-copy-no-bytecode", site, False),
+            }
+            again_ours = reimport(ours, sources, max(8, trials))
+            again_ref = reimport(ref, {"ro": (ref_env["PYTHONPATH"], None, True)}, max(8, trials))
+        finally:
+            stop(ours_km, ours)
+            stop(ref_km, ref)
+    med = {k: statistics.median(v) for k, v in cold.items()}
+    med_again = {k: statistics.median(v) for k, v in again.items()}
+    tax = 100 * (med["ten"] / med["none"] - 1)
+    tax_again = 100 * (med_again["ten"] / med_again["none"] - 1)
+    rounds = f"{trials} interleaved rounds"
+    return [
+        Row("cold start to first `1+1`, no `packages`", "s", med["none"], med["ref"],
+            f"{rounds}; ours {spread(cold['none'])}, ipykernel {spread(cold['ref'])}"),
+        Row("cold start to first `1+1`, `packages` = 10 pure packages", "s", med["ten"], med["ref"],
+            f"{tax:+.1f}% against no `packages` (target: within 10%); ours {spread(cold['ten'])}; ipykernel: "
+            "the same start (its packages are installed, nothing to do)"),
+        Row("sandbox restart to the next result, no `packages`", "s", med_again["none"], med_again["ref"],
+            f"`spare_sandbox=False`: a new sandbox starts; ours {spread(again['none'])}; ipykernel: a kernel restart"),
+        Row("sandbox restart to the next result, `packages` = 10 pure packages", "s", med_again["ten"],
+            med_again["ref"], f"{tax_again:+.1f}% against no `packages`; ours {spread(again['ten'])}"),
+        Row("first import of the 10 packages in a new kernel", "s", statistics.median(imports[0]),
+            statistics.median(imports[1]), "timed inside the cell; ours: bytecode compiled once on the host, "
+            "read from the read-only folder; ipykernel: `pip install --target` on its PYTHONPATH"),
+        Row("import of the 10 packages again in one kernel, modules dropped first", "s", again_ours["ro"],
+            again_ref["ro"], f"median of {max(8, trials)} rounds, interleaved with the two rows below: the file "
+            "system's share; ours: the read-only folder (NODEFS, each file a host call)"),
+        Row("... from an in-memory copy with the bytecode", "s", again_ours["memory"], None,
+            "the same files in the sandbox's own file system (MEMFS): compare with the row above for NODEFS's cost"),
+        Row("... from an in-memory copy without bytecode", "s", again_ours["memory, no bytecode"], None,
+            "as `packages` were before (unpacked into memory at every start, compiled at every import)"),
+    ]  # fmt: skip
+
+
 # ---- report --------------------------------------------------------------------------------
 
 SECTIONS: dict[str, tuple[str, Callable[[int], list[Row]]]] = {
     "checkpoint": (CHECKPOINT_HEADING, checkpoint_rows),
     "files": (FILES_HEADING, file_rows),
     "firsts": (FIRSTS_HEADING, first_rows),
+    "packages": (PACKAGES_HEADING, packages_rows),
     "shell": (SHELL_HEADING, shell_rows),
 }
 
@@ -632,6 +808,7 @@ def main() -> None:
         rows += checkpoint_rows(trials)
         rows += file_rows(trials)
         rows += shell_rows(trials)
+        rows += packages_rows(trials)
     finally:
         stop(ours_km, ours)
         stop(ref_km, ref)

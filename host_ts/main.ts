@@ -3,7 +3,7 @@
  *
  * It holds the private socket to the kernel and runs Pyodide in a Worker whose
  * permissions are a strict subset of its own (read-only access to code and
- * wheels, nothing else). Guest code can reach every JS global of the worker,
+ * unpacked packages, nothing else). Guest code can reach every JS global of the worker,
  * but not this isolate: whatever the worker writes is framed here as guest data.
  * What it does is in supervisor.ts; this file connects it to the kernel, the worker and the process.
  */
@@ -59,7 +59,7 @@ const workerInit: ToWorker = {
   progress: progress.port2,
   ...supervisor.memory,
   files: filesSab,
-  wheels: init.wheels,
+  packagesSite: init.packagesSite,
   guestSite: init.guestSite,
   snapshot: init.snapshot,
   mounts: init.mounts,

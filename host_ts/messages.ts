@@ -27,7 +27,7 @@ export interface SupervisorInit {
   mounts: FileMount[];
   guestSite: string;
   snapshot: string | null;
-  wheels: string[];
+  packagesSite: string | null;
   pyodideLock: string | null;
   pyodidePackages: string | null;
   guestDir: string;
@@ -41,7 +41,14 @@ export interface SupervisorInit {
 export interface WorkerInit extends
   Pick<
     SupervisorInit,
-    "wheels" | "guestSite" | "snapshot" | "mounts" | "pyodideLock" | "pyodidePackages" | "guestDir" | "maxEventBytes"
+    | "packagesSite"
+    | "guestSite"
+    | "snapshot"
+    | "mounts"
+    | "pyodideLock"
+    | "pyodidePackages"
+    | "guestDir"
+    | "maxEventBytes"
   > {
   type: "init";
   progress: MessagePort; // the glue's port for Progress messages (transferred)

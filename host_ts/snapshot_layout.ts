@@ -3,6 +3,9 @@
 /** Where the guest's extracted wheels (IPython, ...) and its own package are mounted inside Pyodide. */
 export const GUEST_SITE = "/lib/sandbox-site";
 export const GUEST_CODE = "/lib/sandbox-guest";
+/** Where SandboxKernel.packages (unpacked once on the host) are mounted, read-only: not in the snapshot, which is the
+ * same for every set of packages; on sys.path just after site-packages (what %pip installs comes first). */
+export const PACKAGES_SITE = "/lib/sandbox-packages";
 /** Standard-library modules that Pyodide leaves out and the sandbox provides (dbm), importable by their names. */
 export const GUEST_STDLIB = `${GUEST_CODE}/stdlib`;
 

@@ -10,7 +10,7 @@
 import { loadPyodide } from "pyodide";
 import { RingWriter } from "./ring.ts";
 import { BLOB, GUEST_EVENT, type GuestEventType, STDERR, STDOUT, type WorkerEventType } from "./protocol.ts";
-import { mountGuestFolders, PREIMPORT } from "./snapshot_layout.ts";
+import { mountGuestFolders, PACKAGES_SITE, PREIMPORT } from "./snapshot_layout.ts";
 import { restoringSparsely } from "./sparse_restore.ts";
 import { FileClient } from "./file_channel.ts";
 import { type EmFS, type EmNode, writableFS } from "./rwfs.ts";
@@ -96,10 +96,10 @@ async function start(init: WorkerInit): Promise<void> {
   const { pyodide, restored } = await loadInterpreter(init);
   refuseSockets((pyodide as unknown as { _module: Parameters<typeof refuseSockets>[0] })._module);
   setUpOutput(pyodide, links, requests);
-  await mountGuestCode(pyodide, init);
+  mountGuestCode(pyodide, init);
   const refusals = mountHostFolders(pyodide, init);
   registerHostModule(pyodide, links, requests, refusals);
-  const guest = attachGuest(pyodide, restored, links.ring);
+  const guest = attachGuest(pyodide, restored, init.packagesSite ? PACKAGES_SITE : null, links.ring);
   serveRequests(pyodide, guest, links, requests);
 }
 
@@ -200,13 +200,13 @@ function setUpOutput(pyodide: Pyodide, links: Links, requests: Attribution): voi
   pyodide.setStderr({ write: (buf: Uint8Array) => (ring.writeBytes(STDERR, requests.currentId, buf), buf.length) });
 }
 
-/** IPython and friends, extracted once on the host, mounted read-only (no unpacking per start); then the wheels. */
-async function mountGuestCode(pyodide: Pyodide, init: WorkerInit): Promise<void> {
+/** IPython and friends, and SandboxKernel.packages: each extracted once on the host, mounted read-only (nothing is
+ * unpacked per start; compiled modules load from there too). */
+function mountGuestCode(pyodide: Pyodide, init: WorkerInit): void {
   mountGuestFolders(pyodide, init.guestSite, init.guestDir);
-  const sitePackages = pyodide.runPython("import site; site.getsitepackages()[0]", privately(pyodide)) as string;
-  for (const wheel of init.wheels) {
-    pyodide.unpackArchive(await Deno.readFile(wheel), "wheel", { extractDir: sitePackages });
-  }
+  if (!init.packagesSite) return;
+  pyodide.FS.mkdirTree(PACKAGES_SITE);
+  pyodide.mountNodeFS(PACKAGES_SITE, init.packagesSite); // on sys.path once the glue attaches (attachGuest)
 }
 
 /** Glue code runs in a private namespace: __main__ is the user's namespace. */
@@ -337,12 +337,13 @@ function registerHostModule(pyodide: Pyodide, links: Links, requests: Attributio
   pyodide.registerJsModule("_sandbox_host", host);
 }
 
-/** Import the guest's glue (unless the snapshot holds it), attach it to this worker, and tell the kernel it is up. */
-function attachGuest(pyodide: Pyodide, restored: boolean, ring: RingWriter): Guest {
+/** Import the guest's glue (unless the snapshot holds it), attach it to this worker (with the folder of
+ * SandboxKernel.packages to put on sys.path, if any), and tell the kernel it is up. */
+function attachGuest(pyodide: Pyodide, restored: boolean, packagesSite: string | null, ring: RingWriter): Guest {
   if (!restored) pyodide.runPython(PREIMPORT, privately(pyodide));
   const guest = pyodide.pyimport("sandbox_guest.api");
   const glue: Guest = { handle: guest.handle, interruptAsync: guest.interrupt_async };
-  const info = JSON.parse(guest.attach(restored) as string);
+  const info = JSON.parse(guest.attach(restored, packagesSite) as string);
   ring.writeText(GUEST_EVENT, 0, JSON.stringify({ type: READY, snapshot: restored, ...info }));
   return glue;
 }

@@ -200,6 +200,9 @@ def test_packages_resolves_a_pep783_wheel_for_the_guests_abi(pypi_index):
         assert value(execute(kc, "import librt.base64\nlibrt.base64.b64decode('c2FuZGJveA==')", timeout=120)) == (
             "b'sandbox'"
         )
+        # Its compiled module (wasm) is loaded from the read-only folder the host unpacked, not from a copy.
+        run = execute(kc, "librt.base64.__file__")
+        assert value(run).startswith("'/lib/sandbox-packages/librt/base64.cpython-314-wasm32-emscripten.so"), run
     finally:
         stop_kernel(km, kc)
 

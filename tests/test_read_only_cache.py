@@ -145,7 +145,7 @@ def test_fetch_to_bakes_the_settings_packages_and_a_read_only_kernel_imports_the
         capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
-    assert "SandboxKernel.packages ['sbk-demo'] (1 wheels)" in done.stdout, done.stdout
+    assert "SandboxKernel.packages ['sbk-demo'], unpacked in" in done.stdout, done.stdout
     before = contents(cache)
     kernels.append(kernel := ReadOnlyKernel(tmp_path, cache, settings))
     run = kernel.run("import sbk_demo\nsbk_demo.VALUE")

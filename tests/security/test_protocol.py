@@ -109,7 +109,7 @@ def test_forged_post_messages_to_the_supervisor_are_ignored(proto):
         for message in (
             {"type": "request", "id": 1, "request": {"op": "execute", "code": f"print({FORGED!r})"}},
             {"type": "reply", "content": {"status": "ok", "x": FORGED}},
-            {"type": "init", "wheels": [], "mounts": []},
+            {"type": "init", "packagesSite": "/", "mounts": []},
             {"type": "interrupt", "id": 1},
             {"type": "ready", "python_version": FORGED},
         )

@@ -288,7 +288,7 @@ def test_the_launch_plan_renders_the_init_message_with_the_files_keys(tmp_path):
         shared_deno_dir=tmp_path / "deno",
         guest_site=tmp_path / "site",
         snapshot=tmp_path / "snapshots" / "s.bin",
-        extra_wheels=[tmp_path / "w" / "a.whl"],
+        packages_site=tmp_path / "w" / "site",
         pyodide_lock='{"lock": 1}',
         pyodide_packages=tmp_path / "pkgs",
         ring_bytes=1 << 16,
@@ -307,7 +307,7 @@ def test_the_launch_plan_renders_the_init_message_with_the_files_keys(tmp_path):
         "mounts": supervisor_config(mounts),
         "guestSite": str(tmp_path / "site"),
         "snapshot": str(tmp_path / "snapshots" / "s.bin"),
-        "wheels": [str(tmp_path / "w" / "a.whl")],
+        "packagesSite": str(tmp_path / "w" / "site"),
         "pyodideLock": '{"lock": 1}',
         "pyodidePackages": str(tmp_path / "pkgs"),
         "guestDir": str(tmp_path / "host_ts" / "guest"),
@@ -327,5 +327,5 @@ def test_an_init_message_without_a_snapshot_or_pyodide_packages_says_null(tmp_pa
         allow_net=[],
     )
     init = plan.init_message("t")
-    assert (init["snapshot"], init["pyodidePackages"], init["pyodideLock"], init["wheels"]) == (None, None, None, [])
+    assert (init["snapshot"], init["pyodidePackages"], init["pyodideLock"], init["packagesSite"]) == (None,) * 4
     assert init["workerNet"] == [] and init["mounts"] == []

@@ -132,9 +132,13 @@ def warm_process() -> None:
 STARTED_FROM_SNAPSHOT = False
 
 
-def attach(restored: bool = False) -> str:
-    """After a (re)start: bind to the worker's JS functions; returns facts for kernel_info."""
+def attach(restored: bool = False, packages_site: str | None = None) -> str:
+    """After a (re)start: bind to the worker's JS functions, put SandboxKernel.packages' folder (mounted read-only)
+    on sys.path just after site-packages, where %pip installs; returns facts for kernel_info."""
     global STARTED_FROM_SNAPSHOT
+    if packages_site:
+        after = next((i + 1 for i, path in enumerate(sys.path) if path.endswith("/site-packages")), len(sys.path))
+        sys.path.insert(after, packages_site)
     if _shell is None:
         boot()
     STARTED_FROM_SNAPSHOT = restored

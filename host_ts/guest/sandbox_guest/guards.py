@@ -23,6 +23,7 @@ from . import _host
 from .cleantb import CleanTraceback
 
 GUEST_WRITABLE = ("/tmp", "/home/pyodide")  # in memory, lost on restart
+PACKAGES_SITE = "/lib/sandbox-packages"  # SandboxKernel.packages, read-only: the worker mounts it (snapshot_layout.ts)
 
 # What the guards use of os, captured when the glue is imported (before any guest code runs): a notebook that
 # replaces os.getcwd, os.fspath or os.path.join must not change what the guards check or what their errors say.
@@ -102,6 +103,12 @@ def check_path(path: Any, writing: bool) -> None:
         return
     given = _text(path)
     path = _absolute(given)
+    if writing and (path == PACKAGES_SITE or path.startswith(PACKAGES_SITE + "/")):
+        raise _refuse(
+            path,
+            f"{PACKAGES_SITE} holds SandboxKernel.packages, unpacked once on the host and read-only in every sandbox "
+            "(%pip install puts packages in site-packages)",
+        )
     mount = _mount_of(path)
     if mount is not None:
         if writing and not mount["writable"]:

@@ -10,6 +10,8 @@ import re
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from .guards import PACKAGES_SITE  # SandboxKernel.packages, unpacked on the host (read-only)
+
 KERNEL_SITE = "/lib/sandbox-site"  # the sandbox's own IPython and its dependencies (read-only, the kernel's)
 
 
@@ -165,6 +167,12 @@ def pip_uninstall(
             raise PipUsageError(
                 f"%pip uninstall: {dist.metadata['Name']} is part of the sandbox's own kernel (IPython and what it "
                 "needs), which cannot be uninstalled"
+            )
+        if str(dist.locate_file("")).startswith(PACKAGES_SITE):
+            raise PipUsageError(
+                f"%pip uninstall: {dist.metadata['Name']} {dist.version} is preinstalled by SandboxKernel.packages, "
+                f"read-only in {PACKAGES_SITE} (shared by every sandbox with these packages): remove it from "
+                "SandboxKernel.packages (and start the kernel again) to go without it"
             )
         label = f"{dist.metadata['Name']}-{dist.version}"
         say(f"Found existing installation: {dist.metadata['Name']} {dist.version}\nUninstalling {label}:\n")

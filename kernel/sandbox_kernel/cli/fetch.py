@@ -52,7 +52,7 @@ async def _bake(kernel: SandboxSettings) -> list[str]:
     options = await launcher.provision()
     added = [f"the folder of SandboxKernel.pyodide_index {kernel.pyodide_index}"]
     if kernel.packages:
-        added.append(f"SandboxKernel.packages {list(kernel.packages)} ({len(options.extra_wheels)} wheels)")
+        added.append(f"SandboxKernel.packages {list(kernel.packages)}, unpacked in {options.packages_site}")
     if kernel.wheelhouse:
         added.append("the folder %pip install copies SandboxKernel.wheelhouse's wheels into")
     return added

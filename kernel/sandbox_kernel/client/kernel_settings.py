@@ -49,7 +49,7 @@ class KernelSettings(TypedDict, total=False):
     os_sandbox: Literal["auto", "required", "off"]
     """OS confinement of the sandbox process behind Deno's permissions (Linux): 'auto' uses every layer available and logs which; 'required' refuses to start when one of os_layers is missing; 'off' uses none."""
     packages: list[str]
-    """Packages installed in the sandbox at every start, e.g. ['six', 'attrs==23.2']: resolved on the host (pip, or SandboxKernel.wheelhouse); pure-Python or Pyodide wheels only."""
+    """Packages every sandbox has from its start, e.g. ['six', 'attrs==23.2']: resolved on the host (pip, or SandboxKernel.wheelhouse), unpacked and compiled once into a cache folder that sandboxes mount read-only; pure-Python or Pyodide wheels only."""
     project_folder: str | PathLike[str]
     """A folder that holds the working folder, e.g. '..' (relative to the working folder): with working_folder 'ro' or 'rw', it is mounted read-only at /project and the working folder takes its own place inside it (a notebook in project/notebooks works in /project/notebooks), so that paths above the notebook's folder ('../data.csv', '%run ../tools.py') work. Never your home folder or /."""
     pyodide_index: str | PathLike[str]

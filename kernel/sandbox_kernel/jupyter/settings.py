@@ -103,8 +103,9 @@ class SandboxSettings(LoggingConfigurable):
     ).tag(config=True)
     packages = List(
         Unicode(),
-        help="Packages installed in the sandbox at every start, e.g. ['six', 'attrs==23.2']: resolved on the host "
-        "(pip, or SandboxKernel.wheelhouse); pure-Python or Pyodide wheels only.",
+        help="Packages every sandbox has from its start, e.g. ['six', 'attrs==23.2']: resolved on the host (pip, or "
+        "SandboxKernel.wheelhouse), unpacked and compiled once into a cache folder that sandboxes mount read-only; "
+        "pure-Python or Pyodide wheels only.",
     ).tag(config=True)
     wheelhouse = Unicode(
         None,

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from sandbox_kernel import paths
+from sandbox_kernel.packages import unpacked
 from sandbox_kernel.packages.checks import (
     PackageError,
     check_guest_wheels,
@@ -94,27 +95,34 @@ async def pip_download(specs: list[str], wheelhouse: Path | None, target: Path, 
 
 
 def _finish(staging: Path, folder: Path) -> list[Path]:
-    """Check the download holds only guest wheels, then move it into place in one rename."""
+    """Check the download holds only guest wheels, record their sha256, then move it into place in one rename."""
     try:
         check_guest_wheels(staging, "SandboxKernel.packages")
     except PackageError:
         shutil.rmtree(staging, ignore_errors=True)
         raise
+    unpacked.record_wheels(staging)
     (staging / ".complete").write_text("ok\n")
     shutil.rmtree(folder, ignore_errors=True)
     staging.rename(folder)
     return sorted(folder.glob("*.whl"))
 
 
-async def preinstall_wheels(
-    specs: list[str], wheelhouse: Path | None, say: Callable[[str], None], abi_version: str
-) -> tuple[Path, list[Path]]:
-    """Wheels (with dependencies) for `SandboxKernel.packages`, cached by the request's digest."""
-    specs = [pip_requirement(spec, "SandboxKernel.packages") for spec in specs]
+def resolution_folder(specs: list[str], wheelhouse: Path | None, abi_version: str) -> Path:
+    """The cache folder of one `SandboxKernel.packages` request (its checked specs, wheelhouse and guest ABI)."""
     request = {"specs": specs, "wheelhouse": str(wheelhouse) if wheelhouse else None, "abi": abi_version}
     key = json.dumps(request, sort_keys=True)
-    folder = paths.cache_dir() / "packages" / hashlib.sha256(key.encode()).hexdigest()[:16]
-    if (folder / ".complete").is_file():
+    return paths.cache_dir() / "packages" / hashlib.sha256(key.encode()).hexdigest()[:16]
+
+
+async def preinstall_wheels(
+    specs: list[str], wheelhouse: Path | None, say: Callable[[str], None], abi_version: str, again: bool = False
+) -> tuple[Path, list[Path]]:
+    """Wheels (with dependencies) for `SandboxKernel.packages`, cached by the request's digest, with their sha256
+    recorded (`unpacked.WHEEL_HASHES`); `again`: resolved anew even when cached (a cached wheel changed)."""
+    specs = [pip_requirement(spec, "SandboxKernel.packages") for spec in specs]
+    folder = resolution_folder(specs, wheelhouse, abi_version)
+    if not again and (folder / ".complete").is_file() and (folder / unpacked.WHEEL_HASHES).is_file():
         return folder, sorted(folder.glob("*.whl"))
     try:
         folder.parent.mkdir(parents=True, exist_ok=True)

@@ -68,7 +68,7 @@ class LaunchPlan:
     # What the supervisor starts Python with (the rest of its init message).
     guest_site: Path = field(default_factory=provision.guest_site_dir)  # the guest's extracted wheels
     snapshot: Path | None = None  # the memory snapshot offered to this sandbox (in `snapshots`), if any
-    extra_wheels: list[Path] = field(default_factory=list)  # SandboxKernel.packages, resolved on the host
+    packages_site: Path | None = None  # SandboxKernel.packages unpacked on the host, mounted read-only (in extra_read)
     pyodide_lock: str | None = None  # lock file contents of SandboxKernel.pyodide_index
     pyodide_packages: Path | None = None  # where the host puts Pyodide package files for the guest
     ring_bytes: int = 4 << 20
@@ -165,7 +165,7 @@ class LaunchPlan:
             "mounts": supervisor_config(self.mounts),
             "guestSite": str(self.guest_site),
             "snapshot": str(self.snapshot) if self.snapshot else None,
-            "wheels": [str(w) for w in self.extra_wheels],
+            "packagesSite": str(self.packages_site) if self.packages_site else None,
             "pyodideLock": self.pyodide_lock,
             "pyodidePackages": str(self.pyodide_packages) if self.pyodide_packages else None,
             "guestDir": str(self.host / "guest"),

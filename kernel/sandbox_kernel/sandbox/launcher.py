@@ -4,6 +4,7 @@ index), start the process, and report its OS layers; the kernel's pool calls `la
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
@@ -14,7 +15,7 @@ from sandbox_kernel import paths
 from sandbox_kernel.packages import index as packages
 from sandbox_kernel.packages.checks import PackageError
 from sandbox_kernel.packages.wheelhouse import PipWheelhouse
-from sandbox_kernel.sandbox import provision
+from sandbox_kernel.sandbox import preinstalled, provision
 from sandbox_kernel.sandbox.oslayers.report import describe as describe_layers
 from sandbox_kernel.sandbox.process import SandboxProcess
 from sandbox_kernel.sandbox.startup import SandboxOptions, SandboxStartError
@@ -57,6 +58,12 @@ class SandboxLauncher:
         self._pyodide_lock = asyncio.Lock()
         self._snapshot_task: asyncio.Task[Path] | None = None
         self._snapshot_checked = False  # this kernel looked for the start-up snapshot (and built it, if it could)
+        wheelhouse = Path(settings.wheelhouse) if settings.wheelhouse else None
+        self._packages = (
+            preinstalled.PreinstalledPackages(list(settings.packages), wheelhouse, self._say)
+            if settings.packages
+            else None
+        )
 
     async def launch(self) -> SandboxProcess:
         """A started and configured sandbox (not yet the kernel's current one).
@@ -68,12 +75,15 @@ class SandboxLauncher:
             return await self._launch_once()
         except ProvisionFailed:
             raise
+        except preinstalled.SiteDamaged:
+            problems = []  # SandboxKernel.packages' folder was unpacked again: start once more
         except SandboxStartError:
             problems = await asyncio.to_thread(provision.pyodide_problems, True)
             if not problems:
                 raise
         try:
-            await self._ensure_pyodide(thorough=True, problems=problems)
+            if problems:
+                await self._ensure_pyodide(thorough=True, problems=problems)
         except provision.ProvisionError as exc:
             raise SandboxStartError(str(exc)) from None
         return await self._launch_once()
@@ -83,7 +93,7 @@ class SandboxLauncher:
         if error:  # only completion, inspection, is_complete get here: a cell answers with the error first
             raise SandboxStartError(error)
         try:
-            options = await self.provision()
+            options, site_check = await self._provisioned()
         except (PackageError, provision.ProvisionError) as exc:
             raise ProvisionFailed(str(exc)) from None
         except Exception as exc:  # a bug or a damaged file we do not check: the user still gets a reply
@@ -92,6 +102,8 @@ class SandboxLauncher:
         sandbox = SandboxProcess(options, self.log, self._say, on_layers=self._log_os_layers)
         try:
             self.guest_info = await sandbox.start()
+            if site_check is not None:
+                await self._site_passed(site_check)
             self._check_snapshot(sandbox)
             await self._configure(sandbox)
         except BaseException:
@@ -100,20 +112,26 @@ class SandboxLauncher:
         return sandbox
 
     async def provision(self) -> SandboxOptions:
+        """Everything a sandbox needs, provisioned on the host and checked, without starting one: what `sandbox-kernel
+        fetch --to` runs to bake the kernel's settings into a cache."""
+        options, site_check = await self._provisioned()
+        if site_check is not None:
+            with contextlib.suppress(preinstalled.SiteDamaged):  # it was unpacked again: the cache now holds it
+                await self._site_passed(site_check)
+        return options
+
+    async def _provisioned(self) -> tuple[SandboxOptions, preinstalled.SiteCheck | None]:
         """The sandbox's options with Pyodide, the guest's wheels, `packages` and the Pyodide index provisioned on
-        the host (cached): before every start, and by `sandbox-kernel fetch --to`, which bakes them into a cache."""
+        the host (cached), and the check of the `packages` folder, running (awaited before the first request)."""
         pyodide_dir = await self._ensure_pyodide(thorough=not self._pyodide_verified)
         self._pyodide_verified = True
         guest_site = await provision.ensure_guest_site(self._say)
         index = await self._index()
-        extra_wheels: list[Path] = []
         extra_read = [index.cache]
-        if self.settings.packages:
-            wheelhouse = Path(self.settings.wheelhouse) if self.settings.wheelhouse else None
-            folder, extra_wheels = await packages.preinstall_wheels(
-                list(self.settings.packages), wheelhouse, self._say, index.abi_version
-            )
-            extra_read.insert(0, folder)
+        site_check = await self._packages.prepare(index.abi_version) if self._packages else None
+        packages_site = site_check.site if site_check else None
+        if packages_site is not None:
+            extra_read.insert(0, packages_site)  # read-only: no sandbox may write there (Deno, Landlock)
         if self.settings.wheelhouse:
             if self.pip_wheelhouse is None:
                 self.pip_wheelhouse = PipWheelhouse(Path(self.settings.wheelhouse), index.abi_version)
@@ -123,15 +141,31 @@ class SandboxLauncher:
             except OSError as exc:  # a read-only cache: sandboxes start; %pip install from the wheelhouse says why not
                 what = "The wheels %pip install takes from SandboxKernel.wheelhouse"
                 self._warn_once(paths.cache_not_writable(what, exc, paths.FIX_PIP))
-        return replace(
-            self.settings.options,
-            pyodide_dir=pyodide_dir,
-            guest_site=guest_site,
-            extra_wheels=extra_wheels,
-            extra_read=extra_read,
-            pyodide_lock=index.lock_text,
-            pyodide_packages=index.cache,
+        return (
+            replace(
+                self.settings.options,
+                pyodide_dir=pyodide_dir,
+                guest_site=guest_site,
+                packages_site=packages_site,
+                extra_read=extra_read,
+                pyodide_lock=index.lock_text,
+                pyodide_packages=index.cache,
+            ),
+            site_check,
         )
+
+    async def _site_passed(self, check: preinstalled.SiteCheck) -> None:
+        """The `packages` folder's check, awaited once the sandbox is up (before any request): a failed one unpacks
+        the folder again and raises SiteDamaged (the caller starts another sandbox)."""
+        assert self._packages is not None
+        try:
+            await self._packages.passed(check)
+        except preinstalled.SiteDamaged:
+            try:
+                await self._packages.remake(check, (await self._index()).abi_version)
+            except PackageError as exc:
+                raise ProvisionFailed(str(exc)) from None
+            raise
 
     async def _index(self) -> packages.PyodideIndex:
         """SandboxKernel.pyodide_index, read once per kernel."""

@@ -47,8 +47,8 @@ class SandboxOptions:
     ca_pem: bytes | None = None  # CA certificates TLS trusts besides Deno's own (sandbox/tls_trust.py)
     ca_store: str | None = None  # DENO_TLS_CA_STORE, when the host names a valid one
     memory_limit_mb: int = 1024
-    extra_wheels: list[Path] = field(default_factory=list)  # SandboxKernel.packages, resolved on the host
-    extra_read: list[Path] = field(default_factory=list)  # folders of those wheels and of Pyodide packages
+    packages_site: Path | None = None  # SandboxKernel.packages, unpacked once on the host (read-only)
+    extra_read: list[Path] = field(default_factory=list)  # that folder and the folder of Pyodide packages
     pyodide_lock: str | None = None  # lock file contents of SandboxKernel.pyodide_index
     pyodide_packages: Path | None = None  # where the host puts Pyodide package files for the guest
     use_snapshot: bool = True
@@ -76,7 +76,7 @@ def launch_plan(options: SandboxOptions, private: Path, snapshot: Path | None) -
         os_layers=list(options.os_layers),
         guest_site=options.guest_site,
         snapshot=snapshot,
-        extra_wheels=list(options.extra_wheels),
+        packages_site=options.packages_site,
         pyodide_lock=options.pyodide_lock,
         pyodide_packages=options.pyodide_packages,
         ring_bytes=options.ring_bytes,
