@@ -270,8 +270,11 @@ def test_a_full_range_says_so():
     held = [ports.bind(PortRange(0, 0), "127.0.0.1")]
     port = held[0].getsockname()[1]
     try:
-        with pytest.raises(ports.NoFreePort, match=f"no free port on 127.0.0.1 in the range {port}..{port}"):
+        with pytest.raises(ports.NoFreePort) as caught:
             ports.bind(PortRange(port, port), "127.0.0.1")
+        assert str(caught.value).startswith(f"no free port on 127.0.0.1 in the range {port}..{port} after 200 tries")
+        assert "(--EnterpriseGatewayApp.port_range or EG_PORT_RANGE, or the kernelspec's process_proxy config " \
+            "port_range)" in str(caught.value)  # fmt: skip
     finally:
         held[0].close()
 
@@ -320,3 +323,20 @@ def test_the_kernelspecs_image_puts_egs_script_where_kernel_json_runs_it():
     assert f"-t {kernelspecs.KERNELSPECS_IMAGE} " in text
     values = (DEPLOY / "helm-values.yaml").read_text()
     assert re.search(rf"^  image: {re.escape(kernelspecs.KERNELSPECS_IMAGE)}$", values, re.M)
+
+
+def test_a_kernel_that_cannot_start_is_one_line_in_the_log_not_a_traceback(private_key, monkeypatch, caplog):
+    from sandbox_kernel.enterprise_gateway import launcher
+
+    async def fails(self: launcher.Launcher) -> int:
+        raise FileNotFoundError(2, "No such file or directory", "/opt/sandbox-kernel/venv/bin/python")
+
+    monkeypatch.setattr(launcher.Launcher, "run", fails)
+    assert launcher.main(words(eg_public_key(private_key))) == 1
+    (record,) = [r for r in caplog.records if r.name == "sandbox_kernel.launch_eg"]
+    assert record.levelname == "ERROR" and record.exc_info is None
+    assert record.getMessage() == (
+        "could not start the kernel: FileNotFoundError: [Errno 2] No such file or directory: "
+        "'/opt/sandbox-kernel/venv/bin/python' (`sandbox-kernel doctor` in this environment checks its kernelspec, "
+        "Deno and the cache)"
+    )
