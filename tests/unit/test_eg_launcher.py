@@ -375,3 +375,11 @@ def test_a_kernel_that_cannot_start_is_one_line_in_the_log_not_a_traceback(priva
         "'/opt/sandbox-kernel/venv/bin/python' (`sandbox-kernel doctor` in this environment checks its kernelspec, "
         "Deno and the cache)"
     )
+
+
+def test_the_docs_check_egs_sdist_with_the_sha256_the_tests_pin():
+    from eg_server import EG_SDIST, EG_SDIST_SHA256
+
+    page = (REPO / "docs" / "enterprise-gateway.md").read_text()
+    assert f'echo "{EG_SDIST_SHA256}  {EG_SDIST}" | sha256sum -c' in page
+    assert set(re.findall(r"[0-9a-f]{64}", page)) == {EG_SDIST_SHA256}
