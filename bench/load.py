@@ -28,8 +28,7 @@ from pathlib import Path
 
 import psutil  # type: ignore[import-untyped]
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # tests/kernel_gateway.py, the tests' gateway
-
+from kernel_gateway import KernelGateway, kernel_gateway
 from load_cells import CellPlan, Session, Workload
 from load_report import (
     INTERACTIVE,
@@ -45,8 +44,6 @@ from load_report import (
     sizing_table,
 )
 from run import OURS, REFERENCE, process_tree, pss_mb, replace_section, settled_pss, tree_pss_mb
-
-from kernel_gateway import KernelGateway, kernel_gateway
 from sandbox_kernel.client.agent import AsyncSandbox
 from sandbox_kernel.client.gateway_kernel import GatewayKernel
 

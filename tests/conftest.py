@@ -19,6 +19,9 @@ from jupyter_client.manager import KernelManager
 
 from sandbox_kernel.jupyter.kernelspec import KERNEL_NAME, install
 
+# bench/kernel_gateway.py, the Kernel Gateway runner that the tests share with bench/load.py
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+
 START_TIMEOUT = 180
 FIXTURES_DIR = Path(__file__).parent / "skill_fixtures"  # skills used by the tests
 

@@ -1,4 +1,4 @@
-"""A real Jupyter Enterprise Gateway 3.3.0 on 127.0.0.1 for the tests, as tests/kernel_gateway.py is a Kernel
+"""A real Jupyter Enterprise Gateway 3.3.0 on 127.0.0.1 for the tests, as bench/kernel_gateway.py is a Kernel
 Gateway: its own port, auth token (`--EnterpriseGatewayApp.auth_token`), `list_kernels` on, and its own Jupyter
 config folder, whose sandbox_kernel_config.py is what its kernels run with.
 

@@ -98,6 +98,18 @@ def test_fork_runs_two_sessions_that_diverge():
             assert sb.os_layers() == other.os_layers()  # the same settings
 
 
+def test_a_checkpoint_name_that_is_not_one_word_is_refused_before_anything_reaches_the_guest():
+    """The agent API puts the name into the line `%checkpoint NAME`: with a newline in it, the kernel would take the
+    cell for the guest's (it did: the guest answered 'put %checkpoint alone in its cell')."""
+    with Sandbox() as sb:
+        sb.run("ran = []")
+        for name in ("x\nran.append('guest code')", "\nran.append(1)", "x y", "../x", "-x", "a" * 65):
+            with pytest.raises(CheckpointError, match="is not a checkpoint name: letters, digits"):
+                sb.checkpoint(name)
+        assert sb.run("print(ran)").stdout == "[]\n"
+        assert sb.checkpoint("x.y-1_z").name == "x.y-1_z"
+
+
 def test_an_agent_takes_any_number_of_checkpoints_and_each_is_deleted_once_dropped(tmp_path):
     """The agent's copies leave the kernel's folder (max_checkpoints counts the notebook's named ones) and are
     deleted when no Checkpoint refers to them; a saved copy stays."""

@@ -9,6 +9,7 @@ set SANDBOX_KERNEL_TEST_IMAGE to its tag (and SANDBOX_KERNEL_TEST_ENGINE_ARGS to
 from __future__ import annotations
 
 import copy
+import importlib.util
 import json
 import os
 import re
@@ -16,14 +17,18 @@ import shlex
 import shutil
 import subprocess
 import sys
+import types
+from importlib import metadata
 from pathlib import Path
 
 import dockerfile
 import pytest
+from packaging.utils import canonicalize_name
 
 from sandbox_kernel import __version__
 from sandbox_kernel.sandbox.oslayers.diagnose import NEEDED_SYSCALLS
 from sandbox_kernel.sandbox.oslayers.seccomp_profile import allows_layers, needed
+from sandbox_kernel.sandbox.oslayers.seccomp_profile import main as seccomp_profile_main
 
 REPO = Path(__file__).resolve().parent.parent
 FOLDER = REPO / "deploy" / "container"
@@ -55,10 +60,14 @@ def test_the_image_installs_the_wheel_registers_the_kernel_and_bakes_the_cache(i
     values = only(instructions, "ENV").value
     env = dict(zip(values[::2], values[1::2], strict=True))
     assert env["SANDBOX_KERNEL_CACHE"] == CACHE
-    assert only(instructions, "COPY").value == ("sandbox_kernel-${VERSION}-py3-none-any.whl", "/tmp/")
+    assert only(instructions, "COPY").value == (
+        "sandbox_kernel-${VERSION}-py3-none-any.whl",
+        "constraints.txt",
+        "/tmp/",
+    )
     run = only(instructions, "RUN").value[0]
     steps = [step.strip() for step in run.split("&&")]
-    assert "pip install /tmp/sandbox_kernel-${VERSION}-py3-none-any.whl" in steps
+    assert "pip install --constraint /tmp/constraints.txt /tmp/sandbox_kernel-${VERSION}-py3-none-any.whl" in steps
     assert "sandbox-kernel install --sys-prefix --no-fetch" in steps
     assert f"sandbox-kernel fetch --to {CACHE}" in steps
     assert steps.index(f"sandbox-kernel fetch --to {CACHE}") > steps.index(
@@ -78,27 +87,56 @@ def test_kernels_run_as_an_unprivileged_user_through_a_generic_entry_point(instr
 
 def test_build_sh_gives_the_engine_a_context_of_the_wheel_the_containerfile_copies(tmp_path):
     """build.sh with a stand-in engine that records what it was given: the Containerfile, VERSION, BASE, the tag,
-    the caller's options, and a context folder that holds exactly the wheel of this version."""
+    the caller's options, and a context folder that holds exactly the wheel of this version (removed afterwards)."""
     record = tmp_path / "record.json"
     engine = tmp_path / "engine"
     engine.write_text(
         "#!/usr/bin/env python3\nimport json, os, sys\n"
         f"json.dump({{'argv': sys.argv[1:], 'context': sorted(os.listdir(sys.argv[-1]))}}, open({str(record)!r}, 'w'))\n"
+        "sys.exit(3)\n"  # a failed build: its status is build.sh's, and the context goes all the same
     )
     engine.chmod(0o755)
     env = {**os.environ, "ENGINE": str(engine), "BASE": "localhost/base:1", "PYTHON": sys.executable}
     done = subprocess.run(
         [str(FOLDER / "build.sh"), "--network=host"], env=env, capture_output=True, text=True, timeout=300
     )
-    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.returncode == 3, done.stdout + done.stderr
     seen = json.loads(record.read_text())
+    assert not Path(seen["argv"][-1]).exists(), "the context folder is removed when the build ends"
     argv = seen["argv"]
     assert argv[:3] == ["build", "--file", str(FOLDER / "Containerfile")], argv
     for pair in (["--build-arg", f"VERSION={__version__}"], ["--build-arg", "BASE=localhost/base:1"],
                  ["--tag", f"sandbox-kernel:{__version__}"]):  # fmt: skip
         assert any(argv[i : i + 2] == pair for i in range(len(argv))), (pair, argv)
     assert "--network=host" in argv
-    assert seen["context"] == [WHEEL], seen
+    assert seen["context"] == ["constraints.txt", WHEEL], seen
+
+
+def load_script(path: Path) -> types.ModuleType:
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_image_pins_every_run_time_package_to_a_version_its_requirements_allow():
+    """constraints.txt (made by constraints.py from a tested environment) pins sandbox-kernel's requirements and, for
+    every pinned version installed here, that package's requirements, each to a version the requirement accepts."""
+    script = load_script(FOLDER / "constraints.py")
+    lines = (FOLDER / "constraints.txt").read_text().splitlines()
+    assert lines[0].startswith("# Made by deploy/container/constraints.py")
+    pinned = dict(line.split("==") for line in lines[1:])
+    assert all(name == canonicalize_name(name) for name in pinned)
+    checked = ["sandbox-kernel"] + [name for name, version in pinned.items() if metadata.version(name) == version]
+    assert len(checked) > len(pinned) / 2, "most pins are this environment's versions: their requirements are known"
+    for parent in checked:
+        for req in script.requirements(parent):
+            name = canonicalize_name(req.name)
+            if name in script.UNPINNED:
+                continue
+            assert name in pinned, f"{parent} requires {req}, which constraints.txt does not pin"
+            assert req.specifier.contains(pinned[name], prereleases=True), f"{name}=={pinned[name]}, {parent}: {req}"
 
 
 def test_the_documented_runtime_settings_allow_every_call_the_layers_make():
@@ -174,3 +212,85 @@ def test_the_image_runs_offline_with_every_layer_and_says_what_a_default_profile
                           capture_output=True, text=True, timeout=300)  # fmt: skip
     fixed.write_text(made.stdout)
     assert full in layers_line(run(options=("--security-opt", f"seccomp={fixed}")))
+
+
+TAKE = """
+from sandbox_kernel import Sandbox
+with Sandbox() as sb:
+    sb.run("x = 6 * 7")
+    print(sorted(sb.os_layers()["layers"]), sb.os_layers()["missing"], flush=True)
+    sb.checkpoint("cp").save("/out/cp.sbkcp")
+"""
+GIVE = """
+from sandbox_kernel import Checkpoint, Sandbox
+with Sandbox.from_checkpoint(Checkpoint.load("/out/cp.sbkcp")) as sb:
+    print(sb.run("print(x)").stdout, end="")
+"""
+
+
+def pod_of_the_template() -> dict:
+    """The Kubernetes kernelspec's pod, rendered as EG's launch_kubernetes.py renders it (jinja2, trim_blocks)."""
+    import jinja2
+    import yaml
+
+    from sandbox_kernel.enterprise_gateway import kernelspecs
+
+    env = jinja2.Environment(trim_blocks=True, lstrip_blocks=True, autoescape=False)
+    env.filters["yaml_safe"] = json.dumps
+    text = env.from_string(kernelspecs.pod_template()).render(kernel_id="k", kernel_pod_name="p")
+    return yaml.safe_load(text)
+
+
+@pytest.mark.skipif(not IMAGE or shutil.which("podman") is None, reason="opt-in: set SANDBOX_KERNEL_TEST_IMAGE")
+def test_as_the_pod_template_runs_it_every_layer_holds_and_a_checkpoint_moves_between_containers(tmp_path):
+    """The image run as the pod template runs it (its user, a read-only root with the template's emptyDirs, no
+    capabilities, no new privileges, a seccomp profile made by seccomp-profile, the checkpoint key's Secret as a file):
+    every OS layer is in force; a checkpoint taken in one container is restored in another that has the same key,
+    and refused by one with another key."""
+    from sandbox_kernel.enterprise_gateway import kernelspecs
+
+    if not PODMAN_DEFAULT.is_file():
+        pytest.skip(f"no {PODMAN_DEFAULT} to make the seccomp profile from")
+    pod = pod_of_the_template()
+    (container,) = pod["spec"]["containers"]
+    assert container["securityContext"]["readOnlyRootFilesystem"] is True
+    user = pod["spec"]["securityContext"]["runAsUser"], pod["spec"]["securityContext"]["runAsGroup"]
+    key_path = {e["name"]: e["value"] for e in container["env"]}["SANDBOX_KERNEL_CHECKPOINT_KEY"]
+    empty = [m["mountPath"] for m in container["volumeMounts"] if "emptyDir" in
+             {v["name"]: v for v in pod["spec"]["volumes"]}[m["name"]]]  # fmt: skip
+    assert sorted(empty) == sorted([kernelspecs.IMAGE_HOME, "/tmp"])
+    profile = tmp_path / "seccomp.json"
+    profile.write_text(seccomp_profile_main(str(PODMAN_DEFAULT)))
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out").chmod(0o777)  # the container's user writes the checkpoint there
+    (tmp_path / "scripts").mkdir()
+    (tmp_path / "scripts" / "take.py").write_text(TAKE)
+    (tmp_path / "scripts" / "give.py").write_text(GIVE)
+    for name in ("key", "other-key"):
+        (tmp_path / name).write_bytes(os.urandom(32))
+        (tmp_path / name).chmod(0o444)  # the Secret's 0440 with the pod's fsGroup: readable by the kernel's group
+
+    def run(script: str, key: str) -> subprocess.CompletedProcess[str]:
+        volumes = []
+        for path in empty:  # a fresh emptyDir each time: 0777, as the kubelet makes one
+            folder = tmp_path / f"empty-{script}-{key}{path.replace('/', '-')}"
+            folder.mkdir()
+            folder.chmod(0o777)
+            volumes += ["-v", f"{folder}:{path}"]
+        argv = [
+            "podman", "run", "--rm", "--network=none", *shlex.split(os.environ.get("SANDBOX_KERNEL_TEST_ENGINE_ARGS", "")),
+            "--read-only", f"--user={user[0]}:{user[1]}", "--cap-drop=ALL", "--security-opt=no-new-privileges",
+            f"--security-opt=seccomp={profile}", *volumes, "-v", f"{tmp_path / key}:{key_path}:ro",
+            "-e", f"SANDBOX_KERNEL_CHECKPOINT_KEY={key_path}", "-v", f"{tmp_path / 'out'}:/out",
+            "-v", f"{tmp_path / 'scripts'}:/scripts:ro", "--entrypoint", "/opt/sandbox-kernel/venv/bin/python",
+            IMAGE, f"/scripts/{script}",
+        ]  # fmt: skip
+        return subprocess.run(argv, capture_output=True, text=True, timeout=600)
+
+    taken = run("take.py", "key")
+    assert taken.returncode == 0, taken.stderr[-3000:]
+    assert taken.stdout == "['landlock', 'namespaces', 'no_new_privs', 'seccomp'] {}\n", taken.stdout
+    given = run("give.py", "key")
+    assert (given.returncode, given.stdout) == (0, "42\n"), given.stderr[-3000:]
+    refused = run("give.py", "other-key")
+    assert refused.returncode != 0 and "its contents do not match its seal (HMAC-SHA256)" in refused.stderr

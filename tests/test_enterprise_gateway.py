@@ -7,7 +7,8 @@ on the launcher's command line, the sealed connection info back, interrupts and 
 EG's REST API and websocket a kernel is started, runs cells, is interrupted (its state kept), restarted and shut
 down, and no launcher, kernel or Deno process is left. The comm port takes garbage without harm. EG's own
 decryption opens what the launcher seals, and EG's own launch_kubernetes.py renders the Kubernetes kernelspec's
-pod template into a pod whose command is the launcher with EG's values.
+pod template into a pod whose command is the launcher with EG's values, and whose namespace, image, service account,
+user, resources and checkpoint key stay the operator's whatever a client's KERNEL_* variables say.
 
 EG and its sdist's files come from tests/eg_server.py (installed once into a cache folder); the tests are skipped
 only when EG cannot be installed (no network).
@@ -50,6 +51,7 @@ from eg_server import (
     installed,
 )
 from kernel_gateway import free_port
+from sandbox_kernel.checkpoints.file import KEY_ENV as CHECKPOINT_KEY_ENV
 from sandbox_kernel.enterprise_gateway import arguments, kernelspecs
 from sandbox_kernel.enterprise_gateway.payload import load_public_key, seal
 
@@ -281,9 +283,10 @@ def expand(word: str, env: dict[str, str]) -> str:
     return re.sub(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)", lambda m: env.get(m[1], m[0]), word)
 
 
-def test_egs_launch_kubernetes_renders_the_pod_that_runs_the_launcher(eg: EGInstall, tmp_path: Path):
+def render_pod(eg: EGInstall, tmp_path: Path, client_env: dict[str, str]) -> tuple[dict[str, Any], str, str]:
     """The Kubernetes kernelspec as EG's pod holds it (deploy/enterprise-gateway/ plus EG's launch_kubernetes.py),
-    its argv run as EG would with --pod-template (render only: no cluster here)."""
+    its argv run as EG would with --pod-template (render only: no cluster here), with EG's KERNEL_* values and then
+    `client_env` (what a client's start request may set: EG passes any KERNEL_* on); the pod, kernel id, public key."""
     folder = tmp_path / "kernels" / kernelspecs.KUBERNETES_NAME
     shutil.copytree(DEPLOY / kernelspecs.KUBERNETES_NAME, folder)
     shutil.copy(eg.sdist / "launch_kubernetes.py", folder / "scripts")
@@ -298,30 +301,84 @@ def test_egs_launch_kubernetes_renders_the_pod_that_runs_the_launcher(eg: EGInst
     image = spec["metadata"]["process_proxy"]["config"]["image_name"]
     env = {  # what EG's KubernetesProcessProxy and ContainerProcessProxy put in the launch's environment
         "PATH": os.environ["PATH"], "KUBECONFIG": str(tmp_path / "kubeconfig"), "KERNEL_ID": kernel_id,
-        "KERNEL_USERNAME": "alice", "KERNEL_NAMESPACE": "alice-ns", "KERNEL_POD_NAME": f"alice-{kernel_id}",
+        "KERNEL_USERNAME": "alice", "KERNEL_NAMESPACE": "enterprise-gateway", "KERNEL_POD_NAME": f"alice-{kernel_id}",
         "KERNEL_SERVICE_ACCOUNT_NAME": "default", "KERNEL_IMAGE": image, "KERNEL_EXECUTOR_IMAGE": image,
-        "KERNEL_UID": "1000", "KERNEL_GID": "100", "KERNEL_LANGUAGE": "python", "KERNEL_MEMORY_LIMIT": "2Gi",
-        **spec["env"],
+        "KERNEL_UID": "1000", "KERNEL_GID": "100", "KERNEL_LANGUAGE": "python", **spec["env"], **client_env,
     }  # fmt: skip
     out = tmp_path / "pod.yaml"
     done = subprocess.run([*argv, "--pod-template", str(out)], env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
-    pod = yaml.safe_load(out.read_text())
-    assert pod["kind"] == "Pod" and pod["metadata"]["namespace"] == "alice-ns"
+    return yaml.safe_load(out.read_text()), kernel_id, image
+
+
+CLIENT_CHOICES = {  # what a hostile client of EG may put in its start request's env
+    "KERNEL_NAMESPACE": "kube-system",
+    "KERNEL_IMAGE": "evil.example/root-shell:latest",
+    "KERNEL_EXECUTOR_IMAGE": "evil.example/root-shell:latest",
+    "KERNEL_SERVICE_ACCOUNT_NAME": "cluster-admin",
+    "KERNEL_UID": "4242",
+    "KERNEL_GID": "4242",
+    "KERNEL_CPUS": "64",
+    "KERNEL_MEMORY": "500Gi",
+    "KERNEL_CPUS_LIMIT": "64",
+    "KERNEL_MEMORY_LIMIT": "500Gi",
+}
+
+
+@pytest.mark.parametrize("client_env", [{}, CLIENT_CHOICES], ids=["egs-values", "a-clients-choices"])
+def test_egs_launch_kubernetes_renders_the_pod_that_runs_the_launcher(eg: EGInstall, tmp_path: Path, client_env):
+    """The pod runs the launcher with EG's values and the kernel's settings; what the operator fixed (namespace,
+    image, service account, user, resources, seccomp and AppArmor, the checkpoint key) stays so whatever a client's
+    KERNEL_* variables say."""
+    pod, kernel_id, image = render_pod(eg, tmp_path, client_env)
+    ours = kernelspecs.PodSettings()
+    assert pod["kind"] == "Pod" and pod["metadata"]["namespace"] == ours.namespace == "enterprise-gateway"
     assert pod["metadata"]["labels"] | {"kernel_id": kernel_id, "component": "kernel"} == pod["metadata"]["labels"]
-    assert pod["spec"]["automountServiceAccountToken"] is False
-    assert pod["spec"]["securityContext"]["runAsUser"] == 1000 and pod["spec"]["securityContext"]["runAsNonRoot"]
-    (container,) = pod["spec"]["containers"]
+    spec = pod["spec"]
+    assert spec["serviceAccountName"] == "default" and spec["automountServiceAccountToken"] is False
+    assert spec["nodeSelector"] == {"kubernetes.io/arch": "amd64"}  # the seccomp layer's only system call table
+    context = spec["securityContext"]
+    assert context == {
+        "runAsNonRoot": True, "runAsUser": 1000, "runAsGroup": 1000, "fsGroup": 1000,
+        "seccompProfile": {"type": "Localhost", "localhostProfile": "sandbox-kernel-seccomp.json"},
+    }  # fmt: skip
+    (container,) = spec["containers"]
     assert container["image"] == image == kernelspecs.IMAGE
-    assert container["resources"]["limits"]["memory"] == "2Gi"
+    assert container["securityContext"] == {
+        "allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True, "capabilities": {"drop": ["ALL"]},
+        "appArmorProfile": {"type": "Unconfined"},
+    }  # fmt: skip
+    assert pod["metadata"]["annotations"][f"container.apparmor.security.beta.kubernetes.io/{container['name']}"] == (
+        "unconfined"
+    )
+    assert container["resources"] == {
+        "requests": {"cpu": "250m", "memory": "400Mi", "ephemeral-storage": "512Mi"},
+        "limits": {"cpu": "1", "memory": f"{ours.memory_limit_mb + 512}Mi", "ephemeral-storage": "3072Mi"},
+    }
+    # the checkpoint key: the Secret's one item, read-only at the path the kernel is told
+    volumes = {v["name"]: v for v in spec["volumes"]}
+    assert volumes["checkpoint-key"]["secret"] == {
+        "secretName": ours.key_secret, "defaultMode": 0o440,
+        "items": [{"key": kernelspecs.KEY_FILE, "path": kernelspecs.KEY_FILE}],
+    }  # fmt: skip
+    mounts = {m["name"]: m for m in container["volumeMounts"]}
+    assert mounts["checkpoint-key"] == {"name": "checkpoint-key", "mountPath": kernelspecs.KEY_FOLDER, "readOnly": True}
+    assert {mounts[n]["mountPath"]: volumes[n]["emptyDir"]["sizeLimit"] for n in ("home", "tmp")} == {
+        kernelspecs.IMAGE_HOME: f"{4 * 512 + 256}Mi", "/tmp": "512Mi",
+    }  # fmt: skip
+    pod_env = {item["name"]: item["value"] for item in container["env"]}
+    assert pod_env["SANDBOX_KERNEL_CHECKPOINT_KEY"] == f"{kernelspecs.KEY_FOLDER}/{kernelspecs.KEY_FILE}"
+    assert pod_env[CHECKPOINT_KEY_ENV] == pod_env["SANDBOX_KERNEL_CHECKPOINT_KEY"]  # the variable the kernel reads
+    # the command: the launcher with EG's values, then the kernel's settings
     command = [*container["command"], *container["args"]]
     launcher = [kernelspecs.IMAGE_COMMAND, *kernelspecs.launcher_arguments(kernelspecs.POD_VALUES)]
     assert command[: len(launcher)] == launcher
-    assert all(word.startswith("--SandboxKernel.") for word in command[len(launcher) :])
-    pod_env = {item["name"]: item["value"] for item in container["env"]}
     parsed = arguments.parse([expand(word, pod_env) for word in command[2:]])
     assert (parsed.kernel_id, parsed.response_host, parsed.response_port) == (kernel_id, "10.1.2.3", 8877)
-    assert parsed.kernel_settings == ("--SandboxKernel.os_sandbox=required",)
+    assert parsed.kernel_settings == (
+        "--SandboxKernel.os_sandbox=required", "--SandboxKernel.memory_limit_mb=1024",
+        "--SandboxKernel.max_checkpoints=4",
+    )  # fmt: skip
     policy = yaml.safe_load((DEPLOY / "network-policy.yaml").read_text())
     selected = policy["spec"]["podSelector"]["matchLabels"]
     assert pod["metadata"]["labels"] | selected == pod["metadata"]["labels"], "the policy selects the kernel's pod"
@@ -343,12 +400,22 @@ def test_the_helm_values_use_the_charts_keys_and_name_the_kernelspec(eg: EGInsta
     assert ours["image"] == f"elyra/enterprise-gateway:{EG_VERSION}"
     assert ours["kernel"]["launchTimeout"] >= 60
     assert ours["kernel"]["shareGatewayNamespace"] is True  # where network-policy.yaml is applied
+    assert ours["service"] == {"type": "ClusterIP"}  # not the chart's NodePort: EG's ports on no node
+    assert ours["kip"] == {"criSocket": "/run/containerd/containerd.sock"}  # the chart's is Docker's
+    assert "authToken" not in ours  # given in a file of the operator's, never in this one or on a command line
     policy = yaml.safe_load((DEPLOY / "network-policy.yaml").read_text())
+    assert policy["spec"]["policyTypes"] == ["Ingress", "Egress"]
     (rule,) = policy["spec"]["ingress"]
     (source,) = rule["from"]
     pod_template = (eg.sdist / "deployment.yaml").read_text().split("  template:", 1)[1]
     for name, value in source["podSelector"]["matchLabels"].items():
         assert f"        {name}: {value}\n" in pod_template, "the policy admits EG's own pods (the chart's labels)"
+    to_eg, to_dns = policy["spec"]["egress"]  # nothing else: no other pod, no metadata endpoint, no internet
+    assert to_eg == {"to": [source], "ports": [{"protocol": "TCP", "port": 8877}]}  # EG's response port only
+    response_port = yaml.safe_load((eg.sdist / "values.yaml").read_text())["service"]["ports"][1]
+    assert response_port["name"] == "http-response" and response_port["targetPort"] == 8877
+    assert to_dns["ports"] == [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}]
+    assert to_dns["to"][0]["podSelector"] == {"matchLabels": {"k8s-app": "kube-dns"}}
 
 
 # --- the launcher alone, with this test as EG's response address: how a kernel's life ends ----------------------

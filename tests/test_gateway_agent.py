@@ -1,6 +1,6 @@
 """The agent API on kernels behind a real Jupyter Kernel Gateway and a real Enterprise Gateway (127.0.0.1, auth
 token, list_kernels): every operation goes over the gateway's REST API and websocket, with the gateway machine's
-settings. Each test runs against both (tests/kernel_gateway.py, tests/eg_server.py); EG runs this kernel through
+settings. Each test runs against both (bench/kernel_gateway.py, tests/eg_server.py); EG runs this kernel through
 `sandbox-kernel launch-eg` by its DistributedProcessProxy, so its interrupts reach the kernel through the
 launcher's comm port, and its restarts start a new launcher and kernel on new ports."""
 

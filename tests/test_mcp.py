@@ -297,8 +297,8 @@ def test_download_refuses_a_guest_that_sends_more_than_it_was_asked(mcp: Client,
     mcp.text("run_python", code=LIAR.format(claimed=1, encode="lambda data: _honest_b64encode(bytes(5 << 20))"))
     try:
         assert mcp.error("download_file", path="/data/liar.bin") == (
-            "Error executing tool download_file: OSError: the sandbox answered a read of 1048576 bytes of "
-            "/data/liar.bin with 6990508 characters of base64, more than the 1398104 that many bytes take; "
+            "Error executing tool download_file: OSError: the sandbox's answer to a read of 1048576 bytes of "
+            "/data/liar.bin: 6990508 characters of base64, more than the 1398104 that 1048576 bytes take; "
             "refused unread"
         )
     finally:
@@ -353,7 +353,7 @@ def test_download_takes_in_at_most_the_cap_plus_one_byte_from_a_lying_guest(tmp_
     assert str(long).endswith(f"the read stopped at {MAX_FILE_BYTES + 1} bytes")
     # the flood: one read, its 5 MiB answer refused before decoding, and no other read
     assert chunks[5:] == [base64_length(5 << 20)]
-    assert str(flooded).startswith("the sandbox answered a read of 1048576 bytes of /data/long.txt with 6990508 ")
+    assert str(flooded).startswith("the sandbox's answer to a read of 1048576 bytes of /data/long.txt: 6990508 ")
 
 
 def test_list_skills_gives_methods_and_policies(mcp: Client) -> None:
@@ -429,7 +429,7 @@ def test_checkpoint_and_restore(mcp: Client) -> None:
     )
     assert mcp.error("checkpoint", name="no good") == (
         "Error executing tool checkpoint: 'no good' is not a checkpoint name: letters, digits, '_', '.' and '-', "
-        "at most 64"
+        "at most 64, not starting with '.' or '-'"
     )
 
 

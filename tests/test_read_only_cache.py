@@ -28,6 +28,7 @@ from sandbox_kernel import paths
 from sandbox_kernel.jupyter.kernelspec import kernel_json
 from sandbox_kernel.sandbox import provision
 from test_packages import make_wheel
+from test_pyodide_index import write_lock
 
 pytestmark = pytest.mark.slow
 
@@ -155,15 +156,64 @@ def test_fetch_to_bakes_the_settings_packages_and_a_read_only_kernel_imports_the
     assert contents(cache) == before
 
 
-def test_kernel_settings_for_fetch_need_to(tmp_path):
+@pytest.fixture
+def demo_index(tmp_path: Path) -> Path:
+    """A Pyodide index folder with its own lock: one package, sbk-demo (import sbk_demo)."""
+    folder = tmp_path / "index"
+    folder.mkdir()
+    make_wheel(folder, "sbk_demo")
+    write_lock(folder)
+    return folder
+
+
+def test_fetch_to_with_import_bakes_pyodide_packages_that_a_read_only_kernel_then_imports(
+    real_cache, tmp_path, demo_index, kernels
+):
+    """Without them, the import in a read-only cache fails naming `fetch --to ... --import`; with `fetch --to DIR
+    --import NAME`, the same kernel imports it and writes nothing."""
+    cache = cache_copy(real_cache, tmp_path / "cache")
+    settings = [f"--SandboxKernel.pyodide_index={demo_index}"]
+    kernels.append(kernel := ReadOnlyKernel(tmp_path, cache, settings))
+    run = kernel.run("import sbk_demo")
+    assert run.content["status"] == "error", run.content
+    said = run.content["evalue"] + run.stream("stderr")
+    assert f"sbk-demo (from {demo_index}) cannot be kept in the cache {cache}: {cache}/pyodide-packages/" in said, said
+    assert "cannot be written (this user may not write there)" in said, said
+    assert f"`sandbox-kernel fetch --to {cache} --import NAME` (in an image: as root" in said, said
+    kernel.close()
+    kernels.remove(kernel)
+
     done = subprocess.run(
-        [sys.executable, "-m", "sandbox_kernel", "fetch", '--SandboxKernel.packages=["sbk-demo"]'],
+        [sys.executable, "-m", "sandbox_kernel", "fetch", "--to", str(cache), "--import", "sbk_demo", *settings],
+        capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "the Pyodide packages of --import sbk_demo: sbk-demo" in done.stdout, done.stdout
+    before = contents(cache)
+    kernels.append(kernel := ReadOnlyKernel(tmp_path, cache, settings))
+    run = kernel.run("import sbk_demo\nsbk_demo.VALUE")
+    assert run.content["status"] == "ok", run.content
+    assert run.of_type("execute_result")[0]["data"]["text/plain"] == "'sbk_demo 1.0'"
+    assert contents(cache) == before
+
+    unknown = subprocess.run(
+        [sys.executable, "-m", "sandbox_kernel", "fetch", "--to", str(cache), "--import", "nope", *settings],
+        capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    assert unknown.returncode == 1
+    assert f"--import nope: no package of the Pyodide index {demo_index} provides it" in unknown.stderr
+
+
+@pytest.mark.parametrize("words", [['--SandboxKernel.packages=["sbk-demo"]'], ["--import", "numpy"]])
+def test_kernel_settings_and_imports_for_fetch_need_to(tmp_path, words):
+    done = subprocess.run(
+        [sys.executable, "-m", "sandbox_kernel", "fetch", *words],
         capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL,
     )  # fmt: skip
     assert (done.returncode, done.stderr) == (
         2,
-        "sandbox-kernel fetch: kernel settings apply with --to only (the user's cache gets them at a kernel's first "
-        "start)\n",
+        "sandbox-kernel fetch: kernel settings and --import apply with --to only (the user's cache gets them at a "
+        "kernel's first start, or first import)\n",
     )
 
 

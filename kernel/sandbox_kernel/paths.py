@@ -54,8 +54,8 @@ def cache_writable(folder: Path) -> bool:
 
 # What to do when the cache is read-only, by what could not be kept there (the end of `cache_not_writable`'s words).
 FIX_PYODIDE_PACKAGE = (
-    "Fetch it there when the cache is made (e.g. `SANDBOX_KERNEL_CACHE=DIR sandbox-kernel run -c 'import NAME'` at "
-    "build time), or point SANDBOX_KERNEL_CACHE at a writable copy of that folder"
+    "Fetch it there where the cache is made, as its owner: `sandbox-kernel fetch --to {cache} --import NAME` (in an "
+    "image: as root, e.g. USER root before that RUN); or point SANDBOX_KERNEL_CACHE at a writable copy of that folder"
 )
 FIX_KERNEL_SETTINGS = (
     "Run `sandbox-kernel fetch --to {cache}` where the cache is made, with the kernel's settings (it reads "

@@ -5,17 +5,19 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import re
 import stat
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from sandbox_kernel import bounded_base64
 from sandbox_kernel.checkpoints import file as checkpoint_file
 from sandbox_kernel.checkpoints.cells import CheckpointFolder, MagicUsageError
-from sandbox_kernel.checkpoints.client import Checkpoint
+from sandbox_kernel.checkpoints.client import MAX_LOAD_BYTES, Checkpoint
 from sandbox_kernel.checkpoints.file import CheckpointError
-from sandbox_kernel.checkpoints.parts import METADATA_KEY, PART_BYTES, PartCommand, PartStore, decoded, parse
+from sandbox_kernel.checkpoints.parts import METADATA_KEY, PART_BYTES, PartCommand, PartStore, parse
 from sandbox_kernel.client import remote_checkpoints
 
 
@@ -117,16 +119,17 @@ def test_a_put_beyond_the_limits_is_refused_before_anything_is_written(store: Pa
 
 def test_a_part_is_checked_on_its_length_before_it_is_decoded(store: PartStore) -> None:
     too_long = "A" * (4 * ((PART_BYTES + 2) // 3) + 4)
-    with pytest.raises(CheckpointError, match=r"at most 2097152 bytes of base64 per part, got 2796208"):
+    with pytest.raises(CheckpointError, match=r"^%checkpoint_put a: the part: 2796208 characters of base64, more "
+                                              r"than the 2796204 that 2097152 bytes take; refused unread$"):  # fmt: skip
         store.put(PartCommand("put", "a", 0, 10), {"sandbox_kernel": {METADATA_KEY: {"data": too_long}}})
     with pytest.raises(CheckpointError, match="not base64"):
         store.put(PartCommand("put", "a", 0, 10), {"sandbox_kernel": {METADATA_KEY: {"data": "**"}}})
     for metadata in ({}, {"sandbox_kernel": []}, {"sandbox_kernel": {METADATA_KEY: {"data": 5}}}):
-        with pytest.raises(CheckpointError, match=r"got (NoneType|int)"):
+        with pytest.raises(CheckpointError, match=r"(NoneType|int) where base64 text was expected"):
             store.put(PartCommand("put", "a", 0, 10), metadata)
-    assert decoded(base64.b64encode(b"abc").decode(), 3, "x") == b"abc"
-    with pytest.raises(CheckpointError, match="a part of 3 bytes, more than 2"):
-        decoded(base64.b64encode(b"abc").decode(), 2, "x")  # 4 characters may stand for 2 or 3 bytes
+    assert bounded_base64.decode(base64.b64encode(b"abc").decode(), 3, "x", CheckpointError) == b"abc"
+    with pytest.raises(OSError, match=r"^x: 3 bytes, more than the 2 asked for$"):
+        bounded_base64.decode(base64.b64encode(b"abc").decode(), 2, "x", OSError)  # 4 characters: 2 or 3 bytes
 
 
 def test_get_names_what_is_missing(store: PartStore) -> None:
@@ -184,11 +187,54 @@ def test_the_client_refuses_parts_it_did_not_ask_for(store: PartStore) -> None:
     checkpoint_file.write(store.folder.path("cp"), {"name": "cp"}, b"x" * 100)
     size = store.folder.path("cp").stat().st_size
 
+    copies = Checkpoint.new_copy_path("cp").parent  # the client's folder of its own copies
+    before = set(copies.glob("*"))
+
     async def lying(line: str, metadata: dict[str, Any] | None) -> dict[str, Any]:
         got = store.get("cp", 0)
         return {METADATA_KEY: {**got, "data": base64.b64encode(b"y" * (size + 10)).decode()}}
 
-    with pytest.raises(CheckpointError, match=f"at most {size} bytes of base64 per part"):
+    with pytest.raises(CheckpointError, match=f"a part of checkpoint 'cp': .* more than the .* that {size} bytes take"):
         asyncio.run(remote_checkpoints.take(lying, "cp", size))
-    with pytest.raises(CheckpointError, match="gave 'many' as the size"):
-        asyncio.run(remote_checkpoints.take(lying, "cp", "many"))
+    for said in ("many", True, 0, MAX_LOAD_BYTES + 1):
+        with pytest.raises(CheckpointError, match=f"gave {said!r} as the size of checkpoint 'cp'; a checkpoint file "
+                                                  f"has 1 to {MAX_LOAD_BYTES} bytes"):  # fmt: skip
+            asyncio.run(remote_checkpoints.take(lying, "cp", said))
+    assert set(copies.glob("*")) == before, "no copy is left on this side"
+
+
+def test_a_failed_drop_or_an_answer_that_is_not_an_object_leaves_no_copy_and_says_what_came(
+    store: PartStore,
+) -> None:
+    checkpoint_file.write(store.folder.path("cp"), {"name": "cp"}, b"x" * 100)
+    size = store.folder.path("cp").stat().st_size
+    copies = Checkpoint.new_copy_path("cp").parent  # the client's folder of its own copies
+    before = set(copies.glob("*"))
+
+    async def drop_fails(line: str, metadata: dict[str, Any] | None) -> dict[str, Any]:
+        command = parse(line)
+        assert command is not None
+        if command.command == "drop":
+            raise CheckpointError("KernelDied: gone")
+        return {METADATA_KEY: store.get(command.name, command.offset)}
+
+    with pytest.raises(CheckpointError, match="KernelDied: gone"):
+        asyncio.run(remote_checkpoints.take(drop_fails, "cp", size))
+    assert set(copies.glob("*")) == before, "no copy is left on this side"
+
+    for answer in ([1, 2], "part", {"offset": 0, "size": size, "data": ["AAAA"]}):
+
+        async def odd(line: str, metadata: dict[str, Any] | None, answer: Any = answer) -> dict[str, Any]:
+            return {METADATA_KEY: answer}
+
+        with pytest.raises(CheckpointError, match=r"another part than the one asked for|list where base64"):
+            asyncio.run(remote_checkpoints.take(odd, "cp", size))
+    assert set(copies.glob("*")) == before
+    cp = Checkpoint.load(store.folder.path("cp"), verify=False)
+    for answer in ([], "complete", {"complete": 1}, None):
+
+        async def incomplete(line: str, metadata: dict[str, Any] | None, answer: Any = answer) -> dict[str, Any]:
+            return {METADATA_KEY: answer}
+
+        with pytest.raises(CheckpointError, match=re.escape(f"after the last part it answered {answer!r}")):
+            asyncio.run(remote_checkpoints.give(incomplete, cp, "given-1"))

@@ -75,6 +75,7 @@ def system(monkeypatch):
     monkeypatch.setattr(diagnose, "_read", files.get)
     monkeypatch.setattr(diagnose, "seccomp_filtered", lambda: state["filtered"])
     monkeypatch.setattr(diagnose, "container", lambda: state["container"])
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)  # a host, unless a test makes it a pod
     return files, state
 
 
@@ -118,3 +119,47 @@ def test_landlock_missing_by_filter_by_kernel_or_by_boot_setting(system):
     text = diagnose.landlock(errno.ENOSYS)
     assert text.startswith("landlock_create_ruleset failed with ENOSYS (Function not implemented): a seccomp filter")
     assert "allows landlock_create_ruleset, landlock_add_rule, landlock_restrict_self" in text
+
+
+KUBELET_MOUNT = (  # a line of /proc/self/mountinfo in a pod on a cgroup v2 node, where /proc/1/cgroup says only 0::/
+    "1510 1495 259:1 /var/lib/kubelet/pods/3f6c2a8e-7a1b-4c55-9d0e-0f1c2b3a4d5e/etc-hosts /etc/hosts rw,relatime - ext4 "
+    "/dev/nvme0n1p1 rw\n"
+)
+
+
+def test_a_kubernetes_pod_is_recognised_by_the_kubelets_variable_or_mounts_not_its_cgroup(monkeypatch):
+    files = {"/proc/1/cgroup": "0::/\n"}
+    monkeypatch.setattr(diagnose, "_read", files.get)
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    monkeypatch.delenv("container", raising=False)
+    monkeypatch.setattr(diagnose.os.path, "exists", lambda path: False)  # no /.dockerenv, no /run/.containerenv
+    assert not diagnose.kubernetes() and diagnose.container() == ""
+    files["/proc/self/mountinfo"] = KUBELET_MOUNT
+    assert diagnose.kubernetes() and diagnose.container() == " in a Kubernetes pod"
+    del files["/proc/self/mountinfo"]
+    monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "10.96.0.1")
+    assert diagnose.container() == " in a Kubernetes pod"
+
+
+def test_in_a_pod_each_fix_is_a_field_of_the_pods_security_context_or_the_nodes_setting(system, monkeypatch):
+    files, state = system
+    monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "10.96.0.1")
+    state.update(filtered=True, container=" in a Kubernetes pod")
+    text = diagnose.user_namespace(errno.EPERM)
+    assert "a seccomp filter on this process in a Kubernetes pod refuses it; fix: securityContext.seccompProfile: " \
+        "{type: Localhost, localhostProfile: <file>} in the pod, naming a seccomp profile that allows unshare, " \
+        "mount, umount2, pivot_root" in text, text  # fmt: skip
+    assert "the kubelet's seccomp folder (docs/enterprise-gateway.md)" in text and "--security-opt" not in text
+    assert "securityContext.seccompProfile" in diagnose.landlock(errno.ENOSYS)
+    state["filtered"] = False
+    refused = OSError(errno.EACCES, "make mounts private: Permission denied")
+    text = diagnose.private_root(refused)
+    assert "fix: securityContext.appArmorProfile: {type: Unconfined} in the pod (Kubernetes 1.30+)" in text, text
+    assert "apparmor=unconfined" not in text
+    files["/proc/sys/kernel/apparmor_restrict_unprivileged_userns"] = "1"
+    text = diagnose.private_root(refused)
+    assert "appArmorProfile: {type: Localhost, localhostProfile: <name>}" in text and text.endswith(
+        "or that sysctl set to 0 on the node"
+    ), text
+    files["/proc/sys/user/max_user_namespaces"] = "0"
+    assert diagnose.user_namespace(errno.ENOSPC).endswith("set the sysctl user.max_user_namespaces above 0 on the node")

@@ -195,3 +195,16 @@ def test_notes_say_how_a_block_runs(tmp_path: Path) -> None:
     assert (a.skip_reason, a.is_cell) == ("needs an MCP client", False)
     assert (b.skip_reason, b.is_cell, b.settings) == (None, True, {"skills": ["TimeSkill"]})
     assert (c.skip_reason, c.is_cell, c.code) == (None, False, "c\n")
+
+
+VERSIONED = re.compile(r"(?:sandbox-kernel(?:-eg-kernelspecs)?:|sandbox_kernel-)(\d+\.\d+\.\d+\w*)")
+
+
+def test_every_version_of_ours_in_the_docs_and_deploy_files_is_this_one() -> None:
+    """Image tags and wheel names in README.md, docs/ and deploy/ name __version__ (or a $VERSION the reader sets)."""
+    from sandbox_kernel import __version__
+
+    files = [README, *DOCS.glob("*.md"), *(p for p in (REPO / "deploy").rglob("*") if p.is_file())]
+    found = {(str(p.relative_to(REPO)), v) for p in files for v in VERSIONED.findall(p.read_text(errors="replace"))}
+    assert found, "the deploy files name this version somewhere"
+    assert {v for _, v in found} == {__version__}, sorted(f for f in found if f[1] != __version__)

@@ -78,8 +78,8 @@ def test_an_answer_longer_than_the_read_is_refused_and_no_read_follows() -> None
         download(guest)
     sent = 4 * ((4 + 7 * CHUNK + 2) // 3)
     assert str(refused.value) == (
-        f"the sandbox answered a read of {CHUNK} bytes of /data/f with {sent} characters of base64, more than the "
-        f"{4 * ((CHUNK + 2) // 3)} that many bytes take; refused unread"
+        f"the sandbox's answer to a read of {CHUNK} bytes of /data/f: {sent} characters of base64, more than the "
+        f"{4 * ((CHUNK + 2) // 3)} that {CHUNK} bytes take; refused unread"
     )
     assert guest.reads == [(0, CHUNK)]
 
@@ -87,20 +87,20 @@ def test_an_answer_longer_than_the_read_is_refused_and_no_read_follows() -> None
 def test_a_long_answer_is_refused_by_its_length_before_it_is_decoded() -> None:
     with pytest.raises(OSError) as refused:
         download(FakeGuest(b"tiny", answer="!" * (4 * ((CHUNK + 2) // 3) + 1)))
-    assert "more than the 1398104 that many bytes take; refused unread" in str(refused.value)
+    assert f"more than the 1398104 that {CHUNK} bytes take; refused unread" in str(refused.value)
 
 
 def test_an_answer_that_is_not_base64_is_refused() -> None:
     with pytest.raises(OSError) as refused:
         download(FakeGuest(b"tiny", answer="not base64!"))
-    assert str(refused.value).startswith("the sandbox answered a read of /data/f with text that is not base64 (")
+    assert str(refused.value).startswith(f"the sandbox's answer to a read of {CHUNK} bytes of /data/f: not base64 (")
 
 
 def test_a_short_answer_that_decodes_to_more_than_asked_is_refused() -> None:
     assert chunk_bytes("AAAA", 3, "/f") == b"\0\0\0"
     with pytest.raises(OSError) as refused:
         chunk_bytes("AAAA", 1, "/f")
-    assert str(refused.value) == "the sandbox answered a read of 1 bytes of /f with 3 bytes"
+    assert str(refused.value) == "the sandbox's answer to a read of 1 bytes of /f: 3 bytes, more than the 1 asked for"
 
 
 @pytest.mark.parametrize("said", ["", "-1", "1.5", "1e9", "12" * 11, "٣", "None"])

@@ -10,6 +10,8 @@ import json
 import re
 import signal
 import socket
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -270,8 +272,11 @@ def test_a_full_range_says_so():
     held = [ports.bind(PortRange(0, 0), "127.0.0.1")]
     port = held[0].getsockname()[1]
     try:
-        with pytest.raises(ports.NoFreePort, match=f"no free port on 127.0.0.1 in the range {port}..{port}"):
+        with pytest.raises(ports.NoFreePort) as caught:
             ports.bind(PortRange(port, port), "127.0.0.1")
+        assert str(caught.value).startswith(f"no free port on 127.0.0.1 in the range {port}..{port} after 200 tries")
+        assert "(--EnterpriseGatewayApp.port_range or EG_PORT_RANGE, or the kernelspec's process_proxy config " \
+            "port_range)" in str(caught.value)  # fmt: skip
     finally:
         held[0].close()
 
@@ -279,9 +284,18 @@ def test_a_full_range_says_so():
 # --- kernelspecs -------------------------------------------------------------------------------------------------
 
 
+GENERATOR = DEPLOY / "kernelspec.py"
+SPEC = DEPLOY / kernelspecs.KUBERNETES_NAME
+
+
+def generate(*options: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, str(GENERATOR), *options], capture_output=True, text=True, timeout=120)
+
+
 def test_the_kubernetes_kernelspec_in_deploy_is_the_one_the_code_makes():
-    assert kernelspecs.main(["--check"]) == 0, "run `python -m sandbox_kernel.enterprise_gateway.kernelspecs`"
-    spec = json.loads((kernelspecs.REPO_KUBERNETES_SPEC / "kernel.json").read_text())
+    done = generate("--check")
+    assert done.returncode == 0, f"{done.stderr}run deploy/enterprise-gateway/kernelspec.py"
+    spec = json.loads((SPEC / "kernel.json").read_text())
     assert spec["metadata"]["process_proxy"] == {
         "class_name": kernelspecs.KUBERNETES_PROXY,
         "config": {"image_name": kernelspecs.IMAGE},
@@ -291,6 +305,30 @@ def test_the_kubernetes_kernelspec_in_deploy_is_the_one_the_code_makes():
         == f"/usr/local/share/jupyter/kernels/{kernelspecs.KUBERNETES_NAME}/scripts/launch_kubernetes.py"
     )
     assert spec["interrupt_mode"] == "signal"  # interrupts go over the comm port
+    assert (SPEC / "scripts" / "kernel-pod.yaml.j2").read_text() == kernelspecs.pod_template()
+
+
+def test_an_operators_kernelspec_names_their_image_in_both_files_and_bad_values_are_refused(tmp_path):
+    out = tmp_path / kernelspecs.KUBERNETES_NAME
+    image = "registry.example:5000/team/sandbox-kernel:1.2.3"
+    done = generate("--image", image, "--namespace", "sandboxes", "--service-account", "kernels",
+                    "--seccomp-profile", "Unconfined", "--out", str(out))  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert json.loads((out / "kernel.json").read_text())["metadata"]["process_proxy"]["config"]["image_name"] == image
+    template = (out / "scripts" / "kernel-pod.yaml.j2").read_text()
+    for line in ('  namespace: "sandboxes"', '  serviceAccountName: "kernels"', f'    image: "{image}"',
+                 "      type: Unconfined"):  # fmt: skip
+        assert f"\n{line}\n" in template, line
+    assert generate("--image", image, "--namespace", "sandboxes", "--service-account", "kernels",
+                    "--seccomp-profile", "Unconfined", "--out", str(out), "--check").returncode == 0  # fmt: skip
+    bad = generate("--image", "x {{ kernel_id }}", "--namespace", "Kube_System", "--seccomp-profile", "../etc/x",
+                   "--out", str(tmp_path / "no"))  # fmt: skip
+    assert bad.returncode == 2 and not (tmp_path / "no").exists()
+    assert bad.stderr == (
+        "kernelspec.py: the pod's settings cannot be used: image 'x {{ kernel_id }}': an image reference "
+        "(registry/name:tag or @sha256:...); namespace 'Kube_System': a Kubernetes namespace name (a DNS label); "
+        "seccomp profile '../etc/x': a file name under the kubelet's seccomp folder, or 'Unconfined'\n"
+    )
 
 
 def test_the_distributed_kernelspec_runs_the_launcher_with_what_eg_substitutes(private_key):
@@ -313,10 +351,35 @@ def test_the_kernelspecs_image_puts_egs_script_where_kernel_json_runs_it():
             assert all((REPO / source).exists() for source in sources.split()), sources
     (from_eg,) = [(sources, target) for stage, sources, target in copies if stage]
     placed = from_eg[1] + Path(from_eg[0]).name
-    spec = json.loads((kernelspecs.REPO_KUBERNETES_SPEC / "kernel.json").read_text())
+    spec = json.loads((SPEC / "kernel.json").read_text())
     assert spec["argv"][1] == placed.replace(
         "/kernels/", f"{kernelspecs.EG_KERNELS}/", 1
     )  # the chart copies /kernels there
     assert f"-t {kernelspecs.KERNELSPECS_IMAGE} " in text
     values = (DEPLOY / "helm-values.yaml").read_text()
     assert re.search(rf"^  image: {re.escape(kernelspecs.KERNELSPECS_IMAGE)}$", values, re.M)
+
+
+def test_a_kernel_that_cannot_start_is_one_line_in_the_log_not_a_traceback(private_key, monkeypatch, caplog):
+    from sandbox_kernel.enterprise_gateway import launcher
+
+    async def fails(self: launcher.Launcher) -> int:
+        raise FileNotFoundError(2, "No such file or directory", "/opt/sandbox-kernel/venv/bin/python")
+
+    monkeypatch.setattr(launcher.Launcher, "run", fails)
+    assert launcher.main(words(eg_public_key(private_key))) == 1
+    (record,) = [r for r in caplog.records if r.name == "sandbox_kernel.launch_eg"]
+    assert record.levelname == "ERROR" and record.exc_info is None
+    assert record.getMessage() == (
+        "could not start the kernel: FileNotFoundError: [Errno 2] No such file or directory: "
+        "'/opt/sandbox-kernel/venv/bin/python' (`sandbox-kernel doctor` in this environment checks its kernelspec, "
+        "Deno and the cache)"
+    )
+
+
+def test_the_docs_check_egs_sdist_with_the_sha256_the_tests_pin():
+    from eg_server import EG_SDIST, EG_SDIST_SHA256
+
+    page = (REPO / "docs" / "enterprise-gateway.md").read_text()
+    assert f'echo "{EG_SDIST_SHA256}  {EG_SDIST}" | sha256sum -c' in page
+    assert set(re.findall(r"[0-9a-f]{64}", page)) == {EG_SDIST_SHA256}

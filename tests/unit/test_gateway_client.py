@@ -8,6 +8,7 @@ import asyncio
 import json
 import struct
 import time
+from queue import Empty
 from typing import Any
 
 import httpx
@@ -15,8 +16,8 @@ import pytest
 
 from sandbox_kernel.client import gateway_frames
 from sandbox_kernel.client.agent import AsyncSandbox, SandboxSettingsError
-from sandbox_kernel.client.gateway_kernel import GatewayKernel
-from sandbox_kernel.client.gateway_rest import TOKEN_ENV, GatewayRest, checked_env, checked_url, shown
+from sandbox_kernel.client.gateway_kernel import GatewayKernel, Inbox
+from sandbox_kernel.client.gateway_rest import TOKEN_ENV, Answer, GatewayRest, checked_env, checked_url, shown
 from sandbox_kernel.client.mcp import UsageError, sandbox_options
 from sandbox_kernel.client.sync_sandbox import Sandbox
 from sandbox_kernel.jupyter.settings import HOST_DETAILS, reported
@@ -90,13 +91,13 @@ def test_urls_are_checked_and_shown_without_credentials() -> None:
 
 def test_a_refusal_names_the_status_and_what_to_check_never_the_token() -> None:
     rest = GatewayRest("http://user:pw@gw.example:8888", "sekrit-token")
-    answer = httpx.Response(401, json={"reason": "Unauthorized", "message": ""})
+    answer = Answer(401, "Unauthorized", json.dumps({"reason": "Unauthorized", "message": ""}).encode())
     said = rest._refusal("POST", "/api/kernels", answer)
     assert said == (
         "the gateway at http://gw.example:8888 refused POST /api/kernels: HTTP 401 Unauthorized; gateway_token "
         f"(or ${TOKEN_ENV}) is missing or is not the gateway's auth token"
     )
-    answer = httpx.Response(404, json={"message": "Kernel does not exist: abc"})
+    answer = Answer(404, "Not Found", b'{"message": "Kernel does not exist: abc"}')
     assert "HTTP 404 Not Found (Kernel does not exist: abc)" in rest._refusal("GET", "/api/kernels/abc", answer)
     asyncio.run(rest.aclose())
 
@@ -107,13 +108,13 @@ def test_enterprise_gateways_refusal_of_a_user_says_how_to_give_kernel_username(
         "User 'root' is not authorized to start kernel 'Python 3 (Pyodide sandbox)'. Ensure KERNEL_USERNAME is set "
         "to an appropriate value and retry the request."
     )
-    answer = httpx.Response(403, json={"reason": said, "message": ""}, extensions={"reason_phrase": said.encode()})
+    answer = Answer(403, said, json.dumps({"reason": said, "message": ""}).encode())
     assert rest._refusal("POST", "/api/kernels", answer) == (
         f"the gateway at {URL} refused POST /api/kernels: HTTP 403 {said}; Enterprise Gateway starts kernels only "
         "for a KERNEL_USERNAME it authorizes (by default its own user, unless that is root): give one with "
         "gateway_env={'KERNEL_USERNAME': NAME} (sandbox-kernel mcp: --gateway-env KERNEL_USERNAME=NAME)"
     )
-    other = httpx.Response(403, json={"reason": "Forbidden", "message": "Resource Limit"})
+    other = Answer(403, "Forbidden", b'{"reason": "Forbidden", "message": "Resource Limit"}')
     assert rest._refusal("POST", "/api/kernels", other).endswith("HTTP 403 Forbidden (Resource Limit)")
     asyncio.run(rest.aclose())
 
@@ -235,6 +236,10 @@ class FakeSocket:
         self.frames, self.open = frames, open
         self.close_code, self.close_reason = 1011, "server going away"
         self.drained = asyncio.Event()  # every frame was taken (and handled: the reader asks for the next)
+        self.closed = False
+
+    async def close(self) -> None:
+        self.closed = True
 
     def __aiter__(self) -> FakeSocket:
         return self
@@ -254,7 +259,7 @@ def lost_after(frames: list[str], restarting: bool = False, open: bool = False) 
     async def main() -> str | None:
         kernel = GatewayKernel(URL, None, "pyodide-sandbox")
         kernel.kernel_id, kernel._restarting, kernel._polled = "k1", restarting, time.monotonic()
-        kernel._queues = {channel: asyncio.Queue() for channel in ("shell", "iopub", "stdin")}
+        kernel._queues = {channel: Inbox(channel) for channel in ("shell", "iopub", "stdin")}
         ws = FakeSocket(list(frames), open)
         kernel._ws = ws  # type: ignore[assignment]
         reader = asyncio.ensure_future(kernel._read(ws))  # type: ignore[arg-type]
@@ -298,3 +303,157 @@ def test_kernel_info_reports_every_setting_and_host_details_only_as_set() -> Non
     assert set(found) == own_settings(SandboxKernel) and HOST_DETAILS <= set(found)
     assert found["cell_timeout"] == 30.0 and found["mounts"] is True and found["wheelhouse"] is False
     assert "/srv/secret-place" not in json.dumps(found)
+
+
+# --- a hostile or broken gateway -----------------------------------------------------------------------------------
+
+
+def read_all(frames: list[str | bytes], limit: int | None = None) -> tuple[GatewayKernel, FakeSocket, str | None]:
+    """A kernel whose reader took `frames` from an open socket (each inbox holding at most `limit` bytes), the
+    socket, and why the kernel was lost (None: it was not) before the reader was stopped."""
+
+    async def main() -> tuple[GatewayKernel, FakeSocket, str | None]:
+        kernel = GatewayKernel(URL, None, "pyodide-sandbox")
+        kernel.kernel_id, kernel._polled = "k1", time.monotonic()
+        kernel._queues = {c: Inbox(c, *([limit] if limit else [])) for c in ("shell", "iopub", "stdin")}
+        ws = FakeSocket(list(frames), open=True)  # type: ignore[arg-type]
+        kernel._ws = ws  # type: ignore[assignment]
+        reader = asyncio.ensure_future(kernel._read(ws))  # type: ignore[arg-type]
+        drained = asyncio.ensure_future(ws.drained.wait())
+        await asyncio.wait({reader, drained}, timeout=5, return_when=asyncio.FIRST_COMPLETED)
+        assert reader.done() or drained.done(), "the reader neither took every frame nor ended"
+        lost = kernel._lost
+        reader.cancel()
+        drained.cancel()
+        await kernel.rest.aclose()
+        return kernel, ws, lost
+
+    return asyncio.run(main())
+
+
+def unread(kernel: GatewayKernel, channel: str) -> list[dict[str, Any]]:
+    found = []
+    while True:
+        try:
+            found.append(kernel._queues[channel].get_nowait())
+        except Empty:
+            return found
+
+
+def test_messages_of_the_wrong_types_are_dropped_and_the_reader_goes_on() -> None:
+    good = message("stream", {"name": "stdout", "text": "still here"})
+    hostile = [
+        json.dumps(message("status", {"execution_state": ["dead"]})),  # unhashable: was a TypeError in the reader
+        json.dumps(message("status", {"execution_state": {"x": 1}})),
+        json.dumps({**good, "header": {"msg_id": "m2", "msg_type": ["stream"]}}),
+        json.dumps({**good, "header": {"msg_id": 7, "msg_type": "stream"}}),
+        json.dumps({**good, "content": "text"}),
+        json.dumps({**good, "channel": ["iopub"]}),
+        json.dumps({**good, "channel": "elsewhere"}),
+        json.dumps({**good, "parent_header": "p", "metadata": [1]}),
+        json.dumps(good),
+    ]
+    kernel, ws, lost = read_all(hostile)
+    assert lost is None and not ws.closed
+    got = unread(kernel, "iopub")
+    assert [m["msg_type"] for m in got] == ["status", "status", "stream", "stream"], got
+    assert got[2]["parent_header"] == {} and got[2]["metadata"] == {}
+    assert got[3]["content"]["text"] == "still here"
+
+
+def test_unread_iopub_past_the_limit_drops_the_oldest_and_unread_answers_end_the_connection(caplog) -> None:
+    frames: list[str | bytes] = [
+        json.dumps(message("stream", {"name": "stdout", "text": f"{i:04d}" + "x" * 1000})) for i in range(10)
+    ]
+    kernel, ws, lost = read_all(frames, limit=5000)
+    texts = [m["content"]["text"][:4] for m in unread(kernel, "iopub")]
+    assert texts and texts == [f"{i:04d}" for i in range(10 - len(texts), 10)] and len(texts) < 10, texts
+    assert lost is None and not ws.closed
+    assert "MiB of IOPub messages of kernel k1 that were not read: the oldest are dropped" in caplog.text
+
+    replies = [json.dumps(message("execute_reply", {"status": "ok", "pad": "x" * 1000}, "shell")) for _ in range(10)]
+    kernel, ws, lost = read_all(list(replies), limit=5000)
+    assert ws.closed and lost is not None
+    assert lost.startswith(f"the gateway at {URL} sent more than 0 MiB of messages on the shell channel")
+    assert len(unread(kernel, "shell")) < 10
+
+
+def test_rest_answers_are_bounded_and_ids_stay_one_path_segment() -> None:
+    from sandbox_kernel.client import gateway_rest
+
+    asked: list[str] = []
+
+    def gateway(request: httpx.Request) -> httpx.Response:
+        asked.append(request.url.raw_path.decode())
+        if request.url.path == "/api/kernelspecs":
+            return httpx.Response(200, content=b"[" + b"0," * (gateway_rest.MAX_BODY_BYTES // 2) + b"0]")
+        return httpx.Response(200, json={"id": "k1"})
+
+    async def main() -> None:
+        rest = GatewayRest(URL, "t")
+        rest._http = httpx.AsyncClient(transport=httpx.MockTransport(gateway))
+        try:
+            with pytest.raises(gateway_rest.GatewayError) as caught:
+                await rest.call("GET", "/api/kernelspecs")
+            assert str(caught.value) == (
+                f"the gateway at {URL} answered GET /api/kernelspecs with more than {gateway_rest.MAX_BODY_BYTES} "
+                "bytes (HTTP 200), far more than a gateway's answer holds: refused"
+            )
+            assert await rest.kernel_exists("../../api/x?y", 5) is True
+            await rest.interrupt("a/b")
+        finally:
+            await rest.aclose()
+
+    asyncio.run(main())
+    assert asked[1:] == ["/api/kernels/..%2F..%2Fapi%2Fx%3Fy", "/api/kernels/a%2Fb/interrupt"]
+    rest = GatewayRest(URL, "t")
+    assert rest.websocket_url("a/../b", "s&t") == "ws://127.0.0.1:8888/api/kernels/a%2F..%2Fb/channels?session_id=s%26t"
+    asyncio.run(rest.aclose())
+
+
+def test_the_token_never_reaches_a_log_at_debug_during_a_real_websocket_handshake(caplog) -> None:
+    """A real websockets server on 127.0.0.1 plays the gateway's channels; every logger is captured at DEBUG. The
+    same handshake made with websockets' own logger does log the token (so the capture would see it)."""
+    import logging
+
+    import websockets
+    from websockets.asyncio.server import serve
+
+    token = "tok-" + "9" * 40
+    seen: list[str | None] = []
+    gateway_log = "test.the-gateway"  # the server's own log, which shows what it received (the token too)
+
+    async def channels(connection: Any) -> None:
+        seen.append(connection.request.headers.get("Authorization"))
+        await connection.send(json.dumps(message("status", {"execution_state": "idle"})))
+        await connection.wait_closed()
+
+    async def main(plain: bool) -> dict[str, Any]:
+        async with serve(channels, "127.0.0.1", 0, logger=logging.getLogger(gateway_log)) as server:
+            port = server.sockets[0].getsockname()[1]
+            kernel = GatewayKernel(f"http://127.0.0.1:{port}", token, "pyodide-sandbox")
+            kernel.kernel_id = "k1"
+            try:
+                if plain:  # the handshake GatewayKernel makes, with websockets' default logger
+                    url = kernel.rest.websocket_url("k1", "s")
+                    async with websockets.connect(url, additional_headers=kernel.rest.headers) as ws:
+                        return gateway_frames.decode(await ws.recv()) or {}
+                await kernel._connect(10)
+                return await kernel.receive("iopub", 10)
+            finally:
+                await kernel._disconnect()
+                await kernel.rest.aclose()
+
+    def logged(plain: bool) -> list[str]:
+        caplog.clear()
+        with caplog.at_level(logging.DEBUG):
+            logging.getLogger("websockets").setLevel(logging.DEBUG)
+            try:
+                assert asyncio.run(main(plain))["msg_type"] == "status"
+            finally:
+                logging.getLogger("websockets").setLevel(logging.NOTSET)
+        return [r.getMessage() for r in caplog.records if r.name != gateway_log and token in r.getMessage()]
+
+    assert logged(plain=True) == [f"> Authorization: token {token}"]
+    assert logged(plain=False) == []
+    assert seen == [f"token {token}"] * 2, "the token was sent in both handshakes"

@@ -28,7 +28,6 @@ from load_report import (
     sizing,
     sizing_table,
 )
-
 from sandbox_kernel.client.results import ErrorInfo, ExecutionResult
 
 # ---- the cells and their checks ------------------------------------------------------------------

@@ -137,3 +137,29 @@ def test_fetch_reads_the_kernels_settings_as_a_kernel_does(monkeypatch, tmp_path
     )
     settings = configured(['--SandboxKernel.packages=["from-the-command-line"]'])
     assert (list(settings.packages), settings.wheelhouse) == (["from-the-command-line"], "/from/the/file")
+
+
+def test_a_pyodide_package_the_cache_cannot_take_is_refused_before_it_is_downloaded(tmp_path, monkeypatch):
+    from sandbox_kernel.packages.index import PyodideIndex
+
+    bundled = paths.pyodide_dir(provision.deno_dir()) / "pyodide-lock.json"  # Pyodide's own, in the real cache
+    if not bundled.is_file():
+        pytest.skip("Pyodide is not cached here (a kernel start or `sandbox-kernel fetch` caches it)")
+    (tmp_path / "file").write_text("")
+    unwritable = tmp_path / "file" / "cache"  # as the fixture `unwritable`: ENOTDIR, for root too
+    monkeypatch.setenv("SANDBOX_KERNEL_CACHE", str(unwritable))
+    index = PyodideIndex("https://index.example/pyodide/", unwritable / "pyodide-packages", bundled)
+    downloads: list[str] = []
+    monkeypatch.setattr(index, "_download", lambda pkg: downloads.append(pkg["file_name"]) or b"")
+    name = index.by_import["numpy"]
+    with pytest.raises(PackageError) as caught:
+        index.fetch([name])
+    assert downloads == [], "nothing is downloaded into a cache that cannot keep it"
+    assert str(caught.value).startswith(
+        f"{index.closure([name])[0]} (from https://index.example/pyodide/) cannot be kept in the cache {unwritable}: "
+        f"{unwritable}/pyodide-packages cannot be written (this user may not write there)"
+    ), caught.value
+    assert str(caught.value).endswith(
+        f"`sandbox-kernel fetch --to {unwritable} --import NAME` (in an image: as root, e.g. USER root before that "
+        "RUN); or point SANDBOX_KERNEL_CACHE at a writable copy of that folder"
+    )

@@ -11,12 +11,22 @@ from pathlib import Path
 from sandbox_kernel.sandbox.process import GuestListener
 
 NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}")
+NAME_RULE = "letters, digits, '_', '.' and '-', at most 64, not starting with '.' or '-'"
 SUFFIX = ".sbkcp"
 _MAGIC = re.compile(r"%(checkpoint|restore)\b(.*)")
 USAGE = {
     "checkpoint": "%checkpoint NAME  (save the session's state as NAME; %checkpoint alone lists the checkpoints)",
     "restore": "%restore NAME  (bring back the state saved as NAME, in a fresh sandbox)",
 }
+
+
+def name_problem(name: object) -> str | None:
+    """Why `name` cannot name a checkpoint (None: it can): a name is one word of NAME_RULE, never a path, never
+    more than one line (a client puts it into a magic's line)."""
+    if isinstance(name, str) and NAME.fullmatch(name):
+        return None
+    shown = repr(name[:80]) if isinstance(name, str) else f"a {type(name).__name__}"
+    return f"{shown} is not a checkpoint name: {NAME_RULE}"
 
 
 class MagicUsageError(ValueError):
@@ -45,11 +55,9 @@ def parse(code: str) -> KernelMagic | None:
     if len(words) > 1 or (command == "restore" and not words):
         raise MagicUsageError(f"usage: {USAGE[command]}")
     name = words[0] if words else None
-    if name is not None and not NAME.fullmatch(name):
-        raise MagicUsageError(
-            f"{name[:80]!r} is not a checkpoint name: letters, digits, '_', '.' and '-', at most 64, not starting "
-            "with '.' or '-'"
-        )
+    problem = None if name is None else name_problem(name)
+    if problem:
+        raise MagicUsageError(problem)
     return KernelMagic(command, name)
 
 

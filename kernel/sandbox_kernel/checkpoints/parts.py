@@ -15,7 +15,6 @@ on its length before it is decoded; one file is put at a time, at most as large 
 from __future__ import annotations
 
 import base64
-import binascii
 import os
 import re
 import shlex
@@ -23,8 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sandbox_kernel import private_files
-from sandbox_kernel.checkpoints.cells import NAME, SUFFIX, CheckpointFolder, MagicUsageError
+from sandbox_kernel import bounded_base64, private_files
+from sandbox_kernel.checkpoints.cells import SUFFIX, CheckpointFolder, MagicUsageError, name_problem
 from sandbox_kernel.checkpoints.file import CheckpointError
 
 PART_BYTES = 2 << 20  # bytes of a checkpoint file per message, either way (base64 in JSON: ~2.8 MB)
@@ -60,29 +59,10 @@ def parse(code: str) -> PartCommand | None:
     numbers = words[1:]
     if len(words) != len(_ARGUMENTS[command]) or not all(w.isascii() and w.isdigit() and len(w) < 19 for w in numbers):
         raise MagicUsageError(f"usage: {usage(command)} (numbers in bytes)")
-    if not NAME.fullmatch(words[0]):
-        raise MagicUsageError(f"{words[0][:80]!r} is not a checkpoint name: letters, digits, '_', '.' and '-'")
+    problem = name_problem(words[0])
+    if problem:
+        raise MagicUsageError(problem)
     return PartCommand(command, words[0], *map(int, numbers))
-
-
-def most_base64(size: int) -> int:
-    """Characters of `size` bytes in base64."""
-    return 4 * ((size + 2) // 3)
-
-
-def decoded(text: Any, most: int, what: str) -> bytes:
-    """The bytes of base64 `text`, which may stand for at most `most` bytes (its length checked before it is
-    decoded); CheckpointError naming `what` otherwise."""
-    if not isinstance(text, str) or len(text) > most_base64(most):
-        length = len(text) if isinstance(text, str) else type(text).__name__
-        raise CheckpointError(f"{what}: at most {most} bytes of base64 per part, got {length}")
-    try:
-        data = base64.b64decode(text, validate=True)
-    except binascii.Error as exc:
-        raise CheckpointError(f"{what}: the part is not base64 ({exc})") from None
-    if len(data) > most:
-        raise CheckpointError(f"{what}: a part of {len(data)} bytes, more than {most}")
-    return data
 
 
 def _dig(data: Any, *keys: str) -> Any:
@@ -119,7 +99,8 @@ class PartStore:
     def put(self, command: PartCommand, metadata: dict[str, Any]) -> dict[str, Any]:
         """Take a part of a file being put; the file becomes NAME.sbkcp with its last part."""
         name, offset, size = command.name, command.offset, command.size
-        data = decoded(_dig(metadata, "sandbox_kernel", METADATA_KEY, "data"), PART_BYTES, f"%checkpoint_put {name}")
+        text = _dig(metadata, "sandbox_kernel", METADATA_KEY, "data")
+        data = bounded_base64.decode(text, PART_BYTES, f"%checkpoint_put {name}: the part", CheckpointError)
         partial = self._partial(name)
         if offset == 0:
             self._start(name, size)
@@ -160,6 +141,7 @@ class PartStore:
         self._incoming = (name, size)
 
     def drop(self, name: str) -> None:
+        """Remove NAME.sbkcp (none is no error), and the file being put under that name, if one is."""
         self.folder.path(name).unlink(missing_ok=True)
         if self._incoming is not None and self._incoming[0] == name:
             self._partial(name).unlink(missing_ok=True)

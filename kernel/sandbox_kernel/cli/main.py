@@ -44,7 +44,7 @@ def _uninstall(args: argparse.Namespace) -> int:
 def _fetch(args: argparse.Namespace) -> int:
     from sandbox_kernel.cli.fetch import fetch
 
-    return fetch(getattr(args, "to", None), getattr(args, "settings", []))
+    return fetch(getattr(args, "to", None), getattr(args, "settings", []), getattr(args, "imports", None) or [])
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -140,7 +140,7 @@ SETTING = "--SandboxKernel."  # a kernel setting on the command line of run and 
 # run's own options, as a script's name does: what follows belongs to the code.
 OPTION_VALUES = frozenset(
     {"-c", "--timeout", "--mount", "--allow-net", "--working-folder", "--port", "--token-file", "--gateway-url",
-     "--gateway-token-env", "--kernel-name", "--gateway-env", "--to"}
+     "--gateway-token-env", "--kernel-name", "--gateway-env", "--to", "--import"}
 )  # fmt: skip
 
 
@@ -228,6 +228,14 @@ def _parser() -> argparse.ArgumentParser:
         help="fill DIR as a complete cache instead of the user's (e.g. to bake into a container image), with what "
         "the kernel's settings need (packages, wheelhouse, pyodide_index: from sandbox_kernel_config.py, or given "
         "here as --SandboxKernel.name=value); kernels use it with SANDBOX_KERNEL_CACHE=DIR, and may only read it",
+    )
+    fetch.add_argument(
+        "--import",
+        dest="imports",
+        action="append",
+        metavar="NAME",
+        help="with --to: also the Pyodide packages (and their dependencies) that `import NAME` loads, from "
+        "pyodide_index (e.g. --import numpy --import pandas); a kernel reading DIR then imports them offline",
     )
     fetch.set_defaults(func=_fetch)
     run = sub.add_parser(

@@ -18,6 +18,7 @@ from pathlib import Path
 from queue import Empty
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from sandbox_kernel.checkpoints.cells import name_problem
 from sandbox_kernel.checkpoints.client import Checkpoint, CheckpointError
 from sandbox_kernel.client import remote_checkpoints
 from sandbox_kernel.client.approvals import (
@@ -223,7 +224,7 @@ class AsyncSandbox:
                     continue
                 if msg["parent_header"].get("msg_id") != msg_id:
                     continue
-                if msg["msg_type"] == "status" and msg["content"]["execution_state"] == "idle":
+                if msg["msg_type"] == "status" and msg["content"].get("execution_state") == "idle":
                     break
                 builder.feed(msg)
         finally:
@@ -311,11 +312,11 @@ class AsyncSandbox:
         generation = await self._settled()
         msg_id = self.kernel.send("shell", "kernel_info_request", {})
         reply = await self._shell_reply(msg_id, self.startup_timeout, generation)
-        return dict(reply["content"].get("sandbox_kernel", {}))
+        return _object(reply["content"].get("sandbox_kernel"))
 
     async def os_layers(self) -> dict[str, Any]:
         """The OS layers confining the current sandbox process, as its launcher reported them."""
-        return dict((await self.facts()).get("os_sandbox", {}))
+        return _object((await self.facts()).get("os_sandbox"))
 
     async def interrupt(self) -> None:
         assert self.kernel is not None, "call start() first (or use the sandbox as a context manager)"
@@ -341,8 +342,12 @@ class AsyncSandbox:
     # ---- checkpoints ---------------------------------------------------------------------
     async def checkpoint(self, name: str | None = None) -> Checkpoint:
         """The session's state now (variables, the sandbox's files, installed packages), as a Checkpoint that
-        outlives this sandbox: restore() it here, or start other sandboxes from it (fork, from_checkpoint)."""
+        outlives this sandbox: restore() it here, or start other sandboxes from it (fork, from_checkpoint).
+        CheckpointError for a `name` that is not one (letters, digits, '_', '.' and '-'), before anything is sent."""
         name = name or f"checkpoint-{next(self._checkpoint_numbers)}"
+        problem = name_problem(name)
+        if problem:
+            raise CheckpointError(problem)  # a newline would make the rest of it a cell of the guest's
         result = await self._kernel_magic(f"%checkpoint {name}")
         facts = result.pop("checkpoint", None)
         if not isinstance(facts, dict):
@@ -350,7 +355,10 @@ class AsyncSandbox:
         assert self.kernel is not None
         if not self.kernel.shares_files:  # a gateway's kernel: the bytes come over the protocol
             return await remote_checkpoints.take(self._kernel_magic, name, facts.get("bytes"))
-        return await asyncio.to_thread(Checkpoint.taken_from, Path(facts["path"]))
+        path = facts.get("path")
+        if not isinstance(path, str):
+            raise CheckpointError(f"the kernel gave {path!r:.100} as the path of checkpoint {name!r}")
+        return await asyncio.to_thread(Checkpoint.taken_from, Path(path))
 
     async def restore(self, checkpoint: Checkpoint) -> None:
         """Bring back `checkpoint`'s state in a fresh sandbox (what ran since is gone)."""
@@ -396,9 +404,9 @@ class AsyncSandbox:
         msg_id = self.kernel.send("shell", "execute_request", content, metadata=metadata)
         reply = await self._shell_reply(msg_id, None, generation)
         content = reply["content"]
-        if content["status"] != "ok":
+        if content.get("status") != "ok":
             raise CheckpointError(f"{content.get('ename')}: {content.get('evalue')}")
-        return dict(reply.get("metadata", {}).get("sandbox_kernel", {}))
+        return _object(reply["metadata"].get("sandbox_kernel"))
 
     async def upload(self, host_path: str | Path, guest_path: str) -> int:
         """Copy a host file into the sandbox's own file system; returns the byte count. (The helper code is all
@@ -449,13 +457,18 @@ class AsyncSandbox:
         msg_id = self.kernel.send("shell", "execute_request", content)
         reply = await self._shell_reply(msg_id, 120, generation)
         content = reply["content"]
-        if content["status"] != "ok":
+        if content.get("status") != "ok":
             raise OSError(f"{content.get('ename')}: {content.get('evalue')}")
-        value = content["user_expressions"]["v"]
+        value = _object(_object(content.get("user_expressions")).get("v"))
         if value.get("status") != "ok":
             raise OSError(f"{value.get('ename')}: {value.get('evalue')}")
-        text = str(value["data"]["text/plain"])
+        text = str(_object(value.get("data")).get("text/plain"))
         return text[1:-1] if text[:1] in "'\"" else text
+
+
+def _object(value: Any) -> dict[str, Any]:
+    """A copy of `value` if it is a JSON object (a kernel's facts), else {}: a gateway may send anything."""
+    return dict(value) if isinstance(value, dict) else {}
 
 
 def _retrieve(future: asyncio.Future[None]) -> None:

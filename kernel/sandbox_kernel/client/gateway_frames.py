@@ -21,7 +21,8 @@ def encode(msg: dict[str, Any], channel: str) -> str:
 
 def decode(frame: str | bytes) -> dict[str, Any] | None:
     """The message of a frame the gateway sent (its "channel" key says where it came from), or None for a frame
-    that is not a Jupyter message (nothing downstream sees it)."""
+    that is not a Jupyter message (nothing downstream sees it): the header, the content, and a str msg_type and
+    msg_id are required; a parent_header or metadata that is not an object becomes {}."""
     buffers: list[bytes] = []
     try:
         if isinstance(frame, bytes):
@@ -33,11 +34,13 @@ def decode(frame: str | bytes) -> dict[str, Any] | None:
         return None
     if not (isinstance(msg, dict) and isinstance(msg.get("header"), dict) and isinstance(msg.get("content"), dict)):
         return None
+    msg_type, msg_id = msg["header"].get("msg_type"), msg["header"].get("msg_id")
+    if not isinstance(msg_type, str) or not isinstance(msg_id, str):
+        return None
     for key in ("parent_header", "metadata"):
         if not isinstance(msg.get(key), dict):
             msg[key] = {}
-    msg["msg_type"] = msg["header"].get("msg_type")
-    msg["msg_id"] = msg["header"].get("msg_id")
+    msg["msg_type"], msg["msg_id"] = msg_type, msg_id
     msg["buffers"] = buffers
     return msg
 

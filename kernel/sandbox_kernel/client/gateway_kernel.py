@@ -5,6 +5,12 @@ One task reads the websocket and sorts messages into a queue per channel; one ta
 is lost (and waiting calls end with KernelDied) when the gateway reports it restarting or dead on IOPub (its
 process died: the gateway restarts it, without the state), when the websocket closes, or when the gateway no
 longer has it (looked up at most every POLL_SECONDS while a call waits).
+
+The gateway is not trusted: a frame larger than MAX_MESSAGE_BYTES closes the connection; a message that is not a
+Jupyter message is dropped; each channel holds at most MAX_UNREAD_BYTES of messages nobody has read yet (IOPub
+then drops its oldest, as Jupyter's own IOPub does past its high-water mark; shell and stdin, whose messages are
+answers, end the connection with an error that says so). The token is sent in the handshake's headers, which
+`websockets` logs at DEBUG: its logger here never logs at DEBUG.
 """
 
 from __future__ import annotations
@@ -13,6 +19,7 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections import deque
 from queue import Empty
 from typing import Any
 
@@ -24,7 +31,10 @@ from sandbox_kernel.client import gateway_frames
 from sandbox_kernel.client.connection import Channel, KernelDied
 from sandbox_kernel.client.gateway_rest import GatewayError, GatewayRest
 
-MAX_MESSAGE_BYTES = 256 << 20  # largest message taken from the gateway (a cell's outputs are bounded far below)
+# The largest frame taken from the gateway: above a cell's output budget (max_output_bytes, 10 MiB by default) and a
+# checkpoint part (~2.8 MB of base64).
+MAX_MESSAGE_BYTES = 64 << 20
+MAX_UNREAD_BYTES = 128 << 20  # of one channel's messages received and not read yet
 POLL_SECONDS = 2.0  # how often a waiting call asks the gateway whether it still has the kernel
 CLOSE_SECONDS = 10.0  # for the websocket's closing handshake
 SESSION_USER = "sandbox-kernel"  # the username in the headers of what the client sends
@@ -33,6 +43,63 @@ _LOST_STATES = {
     "dead": "reports kernel {id} dead: its process died and could not be restarted",
 }
 log = logging.getLogger(__name__)
+
+
+class NoDebugLogger(logging.LoggerAdapter):  # type: ignore[type-arg]  # generic only in typeshed
+    """A logger that never logs at DEBUG, whatever the application's logging says: what `websockets` logs there
+    includes every header of the handshake, the gateway's token among them."""
+
+    def isEnabledFor(self, level: int) -> bool:
+        return level > logging.DEBUG and self.logger.isEnabledFor(level)
+
+
+WEBSOCKET_LOG = NoDebugLogger(logging.getLogger(f"{__name__}.websocket"), {})
+
+
+class Inbox:
+    """The messages of one channel that arrived and were not read yet, at most `limit` bytes of their frames."""
+
+    def __init__(self, channel: str, limit: int = MAX_UNREAD_BYTES) -> None:
+        self.channel = channel
+        self.limit = limit
+        self.unread = 0  # bytes
+        self.dropped = 0  # messages dropped to stay within the limit (IOPub only)
+        self._items: deque[tuple[dict[str, Any], int]] = deque()
+        self._arrived = asyncio.Event()
+
+    def put(self, msg: dict[str, Any], size: int) -> bool:
+        """Keep `msg` (its frame had `size` bytes); False when it does not fit and the channel is not IOPub."""
+        while self._items and self.unread + size > self.limit and self.channel == "iopub":
+            _, old = self._items.popleft()
+            self.unread -= old
+            self.dropped += 1
+        if self.unread + size > self.limit:
+            return False
+        self._items.append((msg, size))
+        self.unread += size
+        self._arrived.set()
+        return True
+
+    def get_nowait(self) -> dict[str, Any]:
+        """The oldest message; Empty when there is none."""
+        if not self._items:
+            self._arrived.clear()
+            raise Empty
+        msg, size = self._items.popleft()
+        self.unread -= size
+        return msg
+
+    async def get(self, timeout: float) -> dict[str, Any]:
+        """The oldest message, waiting at most `timeout` seconds for one; Empty after that."""
+        deadline = time.monotonic() + timeout
+        while True:
+            with contextlib.suppress(Empty):
+                return self.get_nowait()
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise Empty
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self._arrived.wait(), left)
 
 
 class GatewayKernel:
@@ -46,7 +113,7 @@ class GatewayKernel:
         self.env = env  # sent with every start: e.g. Enterprise Gateway's KERNEL_USERNAME
         self.kernel_id: str | None = None
         self.session = Session(username=SESSION_USER)  # the gateway signs what it passes on with the kernel's key
-        self._queues: dict[str, asyncio.Queue[dict[str, Any]]] = {}
+        self._queues: dict[str, Inbox] = {}
         self._outgoing: asyncio.Queue[str] = asyncio.Queue()
         self._ws: ClientConnection | None = None
         self._tasks: list[asyncio.Task[None]] = []
@@ -73,7 +140,7 @@ class GatewayKernel:
         try:
             ws = await websockets.connect(
                 url, additional_headers=self.rest.headers, max_size=MAX_MESSAGE_BYTES, open_timeout=timeout,
-                close_timeout=CLOSE_SECONDS,
+                close_timeout=CLOSE_SECONDS, logger=WEBSOCKET_LOG,
             )  # fmt: skip
         except websockets.InvalidStatus as exc:
             status = exc.response.status_code
@@ -81,7 +148,7 @@ class GatewayKernel:
         except (OSError, asyncio.TimeoutError, websockets.WebSocketException) as exc:
             raise GatewayError(f"cannot open {where}: {exc or type(exc).__name__}", self.rest.shown) from None
         self._ws, self._lost = ws, None
-        self._queues = {channel: asyncio.Queue() for channel in ("shell", "iopub", "stdin")}
+        self._queues = {channel: Inbox(channel) for channel in ("shell", "iopub", "stdin")}
         self._outgoing = asyncio.Queue()
         self._tasks = [asyncio.ensure_future(self._read(ws)), asyncio.ensure_future(self._write(ws))]
 
@@ -89,25 +156,57 @@ class GatewayKernel:
         """Sort the gateway's messages by channel; note a kernel the gateway reports lost, or a closed socket."""
         try:
             async for frame in ws:
-                msg = gateway_frames.decode(frame)
-                if msg is None:
-                    log.warning("a frame from the gateway at %s that is not a Jupyter message", self.rest.shown)
-                    continue
-                channel = msg.pop("channel", None)
-                state = msg["content"].get("execution_state") if msg["msg_type"] == "status" else None
-                if channel == "iopub" and state in _LOST_STATES and not self._restarting:
-                    self._lost = f"the gateway at {self.rest.shown} " + _LOST_STATES[state].format(id=self.kernel_id)
-                queue = self._queues.get(channel) if isinstance(channel, str) else None
-                if queue is not None:
-                    queue.put_nowait(msg)
+                if not self._take(frame):
+                    await ws.close()
+                    break
         except websockets.ConnectionClosed:
             pass
+        except Exception as exc:  # anything else a gateway's messages cause ends the connection, with the reason
+            self._lost = (
+                f"the gateway at {self.rest.shown} sent kernel {self.kernel_id}'s client something it could not "
+                f"handle ({type(exc).__name__}: {exc!s:.200})"
+            )
+            log.warning("%s", self._lost)
+            await ws.close()
         finally:
             if self._ws is ws and self._lost is None:
                 why = f"code {ws.close_code}" + (f": {ws.close_reason}" if ws.close_reason else "")
                 self._lost = (
                     f"the gateway at {self.rest.shown} closed the connection to kernel {self.kernel_id} ({why})"
                 )
+
+    def _take(self, frame: str | bytes) -> bool:
+        """One frame from the gateway into its channel's inbox (dropped, with a warning, if it is not a message);
+        False when the connection must end: more unread answers than an inbox holds."""
+        msg = gateway_frames.decode(frame)
+        if msg is None:
+            log.warning("a frame from the gateway at %s that is not a Jupyter message: dropped", self.rest.shown)
+            return True
+        channel = msg.pop("channel", None)
+        state = msg["content"].get("execution_state") if msg["msg_type"] == "status" else None
+        if channel == "iopub" and isinstance(state, str) and state in _LOST_STATES and not self._restarting:
+            self._lost = f"the gateway at {self.rest.shown} " + _LOST_STATES[state].format(id=self.kernel_id)
+        inbox = self._queues.get(channel) if isinstance(channel, str) else None
+        if inbox is None:
+            return True
+        dropped = inbox.dropped
+        if not inbox.put(msg, len(frame)):
+            self._lost = (
+                f"the gateway at {self.rest.shown} sent more than {inbox.limit >> 20} MiB of messages on the "
+                f"{channel} channel of kernel {self.kernel_id} that were not read yet (a gateway that floods its "
+                "clients, or replies to requests nobody waits for); the connection was closed"
+            )
+            log.warning("%s", self._lost)
+            return False
+        if inbox.dropped and not dropped:
+            log.warning(
+                "the gateway at %s sent more than %d MiB of IOPub messages of kernel %s that were not read: the "
+                "oldest are dropped",
+                self.rest.shown,
+                inbox.limit >> 20,
+                self.kernel_id,
+            )
+        return True
 
     async def _write(self, ws: ClientConnection) -> None:
         """Send queued messages in order; a failed send closes the connection (the reader then notes it)."""
@@ -145,22 +244,18 @@ class GatewayKernel:
         parent: dict[str, Any] | None = None,
         metadata: dict[str, Any] | None = None,
     ) -> str:
+        """Queue a message for the kernel on `channel` (the writer sends it in order); its msg_id."""
         msg = self.session.msg(msg_type, content, parent=parent, metadata=metadata)
         self._outgoing.put_nowait(gateway_frames.encode(msg, channel))
         return str(msg["header"]["msg_id"])
 
     async def receive(self, channel: Channel, timeout: float) -> dict[str, Any]:
-        queue = self._queues[channel]
-        with contextlib.suppress(asyncio.QueueEmpty):
-            return queue.get_nowait()
-        if timeout <= 0:
-            raise Empty
-        try:
-            return await asyncio.wait_for(queue.get(), timeout)
-        except asyncio.TimeoutError:
-            raise Empty from None
+        """The next message of `channel`, waiting at most `timeout` s (0: only one already here); Empty if none."""
+        return await self._queues[channel].get(timeout)
 
     async def gone(self) -> KernelDied | None:
+        """Why the kernel can no longer answer (as a KernelDied to raise), or None while it can; asks the gateway
+        whether it still has the kernel at most every POLL_SECONDS."""
         if self._lost is None and time.monotonic() - self._polled >= POLL_SECONDS:
             self._polled = time.monotonic()
             assert self.kernel_id is not None
@@ -215,6 +310,8 @@ class GatewayKernel:
         self._tasks = []
 
     async def close(self) -> None:
+        """Shut the kernel down on the gateway (one it no longer has is no error), close the websocket and the
+        REST client."""
         try:
             if self.kernel_id is not None:
                 try:

@@ -2,11 +2,14 @@
 restarted and shut down (`/api/kernels...`, with the header `Authorization: token <t>`).
 
 Every failure is one GatewayError naming the gateway (its URL without credentials), the request and the HTTP
-status; the token is never part of a message.
+status; the token is never part of a message. The gateway is not trusted: an answer is read up to MAX_BODY_BYTES
+(more is refused), ids are quoted whole into paths, and every value is checked for its type before use.
 """
 
 from __future__ import annotations
 
+import json
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote, urlsplit, urlunsplit
 
@@ -14,6 +17,7 @@ import httpx
 
 TOKEN_ENV = "SANDBOX_KERNEL_GATEWAY_TOKEN"  # where the agent API and `sandbox-kernel mcp` find a gateway's token
 REQUEST_TIMEOUT = 30.0  # seconds for a request other than starting or restarting a kernel
+MAX_BODY_BYTES = 4 << 20  # of a REST answer (a kernel's model, the list of kernelspecs: kilobytes)
 
 
 class GatewayError(OSError):
@@ -71,6 +75,20 @@ def shown(url: str) -> str:
     return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
 
 
+@dataclass(frozen=True)
+class Answer:
+    """A gateway's answer to a REST request: its status, reason phrase and body (at most MAX_BODY_BYTES)."""
+
+    status: int
+    reason: str
+    body: bytes
+
+
+def printable(text: str) -> str:
+    """`text` without control characters (a gateway's words, shown in an error message)."""
+    return "".join(c if c.isprintable() else "?" for c in text)
+
+
 class GatewayRest:
     """Requests to one gateway (each instance its own: sandboxes in one process may use different gateways)."""
 
@@ -84,12 +102,13 @@ class GatewayRest:
         """The kernel's channels: ws:// (wss:// for https://) .../api/kernels/<id>/channels?session_id=..."""
         scheme = "wss" if self.base.startswith("https:") else "ws"
         rest = self.base.split(":", 1)[1]
-        return f"{scheme}:{rest}/api/kernels/{quote(kernel_id)}/channels?session_id={quote(session_id)}"
+        return f"{scheme}:{rest}{kernel_path(kernel_id)}/channels?session_id={quote(session_id, safe='')}"
 
     async def call(self, method: str, path: str, timeout: float = REQUEST_TIMEOUT, body: Any = None) -> Any:
-        """The JSON answer (None for an empty one) of `method path`; GatewayError for no answer or an error status."""
+        """The JSON answer (None for an empty one) of `method path`; GatewayError for no answer, an error status or
+        an answer of more than MAX_BODY_BYTES."""
         try:
-            answer = await self._http.request(method, self.base + path, json=body, timeout=timeout)
+            answer = await self._request(method, path, timeout, body)
         except httpx.TimeoutException:
             raise GatewayError(
                 f"the gateway at {self.shown} did not answer {method} {path} within {timeout:g}s", self.shown
@@ -98,39 +117,58 @@ class GatewayRest:
             raise GatewayError(
                 f"cannot reach the gateway at {self.shown} ({method} {path}): {exc}", self.shown
             ) from None
-        if answer.status_code >= 400:
-            raise GatewayError(self._refusal(method, path, answer), self.shown, answer.status_code)
+        if answer.status >= 400:
+            raise GatewayError(self._refusal(method, path, answer), self.shown, answer.status)
         try:
-            return answer.json() if answer.content else None
+            return json.loads(answer.body) if answer.body else None
         except ValueError:
             raise GatewayError(
                 f"the gateway at {self.shown} answered {method} {path} with something that is not JSON "
-                f"(HTTP {answer.status_code}): is it a Jupyter Kernel Gateway?",
+                f"(HTTP {answer.status}): is it a Jupyter Kernel Gateway?",
                 self.shown,
-                answer.status_code,
+                answer.status,
             ) from None
 
-    def _refusal(self, method: str, path: str, answer: httpx.Response) -> str:
+    async def _request(self, method: str, path: str, timeout: float, body: Any) -> Answer:
+        """The answer to one request, its body read up to MAX_BODY_BYTES (decompressed); GatewayError beyond."""
+        request = self._http.build_request(method, self.base + path, json=body, timeout=timeout)
+        response = await self._http.send(request, stream=True)
+        try:
+            received = bytearray()
+            async for chunk in response.aiter_bytes():
+                received += chunk
+                if len(received) > MAX_BODY_BYTES:
+                    raise GatewayError(
+                        f"the gateway at {self.shown} answered {method} {path} with more than {MAX_BODY_BYTES} "
+                        f"bytes (HTTP {response.status_code}), far more than a gateway's answer holds: refused",
+                        self.shown,
+                        response.status_code,
+                    )
+        finally:
+            await response.aclose()
+        return Answer(response.status_code, response.reason_phrase, bytes(received))
+
+    def _refusal(self, method: str, path: str, answer: Answer) -> str:
         """What a refused request says: the status, the gateway's own short message, and what to check."""
         said = ""
         try:
-            found = answer.json()
+            found = json.loads(answer.body)
             message = found.get("message") if isinstance(found, dict) else None
             if isinstance(message, str) and message.strip():
-                said = f" ({message.strip()[:200]})"
+                said = f" ({printable(message.strip()[:200])})"
         except ValueError:
             pass
-        status = answer.status_code
+        status, reason = answer.status, printable(answer.reason[:200])
         hint = ""
         if status == 401:
             hint = f"; gateway_token (or ${TOKEN_ENV}) is missing or is not the gateway's auth token"
-        elif status == 403 and "KERNEL_USERNAME" in answer.reason_phrase + said:  # Enterprise Gateway's refusal
+        elif status == 403 and "KERNEL_USERNAME" in reason + said:  # Enterprise Gateway's refusal
             hint = (
                 "; Enterprise Gateway starts kernels only for a KERNEL_USERNAME it authorizes (by default its own "
                 "user, unless that is root): give one with gateway_env={'KERNEL_USERNAME': NAME} "
                 "(sandbox-kernel mcp: --gateway-env KERNEL_USERNAME=NAME)"
             )
-        return f"the gateway at {self.shown} refused {method} {path}: HTTP {status} {answer.reason_phrase}{said}{hint}"
+        return f"the gateway at {self.shown} refused {method} {path}: HTTP {status} {reason}{said}{hint}"
 
     async def start_kernel(self, name: str, timeout: float, env: dict[str, str] | None = None) -> str:
         """A new kernel of kernelspec `name`, with `env` (the request's "env": e.g. Enterprise Gateway's
@@ -166,20 +204,28 @@ class GatewayRest:
     async def kernel_exists(self, kernel_id: str, timeout: float) -> bool | None:
         """Whether the gateway still has the kernel (None: it did not say)."""
         try:
-            await self.call("GET", f"/api/kernels/{quote(kernel_id)}", timeout)
+            await self.call("GET", kernel_path(kernel_id), timeout)
         except GatewayError as exc:
             return False if exc.status == 404 else None
         return True
 
     async def interrupt(self, kernel_id: str) -> None:
-        await self.call("POST", f"/api/kernels/{quote(kernel_id)}/interrupt")
+        """Ask the gateway to interrupt the kernel (as its kernelspec's interrupt_mode says)."""
+        await self.call("POST", f"{kernel_path(kernel_id)}/interrupt")
 
     async def restart(self, kernel_id: str, timeout: float) -> None:
         """Restart the kernel (the gateway answers once the new process answers)."""
-        await self.call("POST", f"/api/kernels/{quote(kernel_id)}/restart", timeout)
+        await self.call("POST", f"{kernel_path(kernel_id)}/restart", timeout)
 
     async def shutdown(self, kernel_id: str) -> None:
-        await self.call("DELETE", f"/api/kernels/{quote(kernel_id)}")
+        """Ask the gateway to shut the kernel down (GatewayError with status 404 if it no longer has it)."""
+        await self.call("DELETE", kernel_path(kernel_id))
 
     async def aclose(self) -> None:
+        """Close the HTTP client and its connections."""
         await self._http.aclose()
+
+
+def kernel_path(kernel_id: str) -> str:
+    """/api/kernels/<id>, the id quoted whole: a '/' or '..' in an id a gateway gave stays inside the segment."""
+    return f"/api/kernels/{quote(kernel_id, safe='')}"

@@ -30,7 +30,7 @@ from mcp.types import (
 from pydantic import Field
 
 from sandbox_kernel import __version__
-from sandbox_kernel.checkpoints.cells import NAME as CHECKPOINT_NAME
+from sandbox_kernel.checkpoints.cells import name_problem
 from sandbox_kernel.checkpoints.client import Checkpoint, CheckpointError
 from sandbox_kernel.client.agent import AsyncSandbox, GatewayError, SandboxOptions, SandboxSettingsError
 from sandbox_kernel.client.approvals import ApprovalRequest, Refused, allow_hint
@@ -196,8 +196,9 @@ class SandboxTools:
 
     async def checkpoint(self, name: Annotated[str, Field(description="the checkpoint's name")]) -> str:
         """Save the sandbox's state (variables, files outside the mounts, packages) under a name, to restore later."""
-        if not CHECKPOINT_NAME.fullmatch(name):
-            raise ToolError(f"{name[:80]!r} is not a checkpoint name: letters, digits, '_', '.' and '-', at most 64")
+        problem = name_problem(name)
+        if problem:
+            raise ToolError(problem)
 
         async def take(sandbox: AsyncSandbox) -> Checkpoint:
             limit = int(self.session.facts.get("max_checkpoints", 20))

@@ -10,9 +10,9 @@ import os
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from sandbox_kernel import private_files
+from sandbox_kernel import bounded_base64, private_files
 from sandbox_kernel.checkpoints.client import MAX_LOAD_BYTES, Checkpoint, CheckpointError
-from sandbox_kernel.checkpoints.parts import METADATA_KEY, PART_BYTES, decoded
+from sandbox_kernel.checkpoints.parts import METADATA_KEY, PART_BYTES
 
 # Runs a kernel cell (%checkpoint_get ...) with the request's metadata; returns its reply's sandbox_kernel facts.
 KernelMagic = Callable[[str, "dict[str, Any] | None"], Awaitable["dict[str, Any]"]]
@@ -20,9 +20,13 @@ KernelMagic = Callable[[str, "dict[str, Any] | None"], Awaitable["dict[str, Any]
 
 async def take(magic: KernelMagic, name: str, size: Any) -> Checkpoint:
     """The checkpoint the kernel has just saved as `name` (its file has `size` bytes, as the kernel said), copied
-    here part by part, then dropped from the kernel's folder (so it does not count against max_checkpoints)."""
-    if not isinstance(size, int) or not 0 < size <= MAX_LOAD_BYTES:
-        raise CheckpointError(f"the kernel gave {size!r} as the size of checkpoint {name!r}")
+    here part by part, then dropped from the kernel's folder (so it does not count against max_checkpoints). On
+    any failure, this side's copy is removed."""
+    if type(size) is not int or not 0 < size <= MAX_LOAD_BYTES:
+        raise CheckpointError(
+            f"the kernel gave {size!r:.80} as the size of checkpoint {name!r}; a checkpoint file has 1 to "
+            f"{MAX_LOAD_BYTES} bytes (Checkpoint's MAX_LOAD_BYTES)"
+        )
     own = Checkpoint.new_copy_path(name)
     try:
         with os.fdopen(private_files.create(own), "wb") as out:
@@ -31,17 +35,21 @@ async def take(magic: KernelMagic, name: str, size: Any) -> Checkpoint:
                 facts = await magic(f"%checkpoint_get {name} {received}", None)
                 part = facts.get(METADATA_KEY)
                 if not isinstance(part, dict) or part.get("offset") != received or part.get("size") != size:
-                    raise CheckpointError(f"the kernel answered for another part of checkpoint {name!r}: {part!r:.200}")
-                data = decoded(part.get("data"), min(PART_BYTES, size - received), f"checkpoint {name!r}")
+                    raise CheckpointError(
+                        f"the kernel answered %checkpoint_get {name} {received} with another part than the one "
+                        f"asked for (offset {received} of {size} bytes): {part!r:.200}"
+                    )
+                most = min(PART_BYTES, size - received)
+                data = bounded_base64.decode(part.get("data"), most, f"a part of checkpoint {name!r}", CheckpointError)
                 if not data:
                     raise CheckpointError(f"checkpoint {name!r} ended at {received} of the {size} bytes announced")
                 await asyncio.to_thread(out.write, data)
                 received += len(data)
         checkpoint = Checkpoint.received(own)
+        await magic(f"%checkpoint_drop {name}", None)
     except BaseException:
         own.unlink(missing_ok=True)
         raise
-    await magic(f"%checkpoint_drop {name}", None)
     return checkpoint
 
 
@@ -58,5 +66,9 @@ async def give(magic: KernelMagic, checkpoint: Checkpoint, name: str) -> None:
             offset += len(data)
             if not data or offset >= size:
                 break
-    if not (facts.get(METADATA_KEY) or {}).get("complete"):
-        raise CheckpointError(f"the kernel did not take all {size} bytes of checkpoint {checkpoint.name!r}")
+    said = facts.get(METADATA_KEY)
+    if not isinstance(said, dict) or said.get("complete") is not True:
+        raise CheckpointError(
+            f"the kernel did not take all {size} bytes of checkpoint {checkpoint.name!r}: after the last part it "
+            f"answered {said!r:.200}, not {{'complete': True, ...}} (is it a sandbox-kernel of this version?)"
+        )

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import base64
-import binascii
+from sandbox_kernel import bounded_base64
 
 CHUNK = 1 << 20  # bytes per upload/download step
 
@@ -18,16 +17,6 @@ def reported_size(text: str, guest_path: str) -> int:
 def chunk_bytes(text: str, asked: int, guest_path: str) -> bytes:
     """The bytes of the guest's base64 answer to a read of `asked` bytes; OSError if it holds more than that
     (checked on its length before anything is decoded) or is not base64."""
-    most = 4 * ((asked + 2) // 3)  # characters of `asked` bytes in base64
-    if len(text) > most:
-        raise OSError(
-            f"the sandbox answered a read of {asked} bytes of {guest_path} with {len(text)} characters of base64, "
-            f"more than the {most} that many bytes take; refused unread"
-        )
-    try:
-        data = base64.b64decode(text, validate=True)
-    except binascii.Error as exc:
-        raise OSError(f"the sandbox answered a read of {guest_path} with text that is not base64 ({exc})") from None
-    if len(data) > asked:
-        raise OSError(f"the sandbox answered a read of {asked} bytes of {guest_path} with {len(data)} bytes")
-    return data
+    return bounded_base64.decode(
+        text, asked, f"the sandbox's answer to a read of {asked} bytes of {guest_path}", OSError
+    )

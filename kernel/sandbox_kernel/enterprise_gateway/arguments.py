@@ -96,6 +96,7 @@ def parse_response_address(text: str) -> tuple[str, int]:
 
 
 def parse_kernel_id(text: str) -> str:
+    """EG's `--kernel-id` (a UUID from EG), if it is safe in a file name; LaunchArgumentError saying why not."""
     if not KERNEL_ID.fullmatch(text):
         raise LaunchArgumentError(
             f"--kernel-id {text[:300]!r} is not a kernel id (letters, digits, '.', '_', '-'; at most 128; EG gives "
@@ -105,6 +106,7 @@ def parse_kernel_id(text: str) -> str:
 
 
 def parse_ip(text: str) -> str:
+    """`--ip`, the IPv4 address the kernel's ports listen on, normalised; LaunchArgumentError if it is not one."""
     try:
         return str(ipaddress.IPv4Address(text))
     except ValueError:

@@ -97,10 +97,12 @@ class CommListener:
 
     @property
     def port(self) -> int:
+        """The comm port: the TCP port of the bound socket, which EG is told."""
         port: int = self._sock.getsockname()[1]
         return port
 
     async def start(self) -> None:
+        """Start serving on the bound socket (each connection in a task of its own, bounded by MAX_CONNECTIONS)."""
         self._server = await asyncio.start_server(self._serve, sock=self._sock, limit=MAX_REQUEST_BYTES + 1)
 
     async def close(self) -> None:

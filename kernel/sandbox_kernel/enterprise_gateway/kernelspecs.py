@@ -1,21 +1,22 @@
-"""Enterprise Gateway's kernelspecs for this kernel, made here: the one place that spells the launcher's words.
+"""Enterprise Gateway's kernelspecs for this kernel: the one place that spells the launcher's words and the pod.
 
-- Kubernetes (`KubernetesProcessProxy`): EG runs its own `launch_kubernetes.py`, which renders the kernelspec's
-  `scripts/kernel-pod.yaml.j2` into a pod; the pod runs `sandbox-kernel launch-eg` with POD_VALUES, which
-  Kubernetes fills from the pod's environment (launch_kubernetes.py puts KERNEL_ID, RESPONSE_ADDRESS, PUBLIC_KEY
-  and PORT_RANGE there). Its kernel.json is kept in deploy/enterprise-gateway/ (`python -m
-  sandbox_kernel.enterprise_gateway.kernelspecs` rewrites it; a unit test fails while it differs).
+- Kubernetes (`KubernetesProcessProxy`): kernel.json (`kubernetes_kernel_json`) runs EG's own
+  `launch_kubernetes.py`, which renders the kernelspec's `scripts/kernel-pod.yaml.j2` (`pod_template`) into the
+  kernel's pod; the pod runs `sandbox-kernel launch-eg` with POD_VALUES, which Kubernetes fills from the pod's
+  environment (launch_kubernetes.py puts KERNEL_ID, RESPONSE_ADDRESS, PUBLIC_KEY and PORT_RANGE there). What EG's
+  clients may not choose (namespace, image, service account, user, resources) is written into the template from
+  PodSettings, never taken from their KERNEL_* variables. deploy/enterprise-gateway/kernelspec.py writes both files
+  (with an operator's own PodSettings); the repository keeps them made with the defaults, which a test checks.
 - Hosts reached by EG directly or over SSH (`DistributedProcessProxy`): the kernelspec's argv is the launcher
   itself, with EG_VALUES, which EG substitutes.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
-import sys
+import re
 from dataclasses import dataclass
-from pathlib import Path
+from string import Template
 
 from sandbox_kernel import __version__
 from sandbox_kernel.jupyter.kernelspec import DISPLAY_NAME, kernel_json
@@ -25,12 +26,22 @@ KERNELSPECS_IMAGE = (
     f"sandbox-kernel-eg-kernelspecs:{__version__}"  # deploy/enterprise-gateway/Containerfile.kernelspecs
 )
 IMAGE_COMMAND = "/opt/sandbox-kernel/venv/bin/sandbox-kernel"  # `sandbox-kernel` in that image, by its full path
+IMAGE_UID = 1000  # the image's user `sandbox` (deploy/container/Containerfile's UID), and its group
+IMAGE_HOME = "/home/sandbox"
 KUBERNETES_NAME = "pyodide-sandbox_kubernetes"
 DISTRIBUTED_NAME = "pyodide-sandbox_distributed"
 EG_KERNELS = "/usr/local/share/jupyter/kernels"  # where EG's image and its Helm chart keep kernelspecs
 KUBERNETES_PROXY = "enterprise_gateway.services.processproxies.k8s.KubernetesProcessProxy"
 DISTRIBUTED_PROXY = "enterprise_gateway.services.processproxies.distributed.DistributedProcessProxy"
-REPO_KUBERNETES_SPEC = Path(__file__).resolve().parents[3] / "deploy" / "enterprise-gateway" / KUBERNETES_NAME
+KEY_FOLDER = "/etc/sandbox-kernel/checkpoint-key"  # where the pod mounts the checkpoint key's Secret
+KEY_FILE = "checkpoint.key"  # the key of that Secret, and the file name
+CHECKPOINT_MB = 512  # SandboxKernel.max_checkpoint_bytes' default, in MiB: what one checkpoint file may hold
+UNCONFINED = "Unconfined"  # PodSettings.seccomp_profile without a profile on the nodes (the documented fallback)
+
+_IMAGE_REF = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/:@+-]{0,254}")  # registry/path:tag@digest, nothing YAML/Jinja
+_DNS_LABEL = re.compile(r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?")
+_DNS_NAME = re.compile(r"[a-z0-9]([a-z0-9.-]{0,251}[a-z0-9])?")
+_PROFILE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_./-]{0,200}")
 
 
 @dataclass(frozen=True)
@@ -62,6 +73,50 @@ def launcher_arguments(values: LaunchValues) -> list[str]:
     ]
 
 
+@dataclass(frozen=True)
+class PodSettings:
+    """The operator's choices for the kernel's pod, which EG's clients cannot change."""
+
+    image: str = IMAGE
+    namespace: str = "enterprise-gateway"  # EG's own (the chart's shareGatewayNamespace), where network-policy.yaml is
+    service_account: str = "default"  # the pod gets no token of it (automountServiceAccountToken: false)
+    seccomp_profile: str = "sandbox-kernel-seccomp.json"  # under the kubelet's seccomp folder; or UNCONFINED
+    key_secret: str = "sandbox-kernel-checkpoint-key"  # the Secret holding the checkpoint key (KEY_FILE)
+    memory_limit_mb: int = 1024  # SandboxKernel.memory_limit_mb; the pod's memory limit is this + 512 MiB
+    max_checkpoints: int = 4  # SandboxKernel.max_checkpoints; the pod's home holds that many of CHECKPOINT_MB
+
+    def problems(self) -> list[str]:
+        """What is wrong with these settings, each with what is allowed."""
+        found = []
+        if not _IMAGE_REF.fullmatch(self.image):
+            found.append(f"image {self.image!r:.100}: an image reference (registry/name:tag or @sha256:...)")
+        if not _DNS_LABEL.fullmatch(self.namespace):
+            found.append(f"namespace {self.namespace!r:.100}: a Kubernetes namespace name (a DNS label)")
+        for name, value in (("service account", self.service_account), ("secret", self.key_secret)):
+            if not _DNS_NAME.fullmatch(value):
+                found.append(f"{name} {value!r:.100}: a Kubernetes object name (lower-case DNS name)")
+        if self.seccomp_profile != UNCONFINED and (
+            not _PROFILE.fullmatch(self.seccomp_profile) or ".." in self.seccomp_profile
+        ):
+            found.append(
+                f"seccomp profile {self.seccomp_profile!r:.100}: a file name under the kubelet's seccomp folder, "
+                f"or {UNCONFINED!r}"
+            )
+        if not 256 <= self.memory_limit_mb <= 65536:
+            found.append(f"memory_limit_mb {self.memory_limit_mb}: 256 to 65536")
+        if not 1 <= self.max_checkpoints <= 100:
+            found.append(f"max_checkpoints {self.max_checkpoints}: 1 to 100")
+        return found
+
+    def kernel_settings(self) -> list[str]:
+        """The kernel's settings on the pod's command line: the OS layers required, and the two the pod is sized by."""
+        return [
+            "--SandboxKernel.os_sandbox=required",
+            f"--SandboxKernel.memory_limit_mb={self.memory_limit_mb}",
+            f"--SandboxKernel.max_checkpoints={self.max_checkpoints}",
+        ]
+
+
 def _base(python: str, display_name: str, process_proxy: dict[str, object]) -> dict[str, object]:
     """This kernel's kernel.json (its language, interrupt mode, env) with EG's process proxy and a name."""
     spec = kernel_json(python)
@@ -72,7 +127,8 @@ def _base(python: str, display_name: str, process_proxy: dict[str, object]) -> d
 
 
 def kubernetes_kernel_json(image: str = IMAGE) -> dict[str, object]:
-    """The kernel.json EG's pod runs: EG's launch_kubernetes.py (beside it in scripts/) makes the kernel's pod."""
+    """The kernel.json EG's pod runs: EG's launch_kubernetes.py (beside it in scripts/) makes the kernel's pod.
+    `image_name` is what EG's kernel image puller pulls onto each node (the pod template names the same image)."""
     spec = _base(
         "python", f"{DISPLAY_NAME} on Kubernetes", {"class_name": KUBERNETES_PROXY, "config": {"image_name": image}}
     )
@@ -96,22 +152,139 @@ def distributed_kernel_json(
     return spec
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Rewrite (or --check) deploy/enterprise-gateway/'s kernel.json from kubernetes_kernel_json()."""
-    parser = argparse.ArgumentParser(prog="python -m sandbox_kernel.enterprise_gateway.kernelspecs")
-    parser.add_argument("--check", action="store_true", help="only compare; exit 1 when it is out of date")
-    args = parser.parse_args(argv)
-    path = REPO_KUBERNETES_SPEC / "kernel.json"
-    made = json.dumps(kubernetes_kernel_json(), indent=2) + "\n"
-    if path.exists() and path.read_text(encoding="utf-8") == made:
-        return 0
-    if args.check:
-        print(f"{path} is out of date: run `{parser.prog}`", file=sys.stderr)
-        return 1
-    path.write_text(made, encoding="utf-8")
-    print(f"rewrote {path}")
-    return 0
+def pod_template(pod: PodSettings | None = None) -> str:
+    """The text of scripts/kernel-pod.yaml.j2 for `pod` (ValueError listing what is wrong with it)."""
+    pod = pod or PodSettings()
+    problems = pod.problems()
+    if problems:
+        raise ValueError("the pod's settings cannot be used: " + "; ".join(problems))
+    home_mb = pod.max_checkpoints * CHECKPOINT_MB + 256
+    if pod.seccomp_profile == UNCONFINED:
+        seccomp = "type: Unconfined"
+    else:
+        seccomp = f"type: Localhost\n      localhostProfile: {json.dumps(pod.seccomp_profile)}"
+    words = [IMAGE_COMMAND, *launcher_arguments(POD_VALUES), *pod.kernel_settings()]
+    return _POD.substitute(
+        namespace=json.dumps(pod.namespace),
+        service_account=json.dumps(pod.service_account),
+        image=json.dumps(pod.image),
+        uid=IMAGE_UID,
+        home=IMAGE_HOME,
+        seccomp=seccomp,
+        command=json.dumps(words[:1]),
+        args="".join(f"\n    - {json.dumps(word)}" for word in words[1:]),
+        key_secret=json.dumps(pod.key_secret),
+        key_folder=KEY_FOLDER,
+        key_file=KEY_FILE,
+        memory_request="400Mi",
+        memory_limit=f"{pod.memory_limit_mb + 512}Mi",
+        home_mb=home_mb,
+        storage_limit=f"{home_mb + 512 + 256}Mi",
+    )
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+_POD = Template("""\
+# The pod of one sandbox-kernel for Jupyter Enterprise Gateway on Kubernetes (KubernetesProcessProxy), made by
+# deploy/enterprise-gateway/kernelspec.py (its options: image, namespace, service account, seccomp profile): run it
+# again rather than editing this file, or edit both files of the kernelspec alike. EG's own launch_kubernetes.py,
+# beside it in scripts/, renders it: only kernel_id and kernel_pod_name come from EG; what EG's clients could set
+# through KERNEL_* variables (namespace, image, service account, user and group, resources) is fixed here.
+# launch_kubernetes.py adds its whole environment to the container's env (KERNEL_ID, RESPONSE_ADDRESS, PUBLIC_KEY,
+# PORT_RANGE among it), and Kubernetes expands $$(NAME) in `args` from it. Why each setting: docs/enterprise-gateway.md.
+apiVersion: v1
+kind: Pod
+metadata:
+  name: {{ kernel_pod_name | yaml_safe }}
+  # Not the client's KERNEL_NAMESPACE: only here does network-policy.yaml keep other pods away from the comm port.
+  # (A client that sets one gets the API server's refusal: the pod's namespace differs from the request's.)
+  namespace: ${namespace}
+  labels:
+    kernel_id: {{ kernel_id | yaml_safe }}
+    app: enterprise-gateway
+    component: kernel
+    source: pyodide-sandbox-kernel-pod
+  annotations:
+    cluster-autoscaler.kubernetes.io/safe-to-evict: "false"
+    # The same as appArmorProfile below, for Kubernetes before 1.30.
+    container.apparmor.security.beta.kubernetes.io/sandbox-kernel: unconfined
+spec:
+  restartPolicy: Never
+  serviceAccountName: ${service_account}
+  # The kernel never calls the Kubernetes API: no token in the pod.
+  automountServiceAccountToken: false
+  enableServiceLinks: false
+  # The kernel's own seccomp filter for its sandboxes has a system call table for x86_64 only: with
+  # os_sandbox=required, a kernel on another architecture would answer every cell with that layer missing.
+  nodeSelector:
+    kubernetes.io/arch: amd64
+  securityContext:
+    runAsNonRoot: true
+    # The image's user: its home and passwd entry (not EG's KERNEL_UID/KERNEL_GID, which clients may set).
+    runAsUser: ${uid}
+    runAsGroup: ${uid}
+    fsGroup: ${uid}
+    # The runtime's default profile (RuntimeDefault) refuses the unshare and mount calls the kernel's sandbox needs:
+    # a profile made from it by `sandbox-kernel seccomp-profile`, on each node under the kubelet's seccomp folder,
+    # adds those calls and keeps every other rule on the whole pod (the kernel's Python included).
+    seccompProfile:
+      ${seccomp}
+  containers:
+  - name: sandbox-kernel
+    image: ${image}
+    # By its full path: the container's PATH may be EG's own (EG_INHERITED_ENVS passes it on).
+    command: ${command}
+    # The launcher's words, then the kernel's settings for every kernel of this kernelspec. `required`: a pod where
+    # the OS layers cannot be set up answers every cell with the reason instead of running guest code behind Deno's
+    # permissions alone.
+    args:${args}
+    securityContext:
+      allowPrivilegeEscalation: false
+      readOnlyRootFilesystem: true
+      capabilities:
+        drop: ["ALL"]
+      # The runtime's default AppArmor profile denies mount, so the sandbox's private root could not be built.
+      # Kubernetes 1.30+; a Localhost profile that allows mount (and userns, on Ubuntu 23.10+ nodes) also works.
+      appArmorProfile:
+        type: Unconfined
+    env:
+    # Every kernel of this kernelspec seals checkpoints with this key (a Secret), so that a checkpoint, fork() and
+    # restore after restart() move between kernels, which are pods of their own.
+    - name: SANDBOX_KERNEL_CHECKPOINT_KEY
+      value: ${key_folder}/${key_file}
+    # launch_kubernetes.py appends its environment here.
+    resources:
+      # Sized by the kernel's settings above: a kernel and its sandboxes at rest (~320 MiB), up to memory_limit_mb
+      # of guest memory; its home holds max_checkpoints checkpoints.
+      requests:
+        cpu: 250m
+        memory: ${memory_request}
+        ephemeral-storage: 512Mi
+      limits:
+        cpu: "1"
+        memory: ${memory_limit}
+        ephemeral-storage: ${storage_limit}
+    volumeMounts:
+    - name: checkpoint-key
+      mountPath: ${key_folder}
+      readOnly: true
+    - name: home
+      mountPath: ${home}
+    - name: tmp
+      mountPath: /tmp
+  volumes:
+  - name: checkpoint-key
+    secret:
+      secretName: ${key_secret}
+      defaultMode: 0440
+      items:
+      - key: ${key_file}
+        path: ${key_file}
+  # The root file system is read-only: the kernel writes its Jupyter data (checkpoints, audit log) in its home and
+  # its private folders in /tmp, both gone with the pod.
+  - name: home
+    emptyDir:
+      sizeLimit: ${home_mb}Mi
+  - name: tmp
+    emptyDir:
+      sizeLimit: 512Mi
+""")

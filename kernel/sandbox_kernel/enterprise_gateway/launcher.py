@@ -188,3 +188,11 @@ def main(words: list[str]) -> int:
     except ports.NoFreePort as exc:
         log.error("%s", exc)
         return 1
+    except Exception as exc:  # the kernel could not be started: one line in EG's kernel log, not a traceback
+        log.error(
+            "could not start the kernel: %s: %s (`sandbox-kernel doctor` in this environment checks its kernelspec, "
+            "Deno and the cache)",
+            type(exc).__name__,
+            exc,
+        )
+        return 1

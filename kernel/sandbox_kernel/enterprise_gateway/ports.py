@@ -30,7 +30,11 @@ def bind(port_range: PortRange, ip: str, taken: frozenset[int] = frozenset()) ->
             sock.close()
             continue
         return sock
-    raise NoFreePort(f"no free port on {ip} in the range {port_range} after {ATTEMPTS} tries")
+    raise NoFreePort(
+        f"no free port on {ip} in the range {port_range} after {ATTEMPTS} tries: the range is nearly used up, or "
+        "taken by other programs; widen it in Enterprise Gateway (--EnterpriseGatewayApp.port_range or EG_PORT_RANGE, "
+        "or the kernelspec's process_proxy config port_range), or use 0..0 for any free port"
+    )
 
 
 def free_ports(count: int, port_range: PortRange, ip: str) -> list[int]:

@@ -287,13 +287,19 @@ class PyodideIndex:
         """Have the files of `names` (and their dependencies) in the cache, each matching the lock's sha256.
 
         A cached file is hashed at every use: one that changed (a damaged cache, or an index whose file
-        changed under the same name) is fetched again rather than loaded.
+        changed under the same name) is fetched again rather than loaded. A cache that cannot be written (baked
+        into an image) is said before anything is downloaded.
         """
         for name in self.closure(names):
             pkg = self.packages[name]
             cached = self.cache / pkg["file_name"]
             if cached.is_file() and file_sha256(cached) == pkg["sha256"]:
                 continue
+            if not paths.cache_writable(self.cache):
+                what = f"{name} (from {self.source})"
+                raise PackageError(
+                    paths.read_only_cache(what, self.cache, "this user may not write there", paths.FIX_PYODIDE_PACKAGE)
+                )
             data = self._download(pkg)
             digest = hashlib.sha256(data).hexdigest()
             if digest != pkg["sha256"]:

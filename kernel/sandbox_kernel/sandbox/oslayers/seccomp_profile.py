@@ -19,6 +19,7 @@ RULE_COMMENT = "sandbox-kernel: the OS layers of its sandboxes (user namespaces,
 
 
 def needed() -> list[str]:
+    """Every call the launcher makes that a container's profile must allow, sorted (diagnose.NEEDED_SYSCALLS)."""
     return sorted({call for calls in NEEDED_SYSCALLS.values() for call in calls})
 
 

@@ -1,4 +1,4 @@
-"""A real Jupyter Kernel Gateway on 127.0.0.1 for the tests: its own port, auth token, `list_kernels` on (`--JupyterWebsocketPersonality.list_kernels=True`: KernelGatewayApp has no such option), and its
+"""A real Jupyter Kernel Gateway on 127.0.0.1, for the tests and bench/load.py: its own port, auth token, `list_kernels` on (`--JupyterWebsocketPersonality.list_kernels=True`: KernelGatewayApp has no such option), and its
 own Jupyter config folder, whose sandbox_kernel_config.py is what the gateway's kernels run with; IOPub not
 rate-limited (as docs/gateway.md sets it up)."""
 
