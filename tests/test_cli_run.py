@@ -309,5 +309,5 @@ def test_without_the_kernelspec_one_line_says_how_to_install_it(tmp_path):
         [python, "-c", "from sandbox_kernel import Sandbox\nSandbox().start()"],
         capture_output=True, text=True, timeout=120, env=env,
     )  # fmt: skip
-    assert proc.stderr.splitlines()[-1] == f"sandbox_kernel.client.agent.KernelNotInstalled: {hint}", proc.stderr
+    assert proc.stderr.splitlines()[-1] == f"sandbox_kernel.client.local_kernel.KernelNotInstalled: {hint}", proc.stderr
     assert "NoSuchKernel" not in proc.stderr  # one error, not a chain

@@ -344,11 +344,18 @@ def test_no_deno_left_after_the_kernel_is_killed():
         km.cleanup_resources()
 
 
-SLOW_LAST_IDLE = """
+SLOW_SHUTDOWN_RACES = """
+import asyncio
 import time
+
 import ipykernel.kernelbase as kernelbase
 
+from sandbox_kernel.jupyter.kernel import SandboxKernel
+from sandbox_kernel.sandbox.process import SandboxProcess
+
 publish = kernelbase.Kernel._publish_status_and_flush
+first = SandboxProcess._first
+shutdown = SandboxKernel.do_shutdown
 
 
 def slow_last_idle(self, status, channel, parent=None):
@@ -358,15 +365,38 @@ def slow_last_idle(self, status, channel, parent=None):
     return publish(self, status, channel, parent)
 
 
+async def later(fut):
+    value = await fut
+    await asyncio.sleep(2)
+    return value
+
+
+async def slow_python(self, fut, what):
+    # the shutdown_request arrives while the first sandbox's Python still starts (to the kernel)
+    if what == "start Python":
+        fut = asyncio.ensure_future(later(fut))
+    return await first(self, fut, what)
+
+
+async def slow_shutdown(self, restart):
+    # the main loop notices the killed sandbox before it is told to stop
+    reply = await shutdown(self, restart)
+    time.sleep(0.5)
+    return reply
+
+
 kernelbase.Kernel._publish_status_and_flush = slow_last_idle
+SandboxProcess._first = slow_python
+SandboxKernel.do_shutdown = slow_shutdown
 """
 
 
-def test_the_last_idle_after_a_shutdown_request_is_sent_before_the_process_exits(tmp_path):
+def test_a_shutdown_during_the_start_sends_its_last_idle_and_exits_quietly(tmp_path):
     """After a shutdown_request the control thread still publishes "idle"; exit used to close IOPub under it
-    (ENOTSOCK on the kernel's stderr, or libzmq's abort). A kernel whose last idle is slow must still send it and
-    exit cleanly."""
-    (tmp_path / "sitecustomize.py").write_text(SLOW_LAST_IDLE)
+    (ENOTSOCK on the kernel's stderr, or libzmq's abort). And a shutdown while the first sandbox still starts left
+    kernel_info's wait for it unretrieved ("Task exception was never retrieved ... SandboxDied"). A kernel whose last
+    idle is slow, shut down during its sandbox's start, must still send that idle and exit cleanly and quietly."""
+    (tmp_path / "sitecustomize.py").write_text(SLOW_SHUTDOWN_RACES)
     stderr = (tmp_path / "stderr.txt").open("w")
     km = KernelManager(kernel_name=KERNEL_NAME)
     km.start_kernel(env={**os.environ, "PYTHONPATH": str(tmp_path)}, stderr=stderr)

@@ -155,7 +155,10 @@ def test_cells_that_will_not_stop_get_a_fresh_sandbox(timed, code):
     execute(kc, "marker = 'kept'")
     started = time.monotonic()
     run = attack(kc, code, timeout=60)
-    assert time.monotonic() - started < TIMEOUT + 1 + 5
+    # The answer comes once the next sandbox is up (the spare, itself still starting after the previous case's
+    # restart): ~cell_timeout + interrupt_grace on a quiet machine, up to ~18 s seen with the cores four times
+    # oversubscribed. Bounded well below the attack's own 60 s: the kernel does not wait on the stuck cell.
+    assert time.monotonic() - started < TIMEOUT + 1 + 25
     assert_refused(run, ["SandboxTimeout"], f"cell_timeout={TIMEOUT}", "interrupt_grace=1", "variables were lost")
     assert_lost(kc)
 

@@ -38,7 +38,7 @@ from sandbox_kernel.jupyter.widget_guard import WidgetGuard
 from sandbox_kernel.protocol import schema as guest_schema
 from sandbox_kernel.sandbox import mounts, private_folders, provision
 from sandbox_kernel.sandbox.launcher import LaunchSettings, SandboxLauncher
-from sandbox_kernel.sandbox.pool import SandboxPool
+from sandbox_kernel.sandbox.pool import SandboxPool, quiet
 from sandbox_kernel.sandbox.process import SandboxProcess
 from sandbox_kernel.sandbox.startup import SandboxOptions
 
@@ -229,7 +229,8 @@ class SandboxKernel(SandboxSettings, Kernel):
         spawn, long before Python is up), or its start failed, or after KERNEL_INFO_WAIT seconds at most: a start
         that fails or hangs is told at the first cell. The versions in the reply are known on the host."""
         if not self.settings_problems and not self._launcher.layers_known.is_set():
-            started: asyncio.Future[Any] = asyncio.ensure_future(asyncio.shield(self._pool.get()))
+            started: asyncio.Future[Any] = asyncio.ensure_future(self._pool.get())  # a wait: it starts nothing
+            started.add_done_callback(quiet)  # a start that fails after this answer is told at the first cell
             layers: asyncio.Future[Any] = asyncio.ensure_future(self._launcher.layers_known.wait())
             done, _ = await asyncio.wait({started, layers}, timeout=KERNEL_INFO_WAIT, return_when="FIRST_COMPLETED")
             layers.cancel()

@@ -14,7 +14,7 @@ Launch = Callable[[], Coroutine[Any, Any, SandboxProcess]]
 Prepare = Callable[[SandboxProcess], Awaitable[None]]
 
 
-def _quiet(task: asyncio.Task[object]) -> None:
+def quiet(task: asyncio.Future[Any]) -> None:
     """Retrieve a background task's exception so that asyncio does not log it as never retrieved."""
     if not task.cancelled():
         task.exception()
@@ -53,13 +53,13 @@ class SandboxPool:
         """Make a sandbox current in the background: the spare if there is a live one, else a new one. The next
         spare is launched once it is current, or, with `spare_now` false, when start_spare() is called."""
         self._starting = asyncio.get_running_loop().create_task(self._promote(spare_now))
-        self._starting.add_done_callback(_quiet)
+        self._starting.add_done_callback(quiet)
 
     def start_spare(self) -> None:
         """Launch the spare, if the policy keeps one and there is none."""
         if self.keep_spare and self._spare is None:
             self._spare = asyncio.get_running_loop().create_task(self._launch_spare())
-            self._spare.add_done_callback(_quiet)
+            self._spare.add_done_callback(quiet)
 
     async def _launch_spare(self) -> SandboxProcess:
         sandbox = await self._launch()
