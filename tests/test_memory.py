@@ -1,0 +1,46 @@
+"""What a sandbox holds in memory: the levers of bench/NOTES.md (issue 28) are in force in a real kernel."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import psutil
+
+from conftest import execute, start_kernel, stop_kernel, value
+from sandbox_kernel.sandbox.launch_plan import MALLOC_ENV
+
+ARENA = 64 << 20  # glibc maps each arena beside the main one as a 64 MiB-aligned heap (HEAP_MAX_SIZE)
+MAPPING = re.compile(r"^([0-9a-f]+)-([0-9a-f]+) \S+ \S+ \S+ \S+\s*(.*)$")
+
+
+def deno_of(km) -> psutil.Process:  # type: ignore[no-untyped-def]
+    (deno,) = psutil.Process(km.provisioner.process.pid).children()
+    return deno
+
+
+def arenas(pid: int) -> list[int]:
+    """Start addresses of glibc's extra malloc arenas: anonymous, 64 MiB-aligned, mapped without swap reserve (V8's
+    own reservations are marked don't-copy-on-fork, `dc`)."""
+    found, start, name = [], 0, ""
+    for line in Path(f"/proc/{pid}/smaps").read_text().splitlines():
+        mapping = MAPPING.match(line)
+        if mapping:
+            start, name = int(mapping[1], 16), mapping[3]
+        elif line.startswith("VmFlags:") and not name and start % ARENA == 0 and " nr" in line and " dc" not in line:
+            found.append(start)
+    return found
+
+
+def test_the_sandbox_allocates_from_one_arena_and_its_environment_says_so():
+    """Without the setting Deno's ~15 threads made a dozen arenas (~45 MiB after the first cell, measured)."""
+    km, kc = start_kernel()
+    try:
+        assert value(execute(kc, "sum(i * i for i in range(200_000))")) == "2666646666700000"
+        deno = deno_of(km)
+        with deno.oneshot():
+            assert deno.name() == "deno"
+            assert MALLOC_ENV.items() <= deno.environ().items()
+            assert arenas(deno.pid) == []
+    finally:
+        stop_kernel(km, kc)
