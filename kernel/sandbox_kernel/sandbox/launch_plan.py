@@ -151,9 +151,11 @@ class LaunchPlan:
         mb = self.memory_limit_mb
         v8 = [f"--wasm-max-mem-pages={mb * 16}", f"--max-old-space-size={mb}", *V8_MEMORY_FLAGS, *self.v8_flags]
         tls = [f"--cert={self.ca_file}"] if self.ca_file else []
+        # --no-code-cache: Deno would write V8's code cache (3.7 MB) into this sandbox's fresh DENO_DIR, a tmpfs that
+        # no later start reads (bench/NOTES.md, issue 28).
         return [
-            paths.deno_executable(), "run", "--no-prompt", "--cached-only", f"--config={self.host / 'deno.json'}",
-            "--unstable-worker-options", *flags, *tls,
+            paths.deno_executable(), "run", "--no-prompt", "--cached-only", "--no-code-cache",
+            f"--config={self.host / 'deno.json'}", "--unstable-worker-options", *flags, *tls,
             "--v8-flags=" + ",".join(v8), str(self.host / "main.ts"),
         ]  # fmt: skip
 
