@@ -9,6 +9,7 @@ from /proc/PID/smaps (see `part`); bench/NOTES.md ("Issue 28: memory") says what
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import statistics
 from collections import defaultdict
@@ -23,6 +24,7 @@ PARTS = (
     "program (deno, python)", "libraries", "wasm memory", "V8 heaps", "compiled code", "malloc arenas",
     "other anonymous", "other",
 )  # fmt: skip
+SCRATCH = "scratch files (tmpfs, not in PSS)"  # what Deno writes into its DENO_DIR: memory no smaps shows
 # The worker isolate's own view: its JS heap and the interpreter's memory, asked of the guest (after the rest).
 WORKER_FACTS = (
     "import js, pyodide_js\nm = js.Deno.memoryUsage()\n"
@@ -76,7 +78,22 @@ def breakdown(pid: int) -> dict[str, float]:
     parts: dict[str, float] = defaultdict(float)
     for m in maps:
         parts[part(m, wasm)] += int(str(m.get("Pss", 0))) / 1024
+    parts[SCRATCH] = scratch_mib(pid)
     return parts
+
+
+def scratch_mib(pid: int) -> float:
+    """MiB of the files in a Deno process's DENO_DIR, as the process sees it (its own tmpfs under the namespaces
+    layer); links (to the npm cache, to Deno itself) are not its own. 0 for other processes."""
+    try:
+        env = dict(v.split("=", 1) for v in Path(f"/proc/{pid}/environ").read_text().split("\0") if "=" in v)
+    except OSError:
+        return 0.0
+    if "DENO_DIR" not in env:
+        return 0.0
+    scratch = Path(f"/proc/{pid}/root") / env["DENO_DIR"].lstrip("/")
+    files = (Path(top, name) for top, _, names in os.walk(scratch) for name in names)
+    return sum(f.lstat().st_size for f in files if not f.is_symlink()) / 2**20
 
 
 def one_kernel(arguments: list[str]) -> tuple[list[dict[str, float]], list[dict[str, float]], str]:
@@ -100,10 +117,11 @@ def table(runs: list[list[dict[str, float]]], title: str) -> str:
     processes = min(len(r) for r in runs)
     names = ["kernel process", "sandbox (Deno)", *(f"process {i}" for i in range(2, processes))][:processes]
     lines = [f"| {title} | " + " | ".join(names) + " |", "|---|" + "---:|" * processes]
-    for name in (*PARTS, "total"):
+    for name in (*PARTS, "total", SCRATCH):
         cells = []
         for i in range(processes):
-            values = [sum(r[i].values()) if name == "total" else r[i].get(name, 0.0) for r in runs]
+            total = [sum(v for k, v in r[i].items() if k != SCRATCH) for r in runs]
+            values = total if name == "total" else [r[i].get(name, 0.0) for r in runs]
             cells.append(f"{statistics.median(values):.1f}")
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
