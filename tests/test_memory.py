@@ -33,11 +33,13 @@ def arenas(pid: int) -> list[int]:
     return found
 
 
-def test_the_sandbox_allocates_from_one_arena_and_its_environment_says_so():
-    """Without the setting Deno's ~15 threads made a dozen arenas (~45 MiB after the first cell, measured)."""
+def test_the_sandbox_and_the_kernel_allocate_from_one_arena():
+    """Without the settings Deno's ~15 threads made a dozen arenas (~45 MiB after the first cell, measured), and the
+    kernel process's threads (ZeroMQ's, ipykernel's) four."""
     km, kc = start_kernel()
     try:
         assert value(execute(kc, "sum(i * i for i in range(200_000))")) == "2666646666700000"
+        assert arenas(km.provisioner.process.pid) == []
         deno = deno_of(km)
         with deno.oneshot():
             assert deno.name() == "deno"
