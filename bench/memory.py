@@ -1,6 +1,6 @@
 """Where a kernel's memory is: PSS per process and per part, after the first cell and after a CPU-bound cell.
 
-Usage: python bench/memory.py [--trials N] [KERNEL ARGUMENTS ...]
+Usage: python bench/memory.py [--trials N] [-- KERNEL ARGUMENTS ...]
 Starts N kernels one after another (default settings unless arguments are given, e.g.
 `--SandboxKernel.spare_sandbox=True`), and prints the median of each part as a markdown table. The parts are read
 from /proc/PID/smaps (see `part`); bench/NOTES.md ("Issue 28: memory") says what each holds.
