@@ -39,8 +39,9 @@ TEST_DENO_ALL = "SANDBOX_KERNEL_TEST_DENO_ALL"  # tests only: Deno's own checks 
 V8_MEMORY_FLAGS = ("--optimize-for-size", "--no-wasm-inlining-call-indirect")
 # Deno allocates with glibc's malloc. One arena instead of one per thread (Deno runs ~15), and blocks of 32 KiB or
 # more (V8's compiler memory: ~25 MB while it optimises the interpreter loop) in their own mappings, given back when
-# freed; free memory at the heap's top is given back from 128 KiB. ~20 MiB less per sandbox (bench/NOTES.md, issue 28).
-MALLOC_ENV = {"MALLOC_ARENA_MAX": "1", "MALLOC_MMAP_THRESHOLD_": "32768", "MALLOC_TRIM_THRESHOLD_": "131072"}
+# freed; a fixed threshold also keeps the heap's top given back from 128 KiB. ~20 MiB less per sandbox, for ~0.05 s
+# more system time at start (bench/NOTES.md, issue 28).
+MALLOC_ENV = {"MALLOC_ARENA_MAX": "1", "MALLOC_MMAP_THRESHOLD_": "32768"}
 # V8 and Deno map about 1.1 GiB of writable memory before any guest code runs (measured here).
 DATA_BASELINE_MB = 1280
 
