@@ -1,6 +1,7 @@
 """Benchmarks of sandbox-kernel side by side with ipykernel's python3 kernel, in one run.
 
-Usage: python bench/run.py [--trials N] [--calls N] [--lines N] [--scale N ...] [--only checkpoint|files|firsts|packages|shell] [--output bench/RESULTS.md]
+Usage: python bench/run.py [--trials N] [--calls N] [--lines N] [--scale N ...]
+    [--only checkpoint|files|firsts|memory|packages|shell] [--output bench/RESULTS.md]
 Prints a markdown table (medians and p90s, memory as PSS, ratio to ipykernel) and writes it to RESULTS.md.
 """
 
@@ -9,6 +10,7 @@ from __future__ import annotations
 import argparse
 import ast
 import datetime
+import functools
 import os
 import platform
 import statistics
@@ -553,6 +555,20 @@ def restart_to_result(kernel: str, arguments: list[str], env: dict[str, str] | N
         stop(km, kc)
 
 
+MEMORY_HEADING = "## Memory after the first cell, and N kernels"
+SCALE = [1, 8, 16]  # kernels started at once (--scale)
+
+
+def first_cell_memory(kernel: str) -> tuple[float, list[float]]:
+    """A new kernel's PSS (total, per process) once its first cell (`1+1`) has run; default settings."""
+    km, kc = start(kernel)
+    try:
+        value(kc, "1+1")
+        return settled_pss(kernel_pid(km), 2 if kernel == OURS else 1)
+    finally:
+        stop(km, kc)
+
+
 def first_import(kernel: str, arguments: list[str], env: dict[str, str] | None = None) -> float:
     """Seconds for the first import of the ten packages in a new kernel, timed inside the cell."""
     km, kc = start(kernel, arguments, env=env)
@@ -678,6 +694,34 @@ def packages_rows(trials: int) -> list[Row]:
     ]  # fmt: skip
 
 
+def memory_rows(trials: int, counts: list[int] | None = None) -> list[Row]:
+    """Memory after the first cell (medians of `trials` kernels, one at a time), then `counts` kernels at once,
+    with what each kernel past the first adds (issue 28's targets: 150 MiB for one, 120 per extra kernel)."""
+    ours = [first_cell_memory(OURS) for _ in range(trials)]
+    ref = statistics.median(first_cell_memory(REFERENCE)[0] for _ in range(trials))
+    each = ", ".join(f"{statistics.median(o[1][i] for o in ours):.0f}" for i in range(min(len(o[1]) for o in ours)))
+    rows = [
+        Row("memory after the first cell (`1+1`), default settings", "MiB PSS", statistics.median(o[0] for o in ours),
+            ref, f"per process: {each}; median of {trials} kernels"),
+    ]  # fmt: skip
+    alone: dict[str, float] = {}  # one kernel's memory, for the growth per extra kernel
+    for count in sorted(counts or SCALE):
+        ours_scale = scale(OURS, count, 2)  # default settings: the kernel and its sandbox (no restart yet)
+        ref_scale = scale(REFERENCE, count, 1)
+        rows.append(Row(f"{count} kernels started at once: launch to first result, each", "s",
+                        ours_scale[0], ref_scale[0], "median of the kernels"))  # fmt: skip
+        note = f"after each ran `1+1`; {ours_scale[1] / count:.0f} MiB per kernel, default settings"
+        if count == 1:
+            alone = {"ours": ours_scale[1], "ref": ref_scale[1]}
+        elif alone:
+            growth = [
+                (total - alone[who]) / (count - 1) for who, total in (("ours", ours_scale[1]), ("ref", ref_scale[1]))
+            ]
+            note += f"; each kernel past the first: {growth[0]:.0f} MiB (ipykernel {growth[1]:.0f})"
+        rows.append(Row(f"{count} kernels started at once: memory, all", "MiB PSS", ours_scale[1], ref_scale[1], note))
+    return rows
+
+
 # ---- report --------------------------------------------------------------------------------
 
 SECTIONS: dict[str, tuple[str, Callable[[int], list[Row]]]] = {
@@ -685,6 +729,7 @@ SECTIONS: dict[str, tuple[str, Callable[[int], list[Row]]]] = {
     "files": (FILES_HEADING, file_rows),
     "firsts": (FIRSTS_HEADING, first_rows),
     "packages": (PACKAGES_HEADING, packages_rows),
+    "memory": (MEMORY_HEADING, memory_rows),
     "shell": (SHELL_HEADING, shell_rows),
 }
 
@@ -714,7 +759,7 @@ def main() -> None:
     parser.add_argument("--trials", type=int, default=5)
     parser.add_argument("--calls", type=int, default=10_000, help="skill calls timed")
     parser.add_argument("--lines", type=int, default=200_000, help="lines printed in the streaming test")
-    parser.add_argument("--scale", type=int, nargs="*", default=[1, 4, 8], help="kernels started at once")
+    parser.add_argument("--scale", type=int, nargs="*", default=SCALE, help="kernels started at once")
     parser.add_argument("--output", type=Path, default=Path(__file__).parent / "RESULTS.md")
     parser.add_argument(
         "--only",
@@ -726,6 +771,8 @@ def main() -> None:
 
     if args.only:
         heading, measure = SECTIONS[args.only]
+        if args.only == "memory":
+            measure = functools.partial(memory_rows, counts=args.scale)
         section = (
             f"{heading}\n\nOne run of `python bench/run.py --only {args.only} --trials {trials}` on "
             f"{datetime.datetime.now(datetime.timezone.utc).strftime('%Y-%m-%d %H:%M UTC')} (the rows of the full "
@@ -812,13 +859,7 @@ def main() -> None:
     finally:
         stop(ours_km, ours)
         stop(ref_km, ref)
-    for count in args.scale:
-        ours_scale = scale(OURS, count, 2)  # default settings: the kernel and its sandbox (no restart yet)
-        ref_scale = scale(REFERENCE, count, 1)
-        rows.append(Row(f"{count} kernels started at once: launch to first result, each", "s",
-                        ours_scale[0], ref_scale[0], "median of the kernels"))  # fmt: skip
-        rows.append(Row(f"{count} kernels started at once: memory, all", "MiB PSS", ours_scale[1], ref_scale[1],
-                        f"{ours_scale[1] / count:.0f} MiB per kernel, default settings"))  # fmt: skip
+    rows += memory_rows(trials, args.scale)
 
     when = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     report = (

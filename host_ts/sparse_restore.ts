@@ -1,11 +1,11 @@
 /**
  * A sparse restore of Pyodide's memory snapshot: while `load` runs, Pyodide's copy of the image into wasm memory
- * (one `HEAP8.set` of the whole image) leaves out the 64 KiB pages that are zero in the image and still zero in
- * memory. The result is the same, but those pages (the unused C stack, free heap: ~13 MB here) are never
- * written, so the OS never gives them memory.
+ * (one `HEAP8.set` of the whole image) leaves out the memory pages (4 KiB, the OS's) that are zero in the image and
+ * still zero in memory. The result is the same, but those pages (the unused C stack, free heap: ~17 MB here) are
+ * never written, so the OS never gives them memory. The snapshot builder zeroes the heap's free memory for it.
  */
 
-const PAGE = 65536;
+export const PAGE = 4096;
 const LARGE = 1 << 24; // only a copy this large is taken for the snapshot image
 
 /** Whether `bytes` are all zero (8 at a time where the view is aligned for it). */
@@ -19,16 +19,22 @@ export function allZero(bytes: Uint8Array): boolean {
   return true;
 }
 
-/** Copy `source` to the start of `target`, writing only the pages that are not zero on both sides. */
+/** Copy `source` to the start of `target`, writing only the pages that are not zero on both sides; returns how many
+ * pages it wrote. Runs of pages to write are copied at once. */
 export function copySparsely(target: Uint8Array, source: Uint8Array): number {
   let written = 0;
+  let run = -1; // where the run of pages to write began, -1: none
   for (let at = 0; at < source.length; at += PAGE) {
-    const page = source.subarray(at, at + PAGE);
-    if (!allZero(page) || !allZero(target.subarray(at, at + PAGE))) {
-      target.set(page, at);
+    const write = !allZero(source.subarray(at, at + PAGE)) || !allZero(target.subarray(at, at + PAGE));
+    if (write) {
       written++;
+      if (run < 0) run = at;
+    } else if (run >= 0) {
+      target.set(source.subarray(run, at), run);
+      run = -1;
     }
   }
+  if (run >= 0) target.set(source.subarray(run), run);
   return written;
 }
 

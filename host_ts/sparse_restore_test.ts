@@ -1,7 +1,5 @@
 import assert from "node:assert/strict";
-import { allZero, copySparsely, restoringSparsely } from "./sparse_restore.ts";
-
-const PAGE = 65536;
+import { allZero, copySparsely, PAGE, restoringSparsely } from "./sparse_restore.ts";
 
 function image(pages: number, zeroPages: number[]): Uint8Array {
   const bytes = new Uint8Array(pages * PAGE);
@@ -31,6 +29,14 @@ Deno.test("the copy equals the image; pages zero on both sides are not written",
   assert.deepStrictEqual(written, 4); // pages 0, 2 (cleared), 3, 4; not 1 or 5
 });
 
+Deno.test("runs of pages are copied whole, and every page is the OS's (4 KiB), not wasm's (64 KiB)", () => {
+  const source = image(20, [0, 3, 4, 5, 19]);
+  const target = new Uint8Array(20 * PAGE);
+  assert.deepStrictEqual(PAGE, 4096);
+  assert.deepStrictEqual(copySparsely(target, source), 15);
+  assert.deepStrictEqual(target, source);
+});
+
 Deno.test("a partial last page", () => {
   const source = image(2, []).subarray(0, PAGE + 100);
   const target = new Uint8Array(2 * PAGE);
@@ -39,8 +45,8 @@ Deno.test("a partial last page", () => {
 });
 
 Deno.test("only during the load, only the large whole-image copy, and Int8Array.prototype is left as it was", async () => {
-  const source = image(300, [5, 6, 7]); // over 16 MiB
-  const memory = new Int8Array(300 * PAGE + PAGE);
+  const source = image(4200, [5, 6, 7]); // over 16 MiB
+  const memory = new Int8Array(4200 * PAGE + PAGE);
   const small = new Int8Array(4);
   await restoringSparsely(() => {
     memory.set(source);

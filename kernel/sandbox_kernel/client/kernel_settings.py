@@ -67,7 +67,7 @@ class KernelSettings(TypedDict, total=False):
     skills_path: str | PathLike[str] | None
     """A folder of skill files: every *.py in it, classes named ...Skill. Relative to the kernel's working folder; refused where guest code can write (inside an rw mount, or with working_folder='rw')."""
     spare_sandbox: Literal["auto", True, False]
-    """Keep a second, pre-warmed sandbox so that a restart takes ~0.1 s instead of ~0.4 s, at the cost of a second Deno process (~150 MiB PSS). 'auto': from the start when cell_timeout is set (timeouts restart), otherwise from the first restart or checkpoint on (%checkpoint, the agent API's checkpoint()/fork(), the MCP tool; a restore is a restart); True/False: always/never."""
+    """Keep a second, pre-warmed sandbox so that a restart takes ~0.1 s instead of ~0.4 s, at the cost of a second Deno process (~130 MiB PSS). 'auto': from the start when cell_timeout is set (timeouts restart), otherwise from the first restart or checkpoint on (%checkpoint, the agent API's checkpoint()/fork(), the MCP tool; a restore is a restart); True/False: always/never."""
     start_timeout: float
     """Seconds the sandbox may take to start."""
     trust_output: bool

@@ -12,17 +12,19 @@ dropped. Safe renderers pass unchanged.
 
 from __future__ import annotations
 
+import functools
 import html
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
-
-import nh3
-from markdown_it import MarkdownIt
+from typing import TYPE_CHECKING, Any
 
 from sandbox_kernel.jupyter.output import guest_text
 from sandbox_kernel.jupyter.url_reach import Reach, Target, allowed_host, browser_trimmed, target
+
+if TYPE_CHECKING:
+    import nh3
+    from markdown_it import MarkdownIt
 
 # Rendered by JupyterLab without running anything the guest wrote (text, images, data viewers).
 PASS = frozenset(
@@ -48,14 +50,13 @@ URL_SPEC_TYPES = frozenset(m for m in PASS if "plotly" in m or "vega" in m)
 STRING_TYPES = frozenset({"text/plain", "text/latex", "text/html", "text/markdown", "image/svg+xml"})
 IMAGE_TYPES = frozenset(m for m in PASS if m.startswith("image/"))
 
-HTML_TAGS = nh3.ALLOWED_TAGS - {"area", "map"} | {"caption", "tfoot", "font"}
 SVG_TAGS = frozenset(
     """svg g defs symbol use path rect circle ellipse line polyline polygon text tspan textPath title desc
     clipPath mask pattern marker linearGradient radialGradient stop image""".split()
 )
 COMMON_ATTRIBUTES = frozenset({"class", "style", "title", "lang", "dir", "align", "valign", "width", "height"})
-HTML_ATTRIBUTES: dict[str, set[str]] = {
-    **{tag: set(attrs) for tag, attrs in nh3.ALLOWED_ATTRIBUTES.items()},
+# Ours, on top of nh3's own defaults (html_tags, html_attributes).
+OWN_HTML_ATTRIBUTES: dict[str, set[str]] = {
     "*": set(COMMON_ATTRIBUTES),
     "a": {"href", "hreflang", "target"},
     "img": {"src", "alt", "width", "height", "align"},
@@ -67,6 +68,22 @@ HTML_ATTRIBUTES: dict[str, set[str]] = {
     "details": {"open"},
     "font": {"color", "size", "face"},
 }
+
+
+def html_tags() -> set[str]:
+    """The HTML elements kept: nh3's defaults, less image maps, with a few plain ones more."""
+    import nh3  # on first use, like the cleaners: a kernel that displays no HTML never loads it
+
+    return set(nh3.ALLOWED_TAGS) - {"area", "map"} | {"caption", "tfoot", "font"}
+
+
+def html_attributes() -> dict[str, set[str]]:
+    """The HTML attributes kept, per element ('*': on any): nh3's defaults with ours (OWN_HTML_ATTRIBUTES)."""
+    import nh3
+
+    return {**{tag: set(attrs) for tag, attrs in nh3.ALLOWED_ATTRIBUTES.items()}, **OWN_HTML_ATTRIBUTES}
+
+
 SVG_ATTRIBUTES: dict[str, set[str]] = {
     "*": set(COMMON_ATTRIBUTES)
     | set(
@@ -149,18 +166,35 @@ class OutputSanitizer:
     def __init__(self, trusted: bool = False, image_hosts: Iterable[str] = ()) -> None:
         self.trusted = trusted
         self.allowed_hosts = frozenset(filter(None, map(allowed_host, image_hosts)))  # allow_net's hosts
-        self._markdown = MarkdownIt("commonmark", {"html": True}).enable("table").enable("strikethrough")
-        self._html = nh3.Cleaner(
-            tags=set(HTML_TAGS),
+
+    # The cleaners and the Markdown renderer are made on first use: nh3 and markdown-it are loaded only by a kernel
+    # that displays HTML, SVG or Markdown (~2 MiB and ~45 ms of every kernel's start otherwise, measured).
+    @functools.cached_property
+    def _markdown(self) -> MarkdownIt:
+        from markdown_it import MarkdownIt
+
+        return MarkdownIt("commonmark", {"html": True}).enable("table").enable("strikethrough")
+
+    @functools.cached_property
+    def _html(self) -> nh3.Cleaner:
+        import nh3
+
+        return nh3.Cleaner(
+            tags=html_tags(),
             clean_content_tags={"script", "style"},
-            attributes=HTML_ATTRIBUTES,
+            attributes=html_attributes(),
             attribute_filter=self._attribute,
             url_schemes=set(URL_SCHEMES),
             link_rel="noopener noreferrer nofollow",
             filter_style_properties=set(STYLE_PROPERTIES),
             strip_comments=True,
         )
-        self._svg = nh3.Cleaner(
+
+    @functools.cached_property
+    def _svg(self) -> nh3.Cleaner:
+        import nh3
+
+        return nh3.Cleaner(
             tags=set(SVG_TAGS),
             clean_content_tags={"script", "style", "foreignObject"},
             attributes=SVG_ATTRIBUTES,

@@ -122,7 +122,7 @@ class SandboxSettings(LoggingConfigurable):
         ["auto", True, False],
         default_value="auto",
         help="Keep a second, pre-warmed sandbox so that a restart takes ~0.1 s instead of ~0.4 s, at the cost of a "
-        "second Deno process (~150 MiB PSS). 'auto': from the start when cell_timeout is set (timeouts restart), "
+        "second Deno process (~130 MiB PSS). 'auto': from the start when cell_timeout is set (timeouts restart), "
         "otherwise from the first restart or checkpoint on (%checkpoint, the agent API's checkpoint()/fork(), the "
         "MCP tool; a restore is a restart); True/False: always/never.",
     ).tag(config=True)

@@ -18,8 +18,6 @@ import enum
 import re
 from dataclasses import dataclass
 
-import ada_url
-
 # Two stand-ins for the notebook page's address; .invalid names never resolve (RFC 2606).
 PAGES = ("http://page-one.invalid/lab/tree/notebook.ipynb", "https://page-two.invalid/lab/tree/notebook.ipynb")
 PAGE_HOSTS = ("page-one.invalid", "page-two.invalid")
@@ -61,6 +59,8 @@ def normal_host(host: str) -> str:
 def allowed_host(entry: str) -> str:
     """An allow_net host (name, IPv4 or IPv6 without brackets) parsed as a URL's host, for comparison with
     Target.host; '' when it cannot be a host."""
+    import ada_url  # on first use: most kernels never check a URL
+
     if ":" in entry and not entry.startswith("["):
         entry = f"[{entry}]"
     try:
@@ -71,6 +71,8 @@ def allowed_host(entry: str) -> str:
 
 def target(url: str) -> Target:
     """Where the browser goes with `url`, found on a page of the notebook server (see the module doc)."""
+    import ada_url
+
     if browser_trimmed(url).startswith("#"):
         return Target(Reach.SAME_DOCUMENT)
     try:

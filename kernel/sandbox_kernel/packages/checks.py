@@ -7,11 +7,10 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from packaging.requirements import InvalidRequirement, Requirement
-from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
-from packaging.version import InvalidVersion, Version
+if TYPE_CHECKING:  # packaging is imported where it is used: only kernels with packages need it
+    from packaging.requirements import Requirement
 
 
 class PackageError(RuntimeError):
@@ -59,6 +58,8 @@ def is_project_name(value: object) -> bool:
 
 def version_problem(value: object) -> str | None:
     """Why `value` is not a PEP 440 version as a lock file gives one (None when it is)."""
+    from packaging.version import InvalidVersion, Version
+
     if value is None:
         return "version is missing"
     try:
@@ -127,6 +128,9 @@ def pip_requirement(text: object, where: str) -> str:
     Never a URL, a path, a file pip would read as an archive, a marker or an option: pip must only ever
     choose among wheels from its index, never build anything on the host.
     """
+    from packaging.requirements import InvalidRequirement, Requirement
+    from packaging.utils import canonicalize_name
+
     try:
         req = Requirement(text if isinstance(text, str) else "")
     except InvalidRequirement as exc:
@@ -163,6 +167,8 @@ def check_guest_wheels(folder: Path, where: str) -> None:
 
 def _wheel_problem(path: Path) -> str | None:
     """Why a file pip downloaded cannot go to the guest (None when it is a guest wheel with a valid name)."""
+    from packaging.utils import InvalidWheelFilename, parse_wheel_filename
+
     try:
         parse_wheel_filename(path.name)
     except InvalidWheelFilename:

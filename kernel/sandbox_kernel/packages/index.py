@@ -17,7 +17,6 @@ import sys
 import tempfile
 import urllib.error
 import urllib.parse
-import urllib.request
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
@@ -157,7 +156,9 @@ def _index_location(value: str, setting: str) -> tuple[str, Path | None]:
         parts = urllib.parse.urlsplit(value)
         if parts.netloc not in ("", "localhost"):
             raise PackageError(f"{setting} {value!r}: a file:// URL must name a folder on this machine")
-        folder = Path(urllib.request.url2pathname(parts.path))
+        from urllib.request import url2pathname  # here and for downloads only: it loads http.client
+
+        folder = Path(url2pathname(parts.path))
     elif "://" in value:
         raise PackageError(f"{setting} {value!r}: use an http:// or https:// URL, a file:// URL or a folder")
     else:
@@ -248,8 +249,10 @@ class PyodideIndex:
         elif value.rstrip("/") == default_pyodide_index().rstrip("/"):
             return bundled_text  # the CDN of the pinned version: its lock is the one Pyodide ships
         else:
+            from urllib.request import urlopen
+
             try:
-                with urllib.request.urlopen(self.source + LOCK_NAME, timeout=LOCK_TIMEOUT, context=self._tls) as resp:
+                with urlopen(self.source + LOCK_NAME, timeout=LOCK_TIMEOUT, context=self._tls) as resp:
                     return str(resp.read().decode())
             except urllib.error.HTTPError as exc:
                 if exc.code != 404:
@@ -320,12 +323,12 @@ class PyodideIndex:
         partial.rename(cached)
 
     def _download(self, pkg: dict[str, Any]) -> bytes:
+        from urllib.request import urlopen
+
         try:
             if self.local is not None:
                 return (self.local / str(pkg["file_name"])).read_bytes()
-            with urllib.request.urlopen(
-                self.source + pkg["file_name"], timeout=FETCH_TIMEOUT, context=self._tls
-            ) as resp:
+            with urlopen(self.source + pkg["file_name"], timeout=FETCH_TIMEOUT, context=self._tls) as resp:
                 data: bytes = resp.read()
                 return data
         except OSError as exc:

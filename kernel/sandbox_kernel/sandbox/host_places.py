@@ -15,7 +15,6 @@ import sys
 import sysconfig
 import tempfile
 import urllib.parse
-import urllib.request
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -76,7 +75,9 @@ def kernel_places(extra: Iterable[Place] = ()) -> list[Place]:
 def local_folder(location: str) -> Path | None:
     """The folder a `file://` URL or a plain path names (SandboxKernel.pyodide_index), None for a remote URL."""
     if location.startswith("file:"):
-        return _real(urllib.request.url2pathname(urllib.parse.urlsplit(location).path))
+        from urllib.request import url2pathname  # only for a file: URL (it loads http.client)
+
+        return _real(url2pathname(urllib.parse.urlsplit(location).path))
     if "://" in location or not location:
         return None
     return _real(location)

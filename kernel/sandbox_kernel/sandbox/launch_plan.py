@@ -31,8 +31,17 @@ NETWORK_READ = (
 )  # fmt: skip
 LAUNCHER = Path(__file__).resolve().parent / "oslayers" / "launch.py"
 TEST_DENO_ALL = "SANDBOX_KERNEL_TEST_DENO_ALL"  # tests only: Deno's own checks off, to test the OS layers alone
-# V8's own memory savers: ~15 MiB less per sandbox, CPU-bound guest code as fast (bench/NOTES.md, issue 15).
-V8_MEMORY_FLAGS = ("--optimize-for-size",)
+# V8's own memory savers (bench/NOTES.md, issues 15 and 28): `--optimize-for-size`, ~15 MiB less per sandbox with
+# CPU-bound guest code as fast; and no speculative inlining of indirect calls into optimised wasm: CPython's
+# interpreter loop (one 79 KB function) breaks its guesses, and V8 deoptimised and recompiled it three more times in
+# a sandbox's first seconds (each ~0.2-1.2 s of CPU and ~28 MB of compiler memory); without it, it is compiled once
+# and guest code runs as fast or faster.
+V8_MEMORY_FLAGS = ("--optimize-for-size", "--no-wasm-inlining-call-indirect")
+# Deno allocates with glibc's malloc. One arena instead of one per thread (Deno runs ~15), and blocks of 32 KiB or
+# more (V8's compiler memory: ~25 MB while it optimises the interpreter loop) in their own mappings, given back when
+# freed; a fixed threshold also keeps the heap's top given back from 128 KiB. ~20 MiB less per sandbox, for ~0.05 s
+# more system time at start (bench/NOTES.md, issue 28).
+MALLOC_ENV = {"MALLOC_ARENA_MAX": "1", "MALLOC_MMAP_THRESHOLD_": "32768"}
 # V8 and Deno map about 1.1 GiB of writable memory before any guest code runs (measured here).
 DATA_BASELINE_MB = 1280
 
@@ -143,9 +152,11 @@ class LaunchPlan:
         mb = self.memory_limit_mb
         v8 = [f"--wasm-max-mem-pages={mb * 16}", f"--max-old-space-size={mb}", *V8_MEMORY_FLAGS, *self.v8_flags]
         tls = [f"--cert={self.ca_file}"] if self.ca_file else []
+        # --no-code-cache: Deno would write V8's code cache (3.7 MB) into this sandbox's fresh DENO_DIR, a tmpfs that
+        # no later start reads (bench/NOTES.md, issue 28).
         return [
-            paths.deno_executable(), "run", "--no-prompt", "--cached-only", f"--config={self.host / 'deno.json'}",
-            "--unstable-worker-options", *flags, *tls,
+            paths.deno_executable(), "run", "--no-prompt", "--cached-only", "--no-code-cache",
+            f"--config={self.host / 'deno.json'}", "--unstable-worker-options", *flags, *tls,
             "--v8-flags=" + ",".join(v8), str(self.host / "main.ts"),
         ]  # fmt: skip
 
@@ -177,7 +188,13 @@ class LaunchPlan:
 
     def env(self) -> dict[str, str]:
         store = {"DENO_TLS_CA_STORE": self.ca_store} if self.ca_store and self.net_allowed else {}
-        return {"DENO_DIR": str(self.scratch_deno_dir), "NO_COLOR": "1", "DENO_NO_UPDATE_CHECK": "1", **store}
+        return {
+            "DENO_DIR": str(self.scratch_deno_dir),
+            "NO_COLOR": "1",
+            "DENO_NO_UPDATE_CHECK": "1",
+            **MALLOC_ENV,
+            **store,
+        }
 
     def prepare_scratch(self) -> None:
         """Deno's DENO_DIR for this sandbox: the shared npm cache seen through a link, nothing else.

@@ -259,7 +259,7 @@ def _snapshot_key() -> str:
     key = hashlib.sha256()
     for part in (paths.pyodide_version(), version("deno"), GUEST_REQUIREMENTS.read_text()):
         key.update(part.encode())
-    for name in ("snapshot.ts", "snapshot_layout.ts"):
+    for name in ("snapshot.ts", "snapshot_layout.ts", "free_heap.ts"):
         key.update((host / name).read_bytes())
     for source in sorted((host / "guest").rglob("*.py")):  # the guest's own code is in the snapshot too
         key.update(source.read_bytes())
