@@ -196,7 +196,7 @@ def test_a_file_error_shows_the_users_frames_only(kc, code, frames):
     assert "sandbox_guest" not in text and "guards.py" not in text, text
     assert "File " not in text, text  # no frame of a file: the cell's frames only
     assert text.count("Cell In[") == frames and "---->" in text, text
-    assert text.splitlines()[-1].startswith(("FileNotFoundError: [Errno 44]", "PermissionError: [Errno 13]")), text
+    assert text.splitlines()[-1].startswith(("FileNotFoundError: [Errno 44]", "PermissionError: [Errno 2]")), text
 
 
 def test_a_pip_error_is_its_message_only(kc):

@@ -154,7 +154,7 @@ def check_agents(nb: NotebookNode) -> None:
 def check_files_and_network(nb: NotebookNode) -> None:
     out = stdout(nb)
     assert "item,price\napple,3\npear,5" in out
-    assert "[error] PermissionError: [Errno 13] /data is a read-only mount" in out
+    assert "[error] PermissionError: [Errno 2] /data is a read-only mount" in out
     assert "readable: /data, /out; writable: /out" in out
     assert "written on the host: 8" in out
     assert "'/etc/passwd' is not in the sandbox" in out

@@ -94,7 +94,7 @@ def _mount_of(path: str) -> dict[str, Any] | None:
 
 
 def _refuse(path: str, why: str) -> PermissionError:
-    return PermissionError(13, f"{why}. {roots_text()}", path)
+    return PermissionError(errno.EACCES, f"{why}. {roots_text()}", path)  # Emscripten's EACCES is 2, not 13
 
 
 def check_path(path: Any, writing: bool) -> None:
