@@ -89,6 +89,19 @@ def test_python3_from_the_shell_runs_in_this_sandbox_in_a_fresh_namespace(kc):
     assert run.stream() == "rc=4\n"
 
 
+def test_sys_executable_is_no_host_path_and_runs_as_python3(kc):
+    """Pyodide set it to the worker's script on the host (the kernel's scratch folder and pid); notebooks run
+    `!{sys.executable} script.py` and `subprocess.run([sys.executable, ...])`."""
+    assert value(execute(kc, "import sys\nsys.executable")) == "'/usr/bin/python3'"
+    assert execute(kc, "!{sys.executable} -c 'print(6 * 7)'").stream() == "42\n"
+    assert execute(kc, "!cd /tmp && {sys.executable} -c 'import os; print(os.getcwd())'").stream() == "/tmp\n"
+    run = execute(
+        kc, "import subprocess\nsubprocess.run([sys.executable, '-c', 'print(7)'], capture_output=True).stdout"
+    )
+    assert value(run) == "b'7\\n'"
+    assert execute(kc, "!echo {sys.executable}").stream() == "/usr/bin/python3\n"  # only a command is replaced
+
+
 def test_fork_exec_and_spawn_say_the_sandbox_starts_no_processes(kc):
     code = (
         "import os\nsaid = []\nfor call in (os.fork, lambda: os.execv('/bin/ls', ['ls']),"

@@ -132,6 +132,15 @@ def warm_process() -> None:
 STARTED_FROM_SNAPSHOT = False
 
 
+def _name_the_executable() -> None:
+    """sys.executable: Pyodide sets the worker's script on the host (its scratch folder, the kernel's pid in its
+    name), a host path the guest need not know, and no program. Now a name that the shell (`!{sys.executable} x.py`)
+    and subprocess run as this sandbox's python3."""
+    from .sh import PYTHON_EXECUTABLE
+
+    sys.executable = sys._base_executable = PYTHON_EXECUTABLE  # type: ignore[attr-defined]
+
+
 def attach(restored: bool = False, packages_site: str | None = None) -> str:
     """After a (re)start: bind to the worker's JS functions, put SandboxKernel.packages' folder (mounted read-only)
     on sys.path just after site-packages, where %pip installs; returns facts for kernel_info."""
@@ -142,6 +151,7 @@ def attach(restored: bool = False, packages_site: str | None = None) -> str:
     if _shell is None:
         boot()
     STARTED_FROM_SNAPSHOT = restored
+    _name_the_executable()
     _fresh_randomness()
     _host.attach()
     _contain_loop_exits(asyncio.get_event_loop())

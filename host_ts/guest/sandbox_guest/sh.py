@@ -8,6 +8,7 @@ import contextlib
 import io
 import json
 import os
+import re
 import runpy
 import sys
 import traceback
@@ -16,6 +17,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import _host
+
+PYTHON_EXECUTABLE = "/usr/bin/python3"  # sys.executable in the sandbox: no file, a name the shell runs as python3
+# sys.executable where a command starts (`!{sys.executable} x.py`, `cd d && /usr/bin/python3 -c ...`): the shell's
+# python3. (A file of that name would be found on the shell's PATH before its own python3 command.)
+_EXECUTABLE_AS_COMMAND = re.compile(r"(^|[;&|(`\n]|\$\()(\s*)" + re.escape(PYTHON_EXECUTABLE) + r"(?=\s|$)")
 
 _python_command: Any = None  # the PyProxy of run_python_command the shell calls back (made once)
 _interrupted_in_python = False  # a `python3` run inside the script took the interrupt (Python consumed its word)
@@ -53,7 +59,7 @@ def run(
         _python_command = create_proxy(run_python_command)
     _host.flush_streams()
     request = {
-        "script": script,
+        "script": _EXECUTABLE_AS_COMMAND.sub(r"\1\2python3", script),
         "cwd": os.getcwd() if cwd is None else os.fspath(cwd),
         "env": {str(k): str(v) for k, v in (os.environ if env is None else env).items()},
         "stdin": stdin.decode("latin-1"),
