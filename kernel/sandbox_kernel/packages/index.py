@@ -192,12 +192,7 @@ def _checked_lock(text: str, where: str, bundled: dict[str, Any]) -> dict[str, A
     return lock
 
 
-def file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+file_sha256 = unpacked.sha256_of  # a cached file's digest, read in blocks
 
 
 def _tls_hint(error: BaseException) -> str:

@@ -50,6 +50,7 @@ class WheelsDamaged(PackageError):
 
 
 def sha256_of(path: Path) -> str:
+    """The file's sha256 (hex), read in blocks."""
     digest = hashlib.sha256()
     with path.open("rb") as f:
         for block in iter(lambda: f.read(1 << 20), b""):
