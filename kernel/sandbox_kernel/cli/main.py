@@ -330,6 +330,9 @@ def main(argv: list[str] | None = None) -> None:
         # Kernel launch: `sandbox-kernel -f {connection_file} [--SandboxKernel.x=...]`.
         if argv and argv[0] == "kernel":
             argv = argv[1:]
+        from sandbox_kernel.jupyter import early_start
+
+        early_start.begin(argv)  # the first sandbox starts while the kernel imports ipykernel
         from sandbox_kernel.jupyter.app import launch
 
         launch(argv)
