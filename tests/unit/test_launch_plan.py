@@ -96,7 +96,7 @@ def test_memory_limit_and_v8_flags_reach_deno(tmp_path):
     argv = plan(tmp_path, memory_limit_mb=512, v8_flags=["--single-threaded-gc"]).deno_argv()
     assert (
         flag(argv, "v8-flags")
-        == "--wasm-max-mem-pages=8192,--max-old-space-size=512,--optimize-for-size,--single-threaded-gc"
+        == "--wasm-max-mem-pages=8192,--max-old-space-size=512,--optimize-for-size,--no-wasm-deopt,--single-threaded-gc"
     )
 
 

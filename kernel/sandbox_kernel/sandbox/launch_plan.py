@@ -33,6 +33,11 @@ LAUNCHER = Path(__file__).resolve().parent / "oslayers" / "launch.py"
 TEST_DENO_ALL = "SANDBOX_KERNEL_TEST_DENO_ALL"  # tests only: Deno's own checks off, to test the OS layers alone
 # V8's own memory savers: ~15 MiB less per sandbox, CPU-bound guest code as fast (bench/NOTES.md, issue 15).
 V8_MEMORY_FLAGS = ("--optimize-for-size",)
+# Optimised wasm code that may deoptimise is compiled again and again: CPython's interpreter loop (a function of
+# 79 KB) deoptimises on polymorphic indirect calls, and each recompile takes 0.2-0.8 s of a V8 thread. Without
+# deopts: warm `pass` 3.0 ms instead of 14.6 ms and p90 7.7 instead of 24.7 ms on a busy machine, the CPU-bound loop
+# warm from the second cell instead of the sixth, ~6% slower once warm (bench/NOTES.md, issue 28).
+V8_TIERING_FLAGS = ("--no-wasm-deopt",)
 # V8 and Deno map about 1.1 GiB of writable memory before any guest code runs (measured here).
 DATA_BASELINE_MB = 1280
 
@@ -141,7 +146,8 @@ class LaunchPlan:
         if self.deno_checks_off:
             flags = ["--allow-all"]
         mb = self.memory_limit_mb
-        v8 = [f"--wasm-max-mem-pages={mb * 16}", f"--max-old-space-size={mb}", *V8_MEMORY_FLAGS, *self.v8_flags]
+        v8 = [f"--wasm-max-mem-pages={mb * 16}", f"--max-old-space-size={mb}", *V8_MEMORY_FLAGS, *V8_TIERING_FLAGS]
+        v8 += self.v8_flags
         tls = [f"--cert={self.ca_file}"] if self.ca_file else []
         return [
             paths.deno_executable(), "run", "--no-prompt", "--cached-only", f"--config={self.host / 'deno.json'}",
