@@ -71,7 +71,11 @@ def test_a_sandbox_that_died_while_it_waited_is_not_handed_out() -> None:
             waiting = pool._ready._queue[0]  # type: ignore[attr-defined]
             dead = kernel_pid(waiting)
             os.kill(dead, signal.SIGKILL)
-            assert gone(dead)
+            # Until the process has ended (all its threads: its main thread is a zombie a little before that).
+            for _ in range(400):  # 20 s at most
+                if await waiting.kernel.gone() is not None:
+                    break
+                await asyncio.sleep(0.05)
             taken = await pool.take(timeout=180)
             async with taken:
                 assert kernel_pid(taken) != dead

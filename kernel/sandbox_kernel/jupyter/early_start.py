@@ -6,8 +6,9 @@ the kernel, reads the kernel's settings as the kernel will (the `--SandboxKernel
 the `sandbox_kernel_config` files), and when they are valid and everything a sandbox needs is already on this machine
 (nothing to download, no index to ask), spawns the sandbox at once. The kernel's launcher takes it for its first
 sandbox only if the options it arrives at itself, from its own settings, are exactly the same; otherwise (or when the
-kernel finds its settings wrong) it is killed, having run no guest code. `SandboxKernel.early_start = False` turns
-this off.
+kernel finds its settings wrong) it is killed, having run no guest code. The config files are read twice, here and
+by the kernel's app (as `--SandboxKernel.*` words are parsed twice). `SandboxKernel.early_start = False` turns this
+off.
 """
 
 from __future__ import annotations

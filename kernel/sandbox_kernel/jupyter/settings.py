@@ -133,7 +133,8 @@ class SandboxSettings(LoggingConfigurable):
         True,
         help="Spawn the first sandbox as the kernel process begins, before it imports ipykernel, when the settings on "
         "its command line and in sandbox_kernel_config files allow it and nothing needs downloading; it is used only "
-        "if the kernel arrives at the same settings (otherwise it is killed, having run no code).",
+        "if the kernel arrives at the same settings (otherwise it is killed, having run no code). The config files "
+        "are then read twice: a sandbox_kernel_config.py that does more than set values does it twice.",
     ).tag(config=True)
     max_checkpoint_bytes = Int(
         512 << 20, help="Largest session state %checkpoint may save (and %restore read back), in bytes."
