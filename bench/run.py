@@ -1,7 +1,7 @@
 """Benchmarks of sandbox-kernel side by side with ipykernel's python3 kernel, in one run.
 
 Usage: python bench/run.py [--trials N] [--calls N] [--lines N] [--scale N ...]
-    [--only checkpoint|files|firsts|memory|packages|shell] [--output bench/RESULTS.md]
+    [--only start|checkpoint|files|firsts|memory|packages|shell] [--output bench/RESULTS.md]
 Prints a markdown table (medians and p90s, memory as PSS, ratio to ipykernel) and writes it to RESULTS.md.
 """
 
@@ -11,9 +11,14 @@ import argparse
 import ast
 import datetime
 import functools
+import json
 import os
 import platform
+import shutil
 import statistics
+import subprocess
+import sys
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -35,6 +40,7 @@ class Row:
     note: str = ""
     ours_p90: float | None = None
     reference_p90: float | None = None
+    peer: float | None = None  # pysandbox-wasi's figure, where the start section measured one
 
     def ratio(self) -> str:
         if not self.reference:
@@ -322,6 +328,14 @@ def kernel_pid(km: KernelManager) -> int:
 
 def scale(kernel: str, count: int, processes: int, arguments: list[str] | None = None) -> tuple[float, float]:
     """Start `count` kernels at once: (median seconds from launch to the first `1+1` result, total PSS in MiB)."""
+    times, total = scale_each(kernel, count, processes, arguments)
+    return statistics.median(times), total
+
+
+def scale_each(
+    kernel: str, count: int, processes: int, arguments: list[str] | None = None
+) -> tuple[list[float], float]:
+    """Start `count` kernels at once: (each one's seconds from launch to its first `1+1` result, total PSS in MiB)."""
     from concurrent.futures import ThreadPoolExecutor
 
     def launch(_: int) -> tuple[float, KernelManager, BlockingKernelClient]:
@@ -334,10 +348,209 @@ def scale(kernel: str, count: int, processes: int, arguments: list[str] | None =
         started = list(pool.map(launch, range(count)))
     try:
         total = sum(settled_pss(kernel_pid(km), processes)[0] for _, km, _ in started)
-        return statistics.median(t for t, _, _ in started), total
+        return [t for t, _, _ in started], total
     finally:
         for _, km, kc in started:
             stop(km, kc)
+
+
+START_HEADING = "## Start, the first cell and round trips"
+NO_EARLY_START = "--SandboxKernel.early_start=False"
+PEER = "pysandbox-wasi==1.6.4"  # a peer wasm sandbox from PyPI (CPython on Wasmtime); needs Python >= 3.12
+PEER_VENV = Path(tempfile.gettempdir()) / "sandbox-kernel-bench" / PEER.replace("==", "-")
+
+
+def first_result(kernel: str, arguments: list[str]) -> float:
+    """Seconds from the launch of a kernel to its first `1+1` result."""
+    t0 = time.perf_counter()
+    km, kc = start(kernel, arguments)
+    try:
+        value(kc, "1+1")
+        return time.perf_counter() - t0
+    finally:
+        stop(km, kc)
+
+
+def interleaved_starts(trials: int) -> dict[str, list[float]]:
+    """Launch to first result of each variant, one after another in every round (the machine's load is shared)."""
+    variants = {"early": (OURS, []), "late": (OURS, [NO_EARLY_START]), "ipykernel": (REFERENCE, [])}
+    found: dict[str, list[float]] = {name: [] for name in variants}
+    for _ in range(trials):
+        for name, (kernel, arguments) in variants.items():
+            found[name].append(first_result(kernel, arguments))
+    return found
+
+
+def first_and_warm_cpu(kernel: str, pause: float = 0.0) -> tuple[float, float]:
+    """The CPU-bound loop's seconds in a new kernel's first cell (sent `pause` s after the kernel answers, as a person
+    would take to type it), and the median of three after five runs."""
+    km, kc = start(kernel)
+    try:
+        time.sleep(pause)  # the think time being measured, not a synchronisation
+        first = cpu_bound(kc)
+        runs = [cpu_bound(kc) for _ in range(8)]
+        return first, statistics.median(runs[5:])
+    finally:
+        stop(km, kc)
+
+
+def children_pss_mb() -> float:
+    """PSS of every process this one started (the kernels of a pool), in MiB."""
+    return tree_pss_mb(os.getpid()) - pss_mb(os.getpid())
+
+
+def pooled(trials: int) -> tuple[list[float], list[float], float]:
+    """AsyncSandboxPool(size=1): seconds from take() to the first `1+1` result, the CPU loop in that sandbox's first
+    cell, and the PSS of one waiting sandbox (kernel process and Deno)."""
+    import asyncio
+
+    from sandbox_kernel import AsyncSandboxPool
+
+    async def ready(pool: AsyncSandboxPool) -> None:
+        deadline = time.monotonic() + 300
+        while pool.ready < 1:
+            if time.monotonic() > deadline:
+                raise TimeoutError("the pool did not fill in 300 s")
+            await asyncio.sleep(0.05)
+
+    async def measure() -> tuple[list[float], list[float], float]:
+        takes, cpu = [], []
+        async with AsyncSandboxPool(size=1) as pool:
+            for _ in range(trials):
+                await ready(pool)
+                t0 = time.perf_counter()
+                sandbox = await pool.take()
+                result = await sandbox.run("1+1")
+                takes.append(time.perf_counter() - t0)
+                assert result.text == "2", result.to_llm()
+                cpu.append(float((await sandbox.run(CPU_LOOP)).text or "nan"))
+                await sandbox.close()
+            await ready(pool)
+            await asyncio.sleep(2)  # the replacement's spare work (a drained queue, its log) settles
+            memory = children_pss_mb()
+        return takes, cpu, memory
+
+    return asyncio.run(measure())
+
+
+def warm_pass_and_skills(samples: int, calls: int) -> list[Row]:
+    """Warm `pass` (median and p90 of `samples`) and skill calls per method kind, beside ipykernel."""
+    ours_km, ours = start(OURS, [WITH_TIME_SKILL])
+    ref_km, ref = start(REFERENCE)
+    try:
+        trips = ([1000 * t for t in warm_round_trips(ours, "pass", samples)],
+                 [1000 * t for t in warm_round_trips(ref, "pass", samples)])  # fmt: skip
+        run(ref, "from sandbox_kernel.skills.time_skill import TimeSkill; _skill = TimeSkill()")
+        sync = (1000 * skill_call(ours, "device.TimeSkill.get_current_time", calls),
+                1000 * skill_call(ref, "_skill.get_current_time", calls))  # fmt: skip
+        async_call = 1000 * skill_call(ours, "lambda: device.TimeSkill.wait_then_time(0)", calls)
+    finally:
+        stop(ours_km, ours)
+        stop(ref_km, ref)
+    return [
+        Row("warm round trip `pass`", "ms", statistics.median(trips[0]), statistics.median(trips[1]),
+            f"{samples} samples after 5 warm-up cells", p90(trips[0]), p90(trips[1])),
+        Row(f"skill call ({calls:,} x `TimeSkill.get_current_time()`)", "ms/call", *sync,
+            "sync method: on the kernel's skill threads; ipykernel: called in-process"),
+        Row(f"skill call ({calls:,} x `TimeSkill.wait_then_time(0)`)", "ms/call", async_call, None,
+            "async method: served on the kernel's event loop"),
+    ]  # fmt: skip
+
+
+def peer_venv_python() -> tuple[Path | None, str]:
+    """The Python of a venv holding pysandbox-wasi (made once, from PyPI), or None and why not."""
+    python = PEER_VENV / "bin" / "python"
+    if python.exists():
+        return python, ""
+    found = next((c for c in python_candidates() if runs_python_312(c)), None)
+    if found is None:
+        return None, "no Python 3.12 or later was found here (pysandbox-wasi needs one)"
+    made = subprocess.run([found, "-m", "venv", str(PEER_VENV)], capture_output=True, text=True)
+    if made.returncode == 0:
+        made = subprocess.run([str(python), "-m", "pip", "install", "-q", PEER], capture_output=True, text=True)
+    if made.returncode != 0:
+        shutil.rmtree(PEER_VENV, ignore_errors=True)
+        return None, f"`pip install {PEER}` failed: {(made.stderr or made.stdout).strip()[-300:]}"
+    return python, ""
+
+
+def python_candidates() -> list[str]:
+    """This Python, python3.12 and later on PATH, then pyenv's installed versions (its shims run only the selected
+    one)."""
+    named = [path for path in (shutil.which(f"python3.{minor}") for minor in (14, 13, 12)) if path]
+    pyenv = Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv")) / "versions"
+    installed = sorted(pyenv.glob("3.1[2-9]*/bin/python3"), reverse=True)
+    return [sys.executable, *named, *(str(path) for path in installed)]
+
+
+def runs_python_312(python: str) -> bool:
+    """Whether `python` runs and is 3.12 or later (a pyenv shim may name a version that is not selected)."""
+    check = [python, "-c", "import sys; sys.exit(0 if sys.version_info >= (3, 12) else 1)"]
+    try:
+        return subprocess.run(check, capture_output=True, timeout=60).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+def peer_figures(trials: int, calls: int) -> tuple[dict[str, float], str]:
+    """pysandbox-wasi's figures (bench/peer_wasi.py in its venv), or {} and why they are left out."""
+    python, why = peer_venv_python()
+    if python is None:
+        return {}, why
+    script = [str(python), str(Path(__file__).with_name("peer_wasi.py")), "--calls", str(calls)]
+    # A first, untimed run compiles its wasm into Wasmtime's cache (as our snapshot is built once).
+    for extra in (["--trials", "1"], ["--trials", str(trials)]):
+        done = subprocess.run([*script, *extra], capture_output=True, text=True, timeout=1800)
+        if done.returncode != 0:
+            return {}, f"pysandbox-wasi failed: {(done.stderr or done.stdout).strip()[-300:]}"
+    return json.loads(done.stdout.strip().splitlines()[-1]), ""
+
+
+def start_rows(trials: int, calls: int = 10_000, samples: int = 200, at_once: int = 8) -> list[Row]:
+    """Issue 28: launch to first result (with and without the early start), a pre-started pool, the first cell's
+    CPU-bound speed, warm round trips with their tail, skill calls, kernels started at once, and a peer wasm
+    sandbox (pysandbox-wasi) where it installs."""
+    starts = interleaved_starts(trials)
+    ipykernel = statistics.median(starts["ipykernel"])
+    spread = {name: f"{min(v):.2f}-{max(v):.2f} s" for name, v in starts.items()}
+    takes, pooled_cpu, pool_memory = pooled(trials)
+    ours_cpu, ref_cpu = first_and_warm_cpu(OURS), first_and_warm_cpu(REFERENCE)
+    typed = first_and_warm_cpu(OURS, pause=2.0)
+    peer, peer_missing = peer_figures(trials, calls)
+    rows = [
+        Row("cold start (launch to first `1+1` reply)", "s", statistics.median(starts["early"]), ipykernel,
+            f"interleaved, {trials} rounds; spread ours {spread['early']}, ipykernel {spread['ipykernel']}; "
+            "the first sandbox spawned before the kernel imports ipykernel", peer=peer.get("cold_s")),
+        Row("cold start, `early_start=False`", "s", statistics.median(starts["late"]), ipykernel,
+            f"same rounds; spread {spread['late']}: the sandbox spawned once the kernel is up"),
+        Row("start from `AsyncSandboxPool` (take() to first `1+1` result)", "s", statistics.median(takes), ipykernel,
+            f"one sandbox kept started and warmed; spread {min(takes):.3f}-{max(takes):.3f} s"),
+        Row("memory of one waiting pooled sandbox", "MiB PSS", pool_memory, None,
+            "kernel process and its Deno, JIT warmed: the price of each sandbox a pool keeps"),
+        Row("CPU-bound loop (3M iterations), first cell of a new kernel", "s", ours_cpu[0], ref_cpu[0],
+            "timed inside the cell", peer=peer.get("first_cpu_s")),
+        Row("the same loop once warm (after 5 runs)", "s", ours_cpu[1], ref_cpu[1],
+            f"first / warm: ours {ours_cpu[0] / ours_cpu[1]:.2f}x, ipykernel {ref_cpu[0] / ref_cpu[1]:.2f}x",
+            peer=peer.get("warm_cpu_s")),
+        Row("the same loop, first cell sent 2 s after the kernel answers", "s", typed[0], ref_cpu[0],
+            f"as a person types it: V8 has compiled the interpreter loop meanwhile; {typed[0] / typed[1]:.2f}x its warm"),
+        Row("the same loop, first cell of a pooled sandbox", "s", statistics.median(pooled_cpu), ref_cpu[0],
+            f"AsyncSandboxPool's warm-up cell ran before: {statistics.median(pooled_cpu) / ours_cpu[1]:.2f}x warm"),
+        *warm_pass_and_skills(samples, calls),
+    ]  # fmt: skip
+    rows[-3].peer, rows[-2].peer = peer.get("round_trip_ms"), peer.get("host_call_ms")
+    ours_scale = scale_each(OURS, at_once, 2)
+    ref_scale = scale_each(REFERENCE, at_once, 1)
+    rows.append(Row(f"{at_once} kernels started at once: launch to first result, last", "s", max(ours_scale[0]),
+                    max(ref_scale[0]), f"median ours {statistics.median(ours_scale[0]):.2f} s, ipykernel "
+                    f"{statistics.median(ref_scale[0]):.2f} s"))  # fmt: skip
+    if peer:
+        rows.append(Row("memory of one session", "MiB PSS", pool_memory, None,
+                        "ours: a waiting pooled sandbox (kernel and Deno); pysandbox-wasi: its sandbox process "
+                        "with one worker", peer=peer["memory_mib"]))  # fmt: skip
+    else:
+        rows[0].note += f"; pysandbox-wasi left out: {peer_missing}"
+    return rows
 
 
 CHECKPOINT_HEADING = "## Checkpoints"
@@ -725,6 +938,7 @@ def memory_rows(trials: int, counts: list[int] | None = None) -> list[Row]:
 # ---- report --------------------------------------------------------------------------------
 
 SECTIONS: dict[str, tuple[str, Callable[[int], list[Row]]]] = {
+    "start": (START_HEADING, start_rows),
     "checkpoint": (CHECKPOINT_HEADING, checkpoint_rows),
     "files": (FILES_HEADING, file_rows),
     "firsts": (FIRSTS_HEADING, first_rows),
@@ -742,15 +956,20 @@ def replace_section(report: str, heading: str, section: str) -> str:
 
 
 def table(rows: list[Row]) -> str:
+    """A markdown table; with a pysandbox-wasi column when any row has its figure."""
+    peers = any(r.peer is not None for r in rows)
     lines = [
-        "| measurement | unit | sandbox-kernel | ipykernel | ratio | note |",
-        "|---|---|---:|---:|---:|---|",
+        "| measurement | unit | sandbox-kernel | ipykernel | ratio | "
+        + ("pysandbox-wasi | " if peers else "")
+        + "note |",
+        "|---|---|---:|---:|---:|" + ("---:|" if peers else "") + "---|",
     ]
     for r in rows:
         ours = f"{r.ours:.4g}" + (f" (p90 {r.ours_p90:.4g})" if r.ours_p90 is not None else "")
         ref = "n/a" if r.reference is None else f"{r.reference:.4g}"
         ref += f" (p90 {r.reference_p90:.4g})" if r.reference_p90 is not None else ""
-        lines.append(f"| {r.name} | {r.unit} | {ours} | {ref} | {r.ratio()} | {r.note} |")
+        peer = ("n/a" if r.peer is None else f"{r.peer:.4g}") + " | " if peers else ""
+        lines.append(f"| {r.name} | {r.unit} | {ours} | {ref} | {r.ratio()} | {peer}{r.note} |")
     return "\n".join(lines)
 
 
@@ -783,15 +1002,15 @@ def main() -> None:
             replace_section(args.output.read_text() if args.output.exists() else "", heading, section)
         )
         return
-    reference_start = cold_start(REFERENCE, trials)
-    rows = [Row("cold start (launch to first `1+1` reply)", "s", cold_start(OURS, trials), reference_start)]
+    rows = start_rows(trials, args.calls)  # cold starts, the pool, the first cell, warm `pass`, skill calls
+    reference_start, reference_pass = rows[0].reference, next(r for r in rows if r.name.startswith("warm round"))
     rows.append(
         Row(
             "cold start, `os_sandbox='off'`",
             "s",
             cold_start(OURS, trials, [OS_LAYERS_OFF]),
             reference_start,
-            "no OS layers: compare with the row above for their cost",
+            "no OS layers: compare with the cold start row for their cost",
         )
     )
     completion = (1000 * first_completion(OURS, trials), 1000 * first_completion(REFERENCE, trials))
@@ -803,38 +1022,22 @@ def main() -> None:
     settled_pss(kernel_pid(off_km), 3)  # as for the kernel below: the kernel, its sandbox and its spare
     off_pass = [1000 * t for t in warm_round_trips(off, "pass", samples)]
     stop(off_km, off)
+    rows.append(
+        Row("warm round trip `pass`, `os_sandbox='off'`", "ms", statistics.median(off_pass), reference_pass.reference,
+            "no OS layers: compare with the warm `pass` row for their cost", p90(off_pass), reference_pass.reference_p90)
+    )  # fmt: skip
     single_km, single = start(OURS, [])
     single_pss, single_each = settled_pss(kernel_pid(single_km), 2)
     stop(single_km, single)
-    ours_km, ours = start(OURS, [WITH_TIME_SKILL, WITH_SPARE])
+    ours_km, ours = start(OURS, [WITH_SPARE])
     ref_km, ref = start(REFERENCE)
     started, started_each = settled_pss(kernel_pid(ours_km), 3)
     ref_started, _ = settled_pss(kernel_pid(ref_km), 1)
     try:
-        for code in ("pass", "1+1"):
-            ms = ([1000 * t for t in warm_round_trips(ours, code, samples)],
-                  [1000 * t for t in warm_round_trips(ref, code, samples)])  # fmt: skip
-            medians = [statistics.median(m) for m in ms]
-            note = f"{samples} samples after 5 warm-up cells"
-            rows.append(Row(f"warm round trip `{code}`", "ms", *medians, note, p90(ms[0]), p90(ms[1])))
-            if code == "pass":
-                note = "no OS layers: compare with the row above for their cost"
-                rows.append(
-                    Row("warm round trip `pass`, `os_sandbox='off'`", "ms", statistics.median(off_pass), medians[1],
-                        note, p90(off_pass), p90(ms[1]))
-                )  # fmt: skip
-        run(ref, "from sandbox_kernel.skills.time_skill import TimeSkill; _skill = TimeSkill()")
-        per_call = (
-            1000 * skill_call(ours, "device.TimeSkill.get_current_time", args.calls),
-            1000 * skill_call(ref, "_skill.get_current_time", args.calls),
-        )
-        note = "sync method: runs in a thread, so no skill blocks the kernel; ipykernel: called in-process"
-        rows.append(Row(f"skill call ({args.calls:,} x `TimeSkill.get_current_time()`)", "ms/call", *per_call, note))
-        async_call = 1000 * skill_call(ours, "lambda: device.TimeSkill.wait_then_time(0)", args.calls)
-        note = "async method: served on the kernel's event loop"
-        rows.append(
-            Row(f"skill call ({args.calls:,} x `TimeSkill.wait_then_time(0)`)", "ms/call", async_call, None, note)
-        )
+        ms = ([1000 * t for t in warm_round_trips(ours, "1+1", samples)],
+              [1000 * t for t in warm_round_trips(ref, "1+1", samples)])  # fmt: skip
+        rows.append(Row("warm round trip `1+1`", "ms", statistics.median(ms[0]), statistics.median(ms[1]),
+                        f"{samples} samples after 5 warm-up cells", p90(ms[0]), p90(ms[1])))  # fmt: skip
         seconds = (median_of(3, lambda: streaming(ours, args.lines)), median_of(3, lambda: streaming(ref, args.lines)))
         rows.append(Row(f"streaming ({args.lines:,} printed lines, to idle)", "s", *seconds))
         streamed = (tree_pss_mb(kernel_pid(ours_km)), tree_pss_mb(kernel_pid(ref_km)))

@@ -106,6 +106,23 @@ def once_running(action: Callable[[], object]) -> Callable[[dict[str, Any]], Non
     return hook
 
 
+def sandbox_pids(kernel_pid: int) -> list[int]:
+    """Deno host processes whose parent is the given kernel process."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            status = (entry / "status").read_text()
+            cmdline = (entry / "cmdline").read_bytes().decode(errors="replace")
+        except OSError:
+            continue
+        ppid = int(next(line.split()[1] for line in status.splitlines() if line.startswith("PPid:")))
+        if ppid == kernel_pid and "main.ts" in cmdline:
+            found.append(int(entry.name))
+    return found
+
+
 def start_kernel(
     extra_arguments: list[str] | None = None, env: dict[str, str] | None = None
 ) -> tuple[KernelManager, BlockingKernelClient]:

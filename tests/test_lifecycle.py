@@ -13,25 +13,8 @@ from pathlib import Path
 import pytest
 from jupyter_client.manager import KernelManager
 
-from conftest import START_TIMEOUT, execute, once_running, start_kernel, stop_kernel, value
+from conftest import START_TIMEOUT, execute, once_running, sandbox_pids, start_kernel, stop_kernel, value
 from sandbox_kernel.jupyter.kernelspec import KERNEL_NAME
-
-
-def sandbox_pids(kernel_pid: int) -> list[int]:
-    """Deno host processes whose parent is the given kernel process."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            status = (entry / "status").read_text()
-            cmdline = (entry / "cmdline").read_bytes().decode(errors="replace")
-        except OSError:
-            continue
-        ppid = int(next(line.split()[1] for line in status.splitlines() if line.startswith("PPid:")))
-        if ppid == kernel_pid and "main.ts" in cmdline:
-            found.append(int(entry.name))
-    return found
 
 
 def alive(pid: int) -> bool:

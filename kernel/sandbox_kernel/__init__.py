@@ -8,6 +8,7 @@ if TYPE_CHECKING:  # what type checkers see; at run time each is imported on fir
     from sandbox_kernel.checkpoints.client import Checkpoint
     from sandbox_kernel.client.agent import AsyncSandbox, GatewayError, KernelDied, SandboxSettingsError
     from sandbox_kernel.client.approvals import ApprovalRequest
+    from sandbox_kernel.client.pool import AsyncSandboxPool
     from sandbox_kernel.client.results import ExecutionResult
     from sandbox_kernel.client.sync_sandbox import Sandbox
 
@@ -15,6 +16,7 @@ __version__ = "0.1.0"
 __all__ = [
     "ApprovalRequest",
     "AsyncSandbox",
+    "AsyncSandboxPool",
     "Checkpoint",
     "ExecutionResult",
     "GatewayError",
@@ -26,12 +28,16 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    """`from sandbox_kernel import Sandbox, AsyncSandbox, Checkpoint, ...`, imported on first use (the kernel never needs
+    """`from sandbox_kernel import Sandbox, AsyncSandbox, AsyncSandboxPool, Checkpoint, ...`, imported on first use (the kernel never needs
     them)."""
     if name in ("AsyncSandbox", "GatewayError", "KernelDied", "SandboxSettingsError"):
         from sandbox_kernel.client import agent
 
         return getattr(agent, name)
+    if name == "AsyncSandboxPool":
+        from sandbox_kernel.client.pool import AsyncSandboxPool
+
+        return AsyncSandboxPool
     if name == "Sandbox":
         from sandbox_kernel.client.sync_sandbox import Sandbox
 

@@ -97,7 +97,7 @@ def test_memory_limit_and_v8_flags_reach_deno(tmp_path):
     assert (
         flag(argv, "v8-flags")
         == "--wasm-max-mem-pages=8192,--max-old-space-size=512,--optimize-for-size,--no-wasm-inlining-call-indirect,"
-        "--single-threaded-gc"
+        "--no-wasm-deopt,--single-threaded-gc"
     )
 
 

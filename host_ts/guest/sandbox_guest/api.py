@@ -6,6 +6,7 @@ import asyncio
 import builtins
 import getpass
 import importlib
+import inspect
 import json
 import os
 import platform
@@ -13,6 +14,8 @@ import posix
 import sys
 import time
 from typing import Any
+
+from IPython.utils import PyColorize
 
 from . import _host, comms, pkgs
 from ._protocol import Event, Op
@@ -109,6 +112,19 @@ def warm_up() -> None:
         importlib.import_module(module)
     list(importlib.import_module("pygments.lexers.python").PythonLexer().get_tokens("x = 1\n"))
     importlib.import_module("pygments.formatters.terminal256").Terminal256Formatter()
+    # The first result built the display formatters (12 configurable objects, ~40 ms) and imported the shell's
+    # logger module (~30 ms), both on first use: done here too (the first `1+1` of a sandbox took 50-100 ms, later
+    # ones 5-15 ms; measured).
+    assert _shell.display_formatter is not None
+    _shell.display_formatter.format(2)
+    _shell.logger  # noqa: B018 (a property that imports and makes the logger)
+    # Two caches of the process that the first traceback filled (0.2-0.5 s, measured): inspect.getmodule() maps
+    # every loaded module's file (~2,000 lstat calls through the mounted folders), and the colour theme runs its
+    # Pygments style module. The mounts are at the same guest paths after a restore, so the map stays true.
+    inspect.getmodule(compile("", "<sandbox-warm-up>", "exec"))
+    formatter = PyColorize.theme_table[str(_shell.colors).lower()]._get_formatter()
+    # ... and stack_data's highlighting compiles its lexer's rules (Python's `re` keeps them for the process).
+    importlib.import_module("stack_data.utils")._pygmented_with_ranges(formatter, "x = 1\n", [])
 
 
 def warm_process() -> None:

@@ -342,6 +342,15 @@ def main(argv: list[str] | None = None) -> None:
         # Kernel launch: `sandbox-kernel -f {connection_file} [--SandboxKernel.x=...]`.
         if argv and argv[0] == "kernel":
             argv = argv[1:]
+        import signal
+
+        from sandbox_kernel.jupyter import early_start
+
+        # As ipykernel's app does once it is up (init_signal): jupyter_client interrupts a kernel it shuts down, and a
+        # SIGINT while the kernel still imports would end it with a KeyboardInterrupt traceback on its stderr (a
+        # pool closed while it starts a sandbox does that). The kernel handles interrupts itself once it runs.
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        early_start.begin(argv)  # the first sandbox starts while the kernel imports ipykernel
         from sandbox_kernel.jupyter.app import launch
 
         launch(argv)

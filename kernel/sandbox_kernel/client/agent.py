@@ -234,6 +234,16 @@ class AsyncSandbox:
         reply = await self._shell_reply(msg_id, 60, generation)
         return builder.finish(reply["content"], time.monotonic() - started, reply.get("metadata", {}))
 
+    async def _silently(self, code: str) -> bool:
+        """Run `code` with nothing kept (no history, no execution count, its output not shown); whether it succeeded.
+        For what the API does itself, e.g. AsyncSandboxPool's warm-up."""
+        assert self.kernel is not None, "call start() first (or use the sandbox as a context manager)"
+        generation = await self._settled()
+        content = execute_content(code, silent=True, store_history=False, allow_stdin=False)
+        msg_id = self.kernel.send("shell", "execute_request", content)
+        reply = await self._shell_reply(msg_id, self.startup_timeout, generation)
+        return bool(reply["content"].get("status") == "ok")
+
     async def _check_alive(self, generation: int) -> None:
         """KernelDied if the kernel a request went to has exited or was replaced (nothing will answer)."""
         assert self.kernel is not None

@@ -26,6 +26,8 @@ class KernelSettings(TypedDict, total=False):
     """A PEM file of CA certificates that the sandbox's TLS connections (allow_net, %pip) trust besides Deno's built-in ones: a proxy's CA on a network that inspects TLS. None (default): the host's SSL_CERT_FILE, else its SSL_CERT_DIR, when set (the choice is logged)."""
     cell_timeout: float | None
     """Seconds a cell may run. On expiry the cell is interrupted; if it does not stop within interrupt_grace, the sandbox is restarted. A sandbox's start (and warm-up) is never counted. None (default): no limit."""
+    early_start: bool
+    """Spawn the first sandbox as the kernel process begins, before it imports ipykernel, when the settings on its command line and in sandbox_kernel_config files allow it and nothing needs downloading; it is used only if the kernel arrives at the same settings (otherwise it is killed, having run no code). The config files are then read twice: a sandbox_kernel_config.py that does more than set values does it twice."""
     interrupt_grace: float
     """Seconds an interrupted cell gets to stop before the sandbox is restarted."""
     load_skill_entry_points: bool

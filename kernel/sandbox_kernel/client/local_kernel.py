@@ -41,6 +41,7 @@ class LocalKernel:
         self.km: AsyncKernelManager | None = None
         self.kc: Any = None
         self._sockets: Path | None = None
+        self._answered = False  # the kernel answered its first request (else closing it kills it at once)
 
     async def start(self, timeout: float) -> None:
         self._sockets = private_folders.make()
@@ -56,6 +57,7 @@ class LocalKernel:
         self.kc = self.km.client()
         self.kc.start_channels()
         await self.kc.wait_for_ready(timeout=timeout)
+        self._answered = True
 
     def send(
         self,
@@ -96,7 +98,9 @@ class LocalKernel:
         if self.kc is not None:
             self.kc.stop_channels()
         if self.km is not None and await self.km.is_alive():
-            await self.km.shutdown_kernel(now=False)
+            # One that never answered (a start given up on, e.g. a pool closed while it starts one) cannot take a
+            # polite shutdown request: it is killed, not waited on.
+            await self.km.shutdown_kernel(now=not self._answered)
         elif self.km is not None and self.km.has_kernel:
             await self.km.shutdown_kernel(now=True)  # it died (KernelDied): remove what it left (connection file)
         if self._sockets is not None:

@@ -22,7 +22,7 @@ from traitlets import Any as TraitAny
 from sandbox_kernel import __version__
 from sandbox_kernel.checkpoints import kernel_folder
 from sandbox_kernel.checkpoints.cells import CheckpointFolder
-from sandbox_kernel.jupyter import settings
+from sandbox_kernel.jupyter import early_start, settings
 from sandbox_kernel.jupyter.cell_runner import SIMPLE_REQUEST_TIMEOUT, CellOutcome, CellRequest, CellRunner, error_reply
 from sandbox_kernel.jupyter.channels import KernelChannels
 from sandbox_kernel.jupyter.comm_relay import COMM_MESSAGES, CommRelay
@@ -37,10 +37,9 @@ from sandbox_kernel.jupyter.stdin_gate import StdinGate
 from sandbox_kernel.jupyter.widget_guard import WidgetGuard
 from sandbox_kernel.protocol import schema as guest_schema
 from sandbox_kernel.sandbox import mounts, private_folders, provision
-from sandbox_kernel.sandbox.launcher import LaunchSettings, SandboxLauncher
+from sandbox_kernel.sandbox.launcher import SandboxLauncher
 from sandbox_kernel.sandbox.pool import SandboxPool, quiet
 from sandbox_kernel.sandbox.process import SandboxProcess
-from sandbox_kernel.sandbox.startup import SandboxOptions
 
 REPLAY_TIMEOUT = 120.0  # seconds for one %pip install replayed after a restart
 EARLY_COMPLETION_WAIT = 0.5  # seconds a completion waits for a starting sandbox before the host answers it
@@ -85,9 +84,11 @@ class SandboxKernel(SandboxSettings, Kernel):
         self._versions = provision.guest_versions()  # the guest's Python, Pyodide and IPython, known on the host
         self._pip_replays = PipReplays()
         sanitizer = OutputSanitizer(trusted=self.trust_output, image_hosts=self._settings.image_hosts)
-        request_bytes = self.skill_max_bytes + (64 << 10)  # the largest request the guest's glue makes
-        max_event_bytes = max(self.max_output_bytes, request_bytes) + (64 << 10)  # a cell's output, or a request
-        self._launcher = SandboxLauncher(self._launch_settings(max_event_bytes), self._configure, self.log, self._say)
+        request_bytes = settings.request_bytes(self)
+        max_event_bytes = settings.max_event_bytes(self)
+        launching = settings.launch_settings(self, self._settings, lambda: self.settings_error)
+        early = None if self.sandbox_launch else early_start.take()  # the first sandbox, spawned before ipykernel
+        self._launcher = SandboxLauncher(launching, self._configure, self.log, self._say, early)
         auto = self.spare_sandbox == "auto"
         from_start = self.spare_sandbox is True or (auto and bool(self.cell_timeout))
         launch = self.sandbox_launch or self._launcher.launch
@@ -122,26 +123,6 @@ class SandboxKernel(SandboxSettings, Kernel):
     def settings_error(self) -> str:
         """The whole message a user sees while the settings are wrong ('' when they are fine)."""
         return self._settings.error
-
-    def _launch_settings(self, max_event_bytes: int) -> LaunchSettings:
-        options = SandboxOptions(
-            Path(), Path(),  # provisioned per launch
-            start_timeout=self.start_timeout,
-            max_frame_bytes=self.max_frame_bytes,
-            max_event_bytes=max_event_bytes,
-            reply_bytes=2 * self.skill_max_bytes + (64 << 10),
-            use_snapshot=self.use_snapshot,
-            mounts=self._settings.mounts,
-            allow_net=list(self.allow_net),
-            ca_pem=self._settings.ca.pem,
-            ca_store=self._settings.ca.store,
-            memory_limit_mb=self.memory_limit_mb,
-            os_sandbox=self.os_sandbox,
-            os_layers=list(self.os_layers),
-        )  # fmt: skip
-        return LaunchSettings(
-            options, self.pyodide_index, list(self.packages), self.wheelhouse, lambda: self.settings_error
-        )
 
     async def _configure(self, sandbox: SandboxProcess) -> None:
         """A started sandbox learns its limits (to explain them), before it takes any cell."""
@@ -267,6 +248,7 @@ class SandboxKernel(SandboxSettings, Kernel):
         self._channels.stdin = StdinGate(self.session, self.stdin_socket, self.log)
         if self.settings_problems:
             self.log.error("%s", self.settings_error)
+            self._launcher.discard_early("the settings are wrong")
         else:
             loop.call_soon(self._pool.start_soon)
         self._sweep = loop.create_task(asyncio.to_thread(sweep_left_behind))  # folders of killed kernels

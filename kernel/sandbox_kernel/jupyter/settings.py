@@ -9,9 +9,10 @@ is any, no sandbox starts and every cell answers with SandboxSettingsError.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from traitlets import Bool, Dict, Enum, Float, Int, List, TraitError, Unicode, default, validate
 from traitlets.config import LoggingConfigurable
@@ -26,6 +27,9 @@ from sandbox_kernel.skills import loader as skill_loader
 from sandbox_kernel.skills.audit import AuditLog
 from sandbox_kernel.skills.calls import SkillService
 from sandbox_kernel.skills.gatekeeper import Gatekeeper, check_policy
+
+if TYPE_CHECKING:
+    from sandbox_kernel.sandbox.launcher import LaunchSettings
 
 WORKING_FOLDER = "/work"  # where working_folder puts the kernel's folder in the guest
 PROJECT_FOLDER = "/project"  # where project_folder puts the folder above it
@@ -125,6 +129,13 @@ class SandboxSettings(LoggingConfigurable):
         "second Deno process (~130 MiB PSS). 'auto': from the start when cell_timeout is set (timeouts restart), "
         "otherwise from the first restart or checkpoint on (%checkpoint, the agent API's checkpoint()/fork(), the "
         "MCP tool; a restore is a restart); True/False: always/never.",
+    ).tag(config=True)
+    early_start = Bool(
+        True,
+        help="Spawn the first sandbox as the kernel process begins, before it imports ipykernel, when the settings on "
+        "its command line and in sandbox_kernel_config files allow it and nothing needs downloading; it is used only "
+        "if the kernel arrives at the same settings (otherwise it is killed, having run no code). The config files "
+        "are then read twice: a sandbox_kernel_config.py that does more than set values does it twice.",
     ).tag(config=True)
     max_checkpoint_bytes = Int(
         512 << 20, help="Largest session state %checkpoint may save (and %restore read back), in bytes."
@@ -250,8 +261,9 @@ class Resolved:
         )
 
 
-def resolve(settings: SandboxSettings, cwd: Path, config_files: list[str]) -> Resolved:
-    """Check and resolve the settings once; nothing from a folder the guest may write is loaded."""
+def resolve(settings: SandboxSettings, cwd: Path, config_files: list[str], with_skills: bool = True) -> Resolved:
+    """Check and resolve the settings once; nothing from a folder the guest may write is loaded. Without
+    `with_skills` no skill is imported (and their problems are not found): what the early start needs."""
     problems: list[str] = []
     found: list[mounts.Mount] = []
     guest_cwd, project, problem = working_place(settings, cwd)
@@ -266,7 +278,7 @@ def resolve(settings: SandboxSettings, cwd: Path, config_files: list[str]) -> Re
     # Before any skill is imported: nothing the kernel loads may lie where guest code can write.
     problems += host_place_problems(settings, found, cwd, config_files)
     try:
-        skills = load_skills(settings) if not problems else no_skills(settings)
+        skills = load_skills(settings) if with_skills and not problems else no_skills(settings)
     except TraitError as exc:
         problems.append(str(exc))
         skills = no_skills(settings)
@@ -404,6 +416,40 @@ def host_place_problems(
     places = host_places.kernel_places(extra)
     problems += [f"SandboxKernel.mounts or working_folder: {p}" for p in host_places.mount_problems(found, places)]
     return problems
+
+
+def launch_settings(settings: SandboxSettings, resolved: Resolved, error: Callable[[], str]) -> LaunchSettings:
+    """What the kernel's sandboxes are launched with (the early start makes the same from the same settings);
+    `error`: the settings' problems, while a sandbox may not start."""
+    from sandbox_kernel.sandbox.launcher import LaunchSettings  # the launcher's modules only where sandboxes start
+    from sandbox_kernel.sandbox.startup import SandboxOptions
+
+    options = SandboxOptions(
+        Path(), Path(),  # provisioned per launch
+        start_timeout=settings.start_timeout,
+        max_frame_bytes=settings.max_frame_bytes,
+        max_event_bytes=max_event_bytes(settings),
+        reply_bytes=2 * settings.skill_max_bytes + (64 << 10),
+        use_snapshot=settings.use_snapshot,
+        mounts=resolved.mounts,
+        allow_net=list(settings.allow_net),
+        ca_pem=resolved.ca.pem,
+        ca_store=resolved.ca.store,
+        memory_limit_mb=settings.memory_limit_mb,
+        os_sandbox=settings.os_sandbox,
+        os_layers=list(settings.os_layers),
+    )  # fmt: skip
+    return LaunchSettings(options, settings.pyodide_index, list(settings.packages), settings.wheelhouse, error)
+
+
+def request_bytes(settings: SandboxSettings) -> int:
+    """The largest request the guest's glue makes (a skill call with its arguments)."""
+    return int(settings.skill_max_bytes) + (64 << 10)
+
+
+def max_event_bytes(settings: SandboxSettings) -> int:
+    """The largest event the sandbox may send: a cell's output, or a request."""
+    return max(settings.max_output_bytes, request_bytes(settings)) + (64 << 10)
 
 
 def guest_config(settings: SandboxSettings, resolved: Resolved) -> dict[str, Any]:

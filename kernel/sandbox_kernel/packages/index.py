@@ -55,6 +55,14 @@ def index_cache(source: str) -> Path:
     return paths.cache_dir() / "pyodide-packages" / paths.pyodide_version() / digest
 
 
+def offline_index(value: str) -> bool:
+    """Whether the Pyodide index `value` is read without the network: the pinned CDN (its lock is Pyodide's own)
+    or a folder on this machine."""
+    if value.startswith(("http://", "https://")):
+        return value.rstrip("/") == default_pyodide_index().rstrip("/")
+    return True
+
+
 def guest_platform(abi_version: str) -> str:
     """The PEP 783 platform tag of wheels built for the guest's Pyodide ABI (from its lock file's info)."""
     return f"pyemscripten_{abi_version}_wasm32"
@@ -220,10 +228,8 @@ class PyodideIndex:
     ) -> None:
         self.source, self.local = _index_location(source, setting)
         self.cache = cache
-        # The host's own trust (SSL_CERT_FILE included), and SandboxKernel.ca_bundle's certificates with it.
-        self._tls = ssl.create_default_context()
-        if ca_pem:
-            self._tls.load_verify_locations(cadata=ca_pem.decode("ascii"))
+        self._ca_pem = ca_pem
+        self._tls_context: ssl.SSLContext | None = None
         self.notes: list[str] = []
         bundled_text = bundled_lock.read_text()
         bundled = json.loads(bundled_text)
@@ -234,6 +240,16 @@ class PyodideIndex:
         self.lock: dict[str, Any] = _checked_lock(self.lock_text, where, bundled)
         self.packages: dict[str, dict[str, Any]] = self.lock["packages"]
         self.by_import = {imp: name for name, pkg in self.packages.items() for imp in pkg.get("imports", [])}
+
+    @property
+    def _tls(self) -> ssl.SSLContext:
+        """The host's own trust (SSL_CERT_FILE included), and SandboxKernel.ca_bundle's certificates with it; made on
+        first use (~20 ms: a sandbox's start from the pinned or a local index never needs it)."""
+        if self._tls_context is None:
+            self._tls_context = ssl.create_default_context()
+            if self._ca_pem:
+                self._tls_context.load_verify_locations(cadata=self._ca_pem.decode("ascii"))
+        return self._tls_context
 
     def _own_lock(self, value: str, bundled_text: str) -> str | None:
         """The index's pyodide-lock.json, or None (with a note) where it has none."""

@@ -42,6 +42,11 @@ V8_MEMORY_FLAGS = ("--optimize-for-size", "--no-wasm-inlining-call-indirect")
 # freed; a fixed threshold also keeps the heap's top given back from 128 KiB. ~20 MiB less per sandbox, for ~0.05 s
 # more system time at start (bench/NOTES.md, issue 28).
 MALLOC_ENV = {"MALLOC_ARENA_MAX": "1", "MALLOC_MMAP_THRESHOLD_": "32768"}
+# Optimised wasm code that may deoptimise is compiled again and again: CPython's interpreter loop (a function of
+# 79 KB) deoptimises on polymorphic indirect calls, and each recompile takes 0.2-0.8 s of a V8 thread. Without
+# deopts: warm `pass` 3.0 ms instead of 14.6 ms and p90 7.7 instead of 24.7 ms on a busy machine, the CPU-bound loop
+# warm from the second cell instead of the sixth, ~6% slower once warm (bench/NOTES.md, issue 28).
+V8_TIERING_FLAGS = ("--no-wasm-deopt",)
 # V8 and Deno map about 1.1 GiB of writable memory before any guest code runs (measured here).
 DATA_BASELINE_MB = 1280
 
@@ -150,7 +155,8 @@ class LaunchPlan:
         if self.deno_checks_off:
             flags = ["--allow-all"]
         mb = self.memory_limit_mb
-        v8 = [f"--wasm-max-mem-pages={mb * 16}", f"--max-old-space-size={mb}", *V8_MEMORY_FLAGS, *self.v8_flags]
+        v8 = [f"--wasm-max-mem-pages={mb * 16}", f"--max-old-space-size={mb}", *V8_MEMORY_FLAGS, *V8_TIERING_FLAGS]
+        v8 += self.v8_flags
         tls = [f"--cert={self.ca_file}"] if self.ca_file else []
         # --no-code-cache: Deno would write V8's code cache (3.7 MB) into this sandbox's fresh DENO_DIR, a tmpfs that
         # no later start reads (bench/NOTES.md, issue 28).

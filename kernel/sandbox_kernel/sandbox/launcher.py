@@ -18,6 +18,7 @@ from sandbox_kernel.packages.wheelhouse import PipWheelhouse
 from sandbox_kernel.sandbox import preinstalled, provision
 from sandbox_kernel.sandbox.oslayers.report import describe as describe_layers
 from sandbox_kernel.sandbox.process import SandboxProcess
+from sandbox_kernel.sandbox.spawn import Spawned
 from sandbox_kernel.sandbox.startup import SandboxOptions, SandboxStartError
 
 Configure = Callable[[SandboxProcess], Awaitable[None]]  # the kernel's first request to a started sandbox
@@ -43,8 +44,16 @@ class ProvisionFailed(SandboxStartError):
 class SandboxLauncher:
     """Starts configured sandboxes, and keeps what the latest one reported (its guest's facts, its OS layers)."""
 
-    def __init__(self, settings: LaunchSettings, configure: Configure, log: logging.Logger, say: Say) -> None:
+    def __init__(
+        self,
+        settings: LaunchSettings,
+        configure: Configure,
+        log: logging.Logger,
+        say: Say,
+        early: Spawned | None = None,
+    ) -> None:
         self.settings = settings
+        self.early = early  # a sandbox spawned before the kernel's loop ran (jupyter/early_start.py), not yet taken
         self._configure = configure
         self.log = log
         self._say_line = say
@@ -101,7 +110,7 @@ class SandboxLauncher:
             raise SandboxStartError(f"preparing the sandbox failed: {type(exc).__name__}: {exc}") from None
         sandbox = SandboxProcess(options, self.log, self._say, on_layers=self._log_os_layers)
         try:
-            self.guest_info = await sandbox.start()
+            self.guest_info = await sandbox.start(self._take_early(options))
             if site_check is not None:
                 await self._site_passed(site_check)
             self._check_snapshot(sandbox)
@@ -110,6 +119,57 @@ class SandboxLauncher:
             await sandbox.kill("its start failed")
             raise
         return sandbox
+
+    def _take_early(self, options: SandboxOptions) -> Spawned | None:
+        """The early-spawned sandbox, once, if it was started with exactly these options (else it is killed)."""
+        early, self.early = self.early, None
+        if early is None:
+            return None
+        if early.options != options:
+            self.log.info("the sandbox spawned early does not match the kernel's settings: starting another")
+            early.discard()
+            return None
+        self.log.info("the first sandbox was spawned as the kernel process began (SandboxKernel.early_start)")
+        return early
+
+    def discard_early(self, why: str) -> None:
+        """Kill the early-spawned sandbox, if it was never taken (e.g. the settings turned out to be wrong)."""
+        early, self.early = self.early, None
+        if early is not None:
+            self.log.info("the sandbox spawned as the kernel process began is not used: %s", why)
+            early.discard()
+
+    def cached_options(self) -> SandboxOptions | None:
+        """The sandbox's options when everything it needs is on this machine already (Pyodide and the guest's wheels
+        cached, no `packages` or `wheelhouse` to resolve, a Pyodide index read without the network), else None.
+        Synchronous and quick: for the early start, before the kernel's event loop runs."""
+        settings = self.settings
+        if settings.packages or settings.wheelhouse or not packages.offline_index(settings.pyodide_index):
+            return None
+        guest_site = provision.guest_site_dir()
+        if provision.pyodide_problems() or not (guest_site / ".complete").is_file():
+            return None
+        index = self._make_index()
+        return self._with(paths.pyodide_dir(provision.deno_dir()), guest_site, index, None, [index.cache])
+
+    def _with(
+        self,
+        pyodide_dir: Path,
+        guest_site: Path,
+        index: packages.PyodideIndex,
+        packages_site: Path | None,
+        extra_read: list[Path],
+    ) -> SandboxOptions:
+        """The settings' options with what provisioning found."""
+        return replace(
+            self.settings.options,
+            pyodide_dir=pyodide_dir,
+            guest_site=guest_site,
+            packages_site=packages_site,
+            extra_read=extra_read,
+            pyodide_lock=index.lock_text,
+            pyodide_packages=index.cache,
+        )
 
     async def provision(self) -> SandboxOptions:
         """Everything a sandbox needs, provisioned on the host and checked, without starting one: what `sandbox-kernel
@@ -141,18 +201,7 @@ class SandboxLauncher:
             except OSError as exc:  # a read-only cache: sandboxes start; %pip install from the wheelhouse says why not
                 what = "The wheels %pip install takes from SandboxKernel.wheelhouse"
                 self._warn_once(paths.cache_not_writable(what, exc, paths.FIX_PIP))
-        return (
-            replace(
-                self.settings.options,
-                pyodide_dir=pyodide_dir,
-                guest_site=guest_site,
-                packages_site=packages_site,
-                extra_read=extra_read,
-                pyodide_lock=index.lock_text,
-                pyodide_packages=index.cache,
-            ),
-            site_check,
-        )
+        return self._with(pyodide_dir, guest_site, index, packages_site, extra_read), site_check
 
     async def _site_passed(self, check: preinstalled.SiteCheck) -> None:
         """The `packages` folder's check, awaited once the sandbox is up (before any request): a failed one unpacks
@@ -170,18 +219,24 @@ class SandboxLauncher:
     async def _index(self) -> packages.PyodideIndex:
         """SandboxKernel.pyodide_index, read once per kernel."""
         if self.pyodide_index is None:
+            await asyncio.to_thread(self._make_index)
+        assert self.pyodide_index is not None
+        return self.pyodide_index
+
+    def _make_index(self) -> packages.PyodideIndex:
+        """Read SandboxKernel.pyodide_index's lock (a remote index's over the network) and make its package cache."""
+        if self.pyodide_index is None:
             source = self.settings.pyodide_index
             cache = packages.index_cache(source)
             bundled = paths.pyodide_dir(provision.deno_dir()) / "pyodide-lock.json"
-            self.pyodide_index = await asyncio.to_thread(
-                packages.PyodideIndex, source, cache, bundled, ca_pem=self.settings.options.ca_pem
-            )
+            index = packages.PyodideIndex(source, cache, bundled, ca_pem=self.settings.options.ca_pem)
             try:  # made now, so that the sandbox's private root holds it when packages arrive later
-                await asyncio.to_thread(cache.mkdir, parents=True, exist_ok=True)
+                cache.mkdir(parents=True, exist_ok=True)
             except OSError as exc:  # a read-only cache: a sandbox still starts; an import that needs a fetch says why
                 self._warn_once(paths.cache_not_writable("Pyodide packages from SandboxKernel.pyodide_index", exc))
-            for note in self.pyodide_index.notes:
+            for note in index.notes:
                 self.log.warning("SandboxKernel.pyodide_index: %s; using Pyodide's own lock file", note)
+            self.pyodide_index = index
         return self.pyodide_index
 
     def _warn_once(self, message: str) -> None:
@@ -198,8 +253,13 @@ class SandboxLauncher:
             self._say_line(message)
 
     async def _ensure_pyodide(self, thorough: bool, problems: list[str] | None = None) -> Path:
-        """The cached Pyodide, checked (contents too with `thorough`) and fetched again if damaged; one at a time."""
+        """The cached Pyodide, checked (contents too with `thorough`) and fetched again if damaged; one at a time.
+        A sandbox spawned early from damaged files is not used."""
         async with self._pyodide_lock:
+            if problems is None:
+                problems = await asyncio.to_thread(provision.pyodide_problems, thorough)
+            if problems:
+                self.discard_early("the cached Pyodide is damaged")
             return await provision.ensure_pyodide(self._say, thorough, problems)
 
     def _log_os_layers(self, report: dict[str, Any]) -> None:

@@ -13,10 +13,8 @@ import codecs
 import collections
 import contextlib
 import itertools
-import json
 import logging
 import os
-import secrets
 import shutil
 import signal
 from collections.abc import Callable
@@ -27,9 +25,9 @@ from typing import Any, ClassVar, Protocol
 from sandbox_kernel.jupyter.output import guest_text
 from sandbox_kernel.protocol import frames, names
 from sandbox_kernel.protocol import schema as guest_schema
-from sandbox_kernel.sandbox import private_folders, provision, startup
-from sandbox_kernel.sandbox.launch_plan import LaunchPlan
+from sandbox_kernel.sandbox import spawn, startup
 from sandbox_kernel.sandbox.oslayers.report import read_report
+from sandbox_kernel.sandbox.spawn import Spawned
 from sandbox_kernel.sandbox.startup import SandboxOptions, SandboxStartError
 from sandbox_kernel.sandbox.supervision import StopCause
 
@@ -42,6 +40,9 @@ FATAL = names.declared("hostEvents", "fatal")
 STARTED = names.declared("hostEvents", "started")
 MEMORY = names.declared("hostEvents", "memory")
 READY = names.declared("workerEvents", "ready")
+# Requests served by the guest's glue alone, with nothing of the user's: until another one is sent, no guest code has
+# run in the sandbox, and it is left running between requests (see _pause_if_idle).
+GLUE_ONLY_OPS = frozenset(names.declared("guestOps", op) for op in ("configure", "warm"))
 
 
 class GuestListener(Protocol):
@@ -95,7 +96,8 @@ class SandboxProcess:
         self.death_reported = False  # set once a user was told that this sandbox died
         self.pause_when_idle = True  # SIGSTOP between requests: no guest code runs between cells
         self._paused = False
-        self._proc: asyncio.subprocess.Process | None = None
+        self._guest_code_may_run = False  # a request that may run the user's code (not GLUE_ONLY_OPS) was sent
+        self._proc: spawn.Child | None = None
         self._writer: asyncio.StreamWriter | None = None
         self._pending: dict[int, _Pending] = {}
         self._ids = itertools.count(1)
@@ -124,63 +126,44 @@ class SandboxProcess:
     def alive(self) -> bool:
         return self._dead is not None and not self._dead.done()
 
-    async def start(self) -> dict[str, Any]:
-        """Spawn the process and wait until Python is ready; returns guest facts."""
-        snapshot_file = provision.snapshot_path()
-        with contextlib.suppress(OSError):  # made for the launch plan to read; a read-only cache may lack it
-            snapshot_file.parent.mkdir(parents=True, exist_ok=True)
-        self.snapshot = snapshot_file if self.options.use_snapshot and snapshot_file.is_file() else None
-        self._tmp = private_folders.make()
-        plan = startup.launch_plan(self.options, self._tmp, self.snapshot)
-        plan.prepare_scratch()
-        token = secrets.token_hex(16)
-        async with startup.OneConnection(plan.socket) as connection:
-            report_read = await self._spawn(plan)
-            await self._apply_layers_report(report_read)
-            await self._send_init(plan.init_message(token))
+    async def start(self, spawned: Spawned | None = None) -> dict[str, Any]:
+        """Spawn the process (unless `spawned` was, before the kernel's event loop ran) and wait until Python is
+        ready; returns guest facts."""
+        if spawned is None:
+            spawned = spawn.spawn(self.options)
+        self._attach(spawned)
+        async with startup.OneConnection(spawned.plan.socket, spawned.listener) as connection:
+            await self._apply_layers_report(spawned.report_read)
             reader, self._writer = await self._first(connection.accepted, "connect")
         hello = await self._first(asyncio.ensure_future(frames.read_frame(reader, 4096)), "say hello")
-        if hello.kind != frames.HOST_EVENT or hello.json().get("token") != token:
+        if hello.kind != frames.HOST_EVENT or hello.json().get("token") != spawned.token:
             await self.kill("it failed the handshake")
             raise SandboxStartError("the sandbox process failed the handshake")
         self._frames_task = asyncio.get_running_loop().create_task(self._read_frames(reader))
         self._tasks.append(self._frames_task)
-        assert self._ready is not None  # made by _spawn
+        assert self._ready is not None  # made by _attach
         self.info = await self._first(self._ready, "start Python")
         self._pause_if_idle()
         return self.info
 
-    async def _spawn(self, plan: LaunchPlan) -> int:
-        """Start the launcher (which becomes Deno) and the tasks that watch it; returns the layers report's pipe."""
+    def _attach(self, spawned: Spawned) -> None:
+        """Watch the spawned process from this event loop: its end, and its output (drained, never parsed)."""
         loop = asyncio.get_running_loop()
-        spec = plan.launch_spec()
-        report_read, spec.report_fd = os.pipe()
-        self.log.info("starting sandbox: %s", " ".join(spec.argv))
-        try:
-            self._proc = await asyncio.create_subprocess_exec(
-                *plan.launcher_argv(spec),
-                stdin=asyncio.subprocess.PIPE,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE,
-                env=spec.env,
-                cwd=self._tmp,
-                start_new_session=True,  # keep the kernel's SIGINT (process group) away from Deno
-                pass_fds=(spec.report_fd,),
-            )
-        except BaseException:
-            os.close(report_read)
-            raise
-        finally:
-            os.close(spec.report_fd)
+        self.snapshot = spawned.snapshot
+        self._tmp = spawned.private
+        self.log.info("started sandbox: %s", " ".join(spawned.plan.deno_argv()))
+        self._proc = spawn.Child(spawned.process)
         self.pid = self._proc.pid
         SandboxProcess.live.add(self)
         self._dead = loop.create_future()
         self._ready = loop.create_future()
         self._ready.add_done_callback(lambda f: f.cancelled() or f.exception())
         self._tasks.append(loop.create_task(self._watch_exit()))
-        for stream in (self._proc.stdout, self._proc.stderr):
-            self._tasks.append(loop.create_task(startup.drain_output(stream, self._output_tail, self.log)))
-        return report_read
+        self._tasks.append(loop.create_task(self._drain(self._proc)))
+
+    async def _drain(self, child: spawn.Child) -> None:
+        streams = await child.streams()
+        await asyncio.gather(*(startup.drain_output(stream, self._output_tail, self.log) for stream in streams))
 
     async def _apply_layers_report(self, report_read: int) -> None:
         """Read what the launcher applied (written before exec, or before a refusal: within milliseconds)."""
@@ -191,16 +174,6 @@ class SandboxProcess:
         if refusal is not None:
             await self.kill("os_sandbox could not be met")
             raise refusal
-
-    async def _send_init(self, init: dict[str, Any]) -> None:
-        """The supervisor's init message, on its stdin (closed after)."""
-        assert self._proc is not None and self._proc.stdin is not None
-        try:
-            self._proc.stdin.write(json.dumps(init).encode())
-            await self._proc.stdin.drain()
-            self._proc.stdin.close()
-        except ConnectionError:
-            pass  # it died at once: the wait for its connection says why
 
     async def _first(self, fut: asyncio.Future[Any], what: str) -> Any:
         """Await `fut`, failing clearly if the process dies or the start takes too long."""
@@ -374,8 +347,13 @@ class SandboxProcess:
             self._signal(signal.SIGCONT)
 
     def _pause_if_idle(self) -> None:
-        """Stop the process while no request is pending: leftover timers and tasks use no CPU between cells."""
-        if self.pause_when_idle and not self._paused and not self._pending and self.alive:
+        """Stop the process while no request is pending: leftover timers and tasks use no CPU between cells.
+
+        Not before the first request that may run the user's code: until then the sandbox holds nothing of the
+        user's, and V8 finishes compiling what the start made hot (Python's interpreter loop: a first cell that
+        finds it compiled runs at its warm speed, not ~1.5x slower; issue 28)."""
+        ready = self.pause_when_idle and self._guest_code_may_run
+        if ready and not self._paused and not self._pending and self.alive:
             self._paused = True
             self._signal(signal.SIGSTOP)
 
@@ -386,6 +364,7 @@ class SandboxProcess:
         if not self.alive:
             raise SandboxDied(self._dead.result() if self._dead and self._dead.done() else "the sandbox is not running")
         request_id = next(self._ids)
+        self._guest_code_may_run = self._guest_code_may_run or op not in GLUE_ONLY_OPS
         future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
         self._pending[request_id] = _Pending(op, future, listener, {})
         try:

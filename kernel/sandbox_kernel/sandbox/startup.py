@@ -10,6 +10,7 @@ import asyncio
 import logging
 import os
 import signal
+import socket as sockets
 from collections.abc import Iterable, MutableSequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -141,11 +142,13 @@ async def drain_output(stream: asyncio.StreamReader | None, tail: MutableSequenc
 class OneConnection:
     """The private socket (mode 0600) that accepts the sandbox's one connection; any later one is closed.
 
-    Used as `async with`: on the way out the listening socket is closed and its file removed.
+    Used as `async with`: on the way out the listening socket is closed and its file removed. `listener`: the
+    socket already bound and listening (by spawn.spawn(), before the sandbox was started), else it is made here.
     """
 
-    def __init__(self, socket: Path) -> None:
+    def __init__(self, socket: Path, listener: sockets.socket | None = None) -> None:
         self.socket = socket
+        self._listener = listener
         self.accepted: asyncio.Future[tuple[asyncio.StreamReader, asyncio.StreamWriter]] = (
             asyncio.get_running_loop().create_future()
         )
@@ -158,8 +161,15 @@ class OneConnection:
             self.accepted.set_result((reader, writer))
 
     async def __aenter__(self) -> OneConnection:
-        self._server = await asyncio.start_unix_server(self._on_connect, path=str(self.socket), limit=SOCKET_READ_LIMIT)
-        os.chmod(self.socket, 0o600)
+        if self._listener is not None:
+            self._server = await asyncio.start_unix_server(
+                self._on_connect, sock=self._listener, limit=SOCKET_READ_LIMIT
+            )
+        else:
+            self._server = await asyncio.start_unix_server(
+                self._on_connect, path=str(self.socket), limit=SOCKET_READ_LIMIT
+            )
+            os.chmod(self.socket, 0o600)
         return self
 
     async def __aexit__(

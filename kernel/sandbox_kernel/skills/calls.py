@@ -9,15 +9,15 @@ import re
 import sys
 import time
 from collections.abc import Awaitable, Callable
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from sandbox_kernel.protocol import bridge_data
 from sandbox_kernel.skills.approvals import Approval, approval_for, full_view, parse_answer, refusal_reason
 from sandbox_kernel.skills.audit import AuditLog, digest
 from sandbox_kernel.skills.gatekeeper import Gatekeeper, SkillRefused
+from sandbox_kernel.skills.threads import SkillThreads
 
-_SKILL_THREADS = ThreadPoolExecutor(max_workers=8, thread_name_prefix="skill")  # sync skills run here
+_SKILL_THREADS = SkillThreads(max_threads=8)  # sync skills run here
 MAX_VIEWS = 3  # times a person may ask to see the whole call before answering
 
 # Asks a person about one call; returns their raw answer, None if nobody can answer.
@@ -170,8 +170,7 @@ class SkillService:
         """Async skills run on the loop; sync ones in a thread, so the kernel never blocks."""
         if inspect.iscoroutinefunction(fn):
             return await fn(*args, **kwargs)
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(_SKILL_THREADS, functools.partial(fn, *args, **kwargs))
+        return await _SKILL_THREADS.run(functools.partial(fn, *args, **kwargs))
 
 
 async def _within(seconds: float, work: Awaitable[Any]) -> Any:
