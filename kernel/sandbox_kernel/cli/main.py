@@ -345,6 +345,9 @@ def main(argv: list[str] | None = None) -> None:
         import signal
 
         from sandbox_kernel.jupyter import early_start
+        from sandbox_kernel.malloc_arena import one_malloc_arena
+
+        one_malloc_arena()  # before the early start's thread and the kernel's (each would make an arena of its own)
 
         # As ipykernel's app does once it is up (init_signal): jupyter_client interrupts a kernel it shuts down, and a
         # SIGINT while the kernel still imports would end it with a KeyboardInterrupt traceback on its stderr (a

@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import codecs
 import collections
-import contextlib
 import itertools
 import logging
 import os

@@ -10,8 +10,8 @@ attach to it later from its event loop (`SandboxProcess.start(spawned)`), so tha
 from __future__ import annotations
 
 import asyncio
-import functools
 import contextlib
+import functools
 import json
 import os
 import secrets
