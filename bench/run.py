@@ -955,6 +955,17 @@ def replace_section(report: str, heading: str, section: str) -> str:
     return before.rstrip("\n") + "\n\n" + section.rstrip("\n") + "\n" + rest
 
 
+def kept_sections(report: str) -> str:
+    """The sections of `report` a full run does not measure (written by other scripts, e.g. bench/load.py's)."""
+    measured = {heading for heading, _ in SECTIONS.values()}
+    kept = [
+        "## " + part.rstrip("\n") + "\n"
+        for part in report.split("\n## ")[1:]
+        if "## " + part.split("\n", 1)[0] not in measured
+    ]
+    return "".join("\n" + section for section in kept)
+
+
 def table(rows: list[Row]) -> str:
     """A markdown table; with a pysandbox-wasi column when any row has its figure."""
     peers = any(r.peer is not None for r in rows)
@@ -1062,6 +1073,7 @@ def main() -> None:
     finally:
         stop(ours_km, ours)
         stop(ref_km, ref)
+    rows += first_rows(trials)
     rows += memory_rows(trials, args.scale)
 
     when = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
@@ -1073,7 +1085,8 @@ def main() -> None:
         f"{table(rows)}\n"
     )
     print(report)
-    args.output.write_text(report)
+    previous = args.output.read_text() if args.output.exists() else ""
+    args.output.write_text(report + kept_sections(previous))
 
 
 if __name__ == "__main__":
