@@ -17,6 +17,9 @@ from sandbox_kernel.client.sync_sandbox import Sandbox
 from sandbox_kernel.packages import index, unpacked
 from sandbox_kernel.sandbox import provision
 from sandbox_kernel.sandbox.launch_plan import TEST_DENO_ALL
+from test_early_start import NOT_USED as EARLY_NOT_USED
+from test_early_start import USED as EARLY_USED
+from test_early_start import run_kernel
 from test_packages import make_wheel
 
 pytestmark = pytest.mark.slow
@@ -99,6 +102,14 @@ def test_packages_are_imported_from_the_read_only_folder_and_a_second_kernel_unp
     finally:
         stop_kernel(km, kc)
     assert fingerprint(site) == before, "the second kernel unpacked the packages again"
+
+
+def test_a_kernel_with_packages_made_before_spawns_its_sandbox_early(wheelhouse, first, tmp_path):
+    """Packages already resolved and unpacked need nothing from the network: the kernel's first sandbox is spawned
+    as its process begins (jupyter/early_start.py) with the packages' folder, and the kernel uses it."""
+    answer, log, _ = run_kernel(tmp_path, arguments(wheelhouse))
+    assert answer == "2"
+    assert EARLY_USED in log and EARLY_NOT_USED not in log, log
 
 
 WRITES = {

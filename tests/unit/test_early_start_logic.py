@@ -106,10 +106,68 @@ def test_a_sandbox_needing_a_download_or_the_network_is_not_spawned_early(monkey
 
     assert launcher().cached_options() is None  # a remote index: its lock comes over the network
     monkeypatch.setattr(launcher_module.packages, "offline_index", lambda value: True)
-    assert launcher(packages=["numpy"]).cached_options() is None
-    assert launcher(wheelhouse="/w").cached_options() is None
     monkeypatch.setattr(launcher_module.provision, "pyodide_problems", lambda thorough=False: ["gone"])
     assert launcher().cached_options() is None  # Pyodide is not (all) cached
+
+
+class FakeIndex:
+    abi_version = "2026_0"
+    lock_text = "{}"
+
+    def __init__(self, cache: Path) -> None:
+        self.cache = cache
+
+
+@pytest.fixture
+def cached(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Pyodide, the guest's wheels and the Pyodide index all on this machine, in a cache of the test's own."""
+    monkeypatch.setenv("SANDBOX_KERNEL_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(launcher_module.packages, "offline_index", lambda value: True)
+    monkeypatch.setattr(launcher_module.provision, "pyodide_problems", lambda thorough=False: [])
+    guest_site = tmp_path / "guest-site"
+    guest_site.mkdir()
+    (guest_site / ".complete").touch()
+    monkeypatch.setattr(launcher_module.provision, "guest_site_dir", lambda: guest_site)
+    monkeypatch.setattr(SandboxLauncher, "_make_index", lambda self: FakeIndex(tmp_path / "index-cache"))
+    return tmp_path
+
+
+def early_launcher(**fields: Any) -> SandboxLauncher:
+    made = LaunchSettings(SandboxOptions(Path(), Path()), "/index", **fields)
+    return SandboxLauncher(made, configure=None, log=logging.getLogger("t"), say=print)  # type: ignore[arg-type]
+
+
+def test_packages_unpacked_before_are_spawned_early_with_their_folder(cached: Path) -> None:
+    from sandbox_kernel.packages import index, unpacked
+
+    assert early_launcher().cached_options() is not None  # the control: nothing to resolve
+    specs, wheelhouse = ["attrs", "six==1.17"], cached / "wheels"
+    assert early_launcher(packages=specs, wheelhouse=str(wheelhouse)).cached_options() is None  # not resolved yet
+    folder = index.resolution_folder(specs, wheelhouse, FakeIndex.abi_version)
+    (folder / unpacked.SITE).mkdir(parents=True)
+    (folder / ".complete").touch()
+    (folder / unpacked.WHEEL_HASHES).write_text("{}")
+    assert early_launcher(packages=specs).cached_options() is None  # resolved, not unpacked
+    (folder / unpacked.MANIFEST).write_text("{}")
+    folder = index.resolution_folder(specs, None, FakeIndex.abi_version)
+    (folder / unpacked.SITE).mkdir(parents=True)
+    for name in (".complete", unpacked.WHEEL_HASHES, unpacked.MANIFEST):
+        (folder / name).write_text("{}")
+    options = early_launcher(packages=specs).cached_options()
+    assert options is not None
+    assert options.packages_site == folder / unpacked.SITE
+    assert options.extra_read == [folder / unpacked.SITE, cached / "index-cache"]  # as _provisioned lists them
+    assert early_launcher(packages=["not a requirement!"]).cached_options() is None  # the kernel says what is wrong
+
+
+def test_a_wheelhouse_is_spawned_early_once_its_folder_exists(cached: Path) -> None:
+    from sandbox_kernel.packages.wheelhouse import PipWheelhouse
+
+    assert early_launcher(wheelhouse=str(cached / "wheels")).cached_options() is None
+    folder = PipWheelhouse(cached / "wheels", FakeIndex.abi_version).folder
+    folder.mkdir(parents=True)
+    options = early_launcher(wheelhouse=str(cached / "wheels")).cached_options()
+    assert options is not None and options.extra_read == [cached / "index-cache", folder]
 
 
 def test_the_launcher_takes_the_early_sandbox_only_with_its_own_options() -> None:

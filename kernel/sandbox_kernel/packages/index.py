@@ -122,6 +122,11 @@ def resolution_folder(specs: list[str], wheelhouse: Path | None, abi_version: st
     return paths.cache_dir() / "packages" / hashlib.sha256(key.encode()).hexdigest()[:16]
 
 
+def is_resolved(folder: Path) -> bool:
+    """Whether pip resolved this request into `folder` before (its wheels and their recorded sha256 are there)."""
+    return (folder / ".complete").is_file() and (folder / unpacked.WHEEL_HASHES).is_file()
+
+
 async def preinstall_wheels(
     specs: list[str], wheelhouse: Path | None, say: Callable[[str], None], abi_version: str, again: bool = False
 ) -> tuple[Path, list[Path]]:
@@ -129,7 +134,7 @@ async def preinstall_wheels(
     recorded (`unpacked.WHEEL_HASHES`); `again`: resolved anew even when cached (a cached wheel changed)."""
     specs = [pip_requirement(spec, "SandboxKernel.packages") for spec in specs]
     folder = resolution_folder(specs, wheelhouse, abi_version)
-    if not again and (folder / ".complete").is_file() and (folder / unpacked.WHEEL_HASHES).is_file():
+    if not again and is_resolved(folder):
         return folder, sorted(folder.glob("*.whl"))
     try:
         folder.parent.mkdir(parents=True, exist_ok=True)

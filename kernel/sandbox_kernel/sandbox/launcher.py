@@ -141,16 +141,28 @@ class SandboxLauncher:
 
     def cached_options(self) -> SandboxOptions | None:
         """The sandbox's options when everything it needs is on this machine already (Pyodide and the guest's wheels
-        cached, no `packages` or `wheelhouse` to resolve, a Pyodide index read without the network), else None.
+        cached, `packages` resolved and unpacked before, the `wheelhouse`'s folder made, a Pyodide index read without
+        the network), else None; the same options as `_provisioned` then gives (the launcher compares them).
         Synchronous and quick: for the early start, before the kernel's event loop runs."""
         settings = self.settings
-        if settings.packages or settings.wheelhouse or not packages.offline_index(settings.pyodide_index):
+        if not packages.offline_index(settings.pyodide_index):
             return None
         guest_site = provision.guest_site_dir()
         if provision.pyodide_problems() or not (guest_site / ".complete").is_file():
             return None
         index = self._make_index()
-        return self._with(paths.pyodide_dir(provision.deno_dir()), guest_site, index, None, [index.cache])
+        extra_read = [index.cache]
+        packages_site = self._packages.made_site(index.abi_version) if self._packages else None
+        if self._packages and packages_site is None:
+            return None  # to be resolved or unpacked: the kernel's own start does it
+        if packages_site is not None:
+            extra_read.insert(0, packages_site)
+        if settings.wheelhouse:
+            folder = PipWheelhouse(Path(settings.wheelhouse), index.abi_version).folder
+            if not folder.is_dir():
+                return None
+            extra_read.append(folder)
+        return self._with(paths.pyodide_dir(provision.deno_dir()), guest_site, index, packages_site, extra_read)
 
     def _with(
         self,

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sandbox_kernel.packages import index, unpacked
+from sandbox_kernel.packages.checks import PackageError, pip_requirement
 from sandbox_kernel.sandbox import bytecode
 from sandbox_kernel.sandbox.startup import SandboxStartError
 
@@ -39,6 +40,16 @@ class PreinstalledPackages:
         self.wheelhouse = wheelhouse
         self._say = say
         self._verified: set[Path] = set()  # folders whose files' contents this kernel hashed
+
+    def made_site(self, abi_version: str) -> Path | None:
+        """The unpacked folder when these packages were resolved and unpacked before, else None (a start makes it).
+        Synchronous and quick, for the early start; its check still runs beside that start (`prepare`)."""
+        try:
+            specs = [pip_requirement(spec, "SandboxKernel.packages") for spec in self.specs]
+        except PackageError:
+            return None  # the kernel's own start says what is wrong
+        folder = index.resolution_folder(specs, self.wheelhouse, abi_version)
+        return folder / unpacked.SITE if index.is_resolved(folder) and unpacked.is_made(folder) else None
 
     async def prepare(self, abi_version: str) -> SiteCheck:
         """The unpacked folder for a sandbox about to start: made now if it is not; else, at this kernel's first
