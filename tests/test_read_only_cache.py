@@ -109,6 +109,27 @@ class ReadOnlyKernel:
         self._log_file.close()
 
 
+def fetch(*words: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    """`sandbox-kernel fetch WORDS`, as a user runs it."""
+    return subprocess.run(
+        [sys.executable, "-m", "sandbox_kernel", "fetch", *words],
+        capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+
+
+def imports_sbk_demo_and_writes_nothing(
+    tmp_path: Path, cache: Path, settings: list[str], kernels: list[ReadOnlyKernel]
+) -> ReadOnlyKernel:
+    """A kernel on the read-only `cache` with `settings` imports sbk_demo, and the cache is unchanged after it."""
+    before = contents(cache)
+    kernels.append(kernel := ReadOnlyKernel(tmp_path, cache, settings))
+    run = kernel.run("import sbk_demo\nsbk_demo.VALUE")
+    assert run.content["status"] == "ok", run.content
+    assert run.of_type("execute_result")[0]["data"]["text/plain"] == "'sbk_demo 1.0'"
+    assert contents(cache) == before
+    return kernel
+
+
 @pytest.fixture
 def kernels() -> Iterator[list[ReadOnlyKernel]]:
     started: list[ReadOnlyKernel] = []
@@ -141,19 +162,11 @@ def test_fetch_to_bakes_the_settings_packages_and_a_read_only_kernel_imports_the
     it; a kernel with those settings then starts from it read-only, imports them, and writes nothing there."""
     cache = cache_copy(real_cache, tmp_path / "cache")
     settings = ['--SandboxKernel.packages=["sbk-demo"]', f"--SandboxKernel.wheelhouse={house}"]
-    done = subprocess.run(
-        [sys.executable, "-m", "sandbox_kernel", "fetch", "--to", str(cache), *settings],
-        capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL,
-    )  # fmt: skip
+    done = fetch("--to", str(cache), *settings)
     assert done.returncode == 0, done.stderr
     assert "SandboxKernel.packages ['sbk-demo'], unpacked in" in done.stdout, done.stdout
-    before = contents(cache)
-    kernels.append(kernel := ReadOnlyKernel(tmp_path, cache, settings))
-    run = kernel.run("import sbk_demo\nsbk_demo.VALUE")
-    assert run.content["status"] == "ok", run.content
-    assert run.of_type("execute_result")[0]["data"]["text/plain"] == "'sbk_demo 1.0'"
+    kernel = imports_sbk_demo_and_writes_nothing(tmp_path, cache, settings, kernels)
     assert "cannot be kept in the cache" not in kernel.said(), kernel.said()
-    assert contents(cache) == before
 
 
 @pytest.fixture
@@ -183,33 +196,19 @@ def test_fetch_to_with_import_bakes_pyodide_packages_that_a_read_only_kernel_the
     kernel.close()
     kernels.remove(kernel)
 
-    done = subprocess.run(
-        [sys.executable, "-m", "sandbox_kernel", "fetch", "--to", str(cache), "--import", "sbk_demo", *settings],
-        capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL,
-    )  # fmt: skip
+    done = fetch("--to", str(cache), "--import", "sbk_demo", *settings)
     assert done.returncode == 0, done.stderr
     assert "the Pyodide packages of --import sbk_demo: sbk-demo" in done.stdout, done.stdout
-    before = contents(cache)
-    kernels.append(kernel := ReadOnlyKernel(tmp_path, cache, settings))
-    run = kernel.run("import sbk_demo\nsbk_demo.VALUE")
-    assert run.content["status"] == "ok", run.content
-    assert run.of_type("execute_result")[0]["data"]["text/plain"] == "'sbk_demo 1.0'"
-    assert contents(cache) == before
+    imports_sbk_demo_and_writes_nothing(tmp_path, cache, settings, kernels)
 
-    unknown = subprocess.run(
-        [sys.executable, "-m", "sandbox_kernel", "fetch", "--to", str(cache), "--import", "nope", *settings],
-        capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL,
-    )  # fmt: skip
+    unknown = fetch("--to", str(cache), "--import", "nope", *settings)
     assert unknown.returncode == 1
     assert f"--import nope: no package of the Pyodide index {demo_index} provides it" in unknown.stderr
 
 
 @pytest.mark.parametrize("words", [['--SandboxKernel.packages=["sbk-demo"]'], ["--import", "numpy"]])
 def test_kernel_settings_and_imports_for_fetch_need_to(tmp_path, words):
-    done = subprocess.run(
-        [sys.executable, "-m", "sandbox_kernel", "fetch", *words],
-        capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL,
-    )  # fmt: skip
+    done = fetch(*words, timeout=120)
     assert (done.returncode, done.stderr) == (
         2,
         "sandbox-kernel fetch: kernel settings and --import apply with --to only (the user's cache gets them at a "
