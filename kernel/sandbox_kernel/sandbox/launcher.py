@@ -151,18 +151,13 @@ class SandboxLauncher:
         if provision.pyodide_problems() or not (guest_site / ".complete").is_file():
             return None
         index = self._make_index()
-        extra_read = [index.cache]
         packages_site = self._packages.made_site(index.abi_version) if self._packages else None
         if self._packages and packages_site is None:
             return None  # to be resolved or unpacked: the kernel's own start does it
-        if packages_site is not None:
-            extra_read.insert(0, packages_site)
-        if settings.wheelhouse:
-            folder = PipWheelhouse(Path(settings.wheelhouse), index.abi_version).folder
-            if not folder.is_dir():
-                return None
-            extra_read.append(folder)
-        return self._with(paths.pyodide_dir(provision.deno_dir()), guest_site, index, packages_site, extra_read)
+        pip_folder = PipWheelhouse(Path(settings.wheelhouse), index.abi_version).folder if settings.wheelhouse else None
+        if pip_folder is not None and not pip_folder.is_dir():
+            return None
+        return self._with(paths.pyodide_dir(provision.deno_dir()), guest_site, index, packages_site, pip_folder)
 
     def _with(
         self,
@@ -170,9 +165,13 @@ class SandboxLauncher:
         guest_site: Path,
         index: packages.PyodideIndex,
         packages_site: Path | None,
-        extra_read: list[Path],
+        pip_folder: Path | None,
     ) -> SandboxOptions:
-        """The settings' options with what provisioning found."""
+        """The settings' options with what provisioning found; the host folders a sandbox may read, in one order
+        for every caller (the launcher takes an early sandbox only if its options are the same): the `packages`
+        folder (read-only: no sandbox may write there, Deno and Landlock), the Pyodide index's cache, and the folder
+        %pip install takes SandboxKernel.wheelhouse's wheels from (never the wheelhouse itself)."""
+        extra_read = [folder for folder in (packages_site, index.cache, pip_folder) if folder is not None]
         return replace(
             self.settings.options,
             pyodide_dir=pyodide_dir,
@@ -199,21 +198,19 @@ class SandboxLauncher:
         self._pyodide_verified = True
         guest_site = await provision.ensure_guest_site(self._say)
         index = await self._index()
-        extra_read = [index.cache]
         site_check = await self._packages.prepare(index.abi_version) if self._packages else None
         packages_site = site_check.site if site_check else None
-        if packages_site is not None:
-            extra_read.insert(0, packages_site)  # read-only: no sandbox may write there (Deno, Landlock)
+        pip_folder = None
         if self.settings.wheelhouse:
             if self.pip_wheelhouse is None:
                 self.pip_wheelhouse = PipWheelhouse(Path(self.settings.wheelhouse), index.abi_version)
             try:
                 await asyncio.to_thread(self.pip_wheelhouse.prepare)
-                extra_read.append(self.pip_wheelhouse.folder)  # what %pip resolved there; never the wheelhouse itself
+                pip_folder = self.pip_wheelhouse.folder
             except OSError as exc:  # a read-only cache: sandboxes start; %pip install from the wheelhouse says why not
                 what = "The wheels %pip install takes from SandboxKernel.wheelhouse"
                 self._warn_once(paths.cache_not_writable(what, exc, paths.FIX_PIP))
-        return self._with(pyodide_dir, guest_site, index, packages_site, extra_read), site_check
+        return self._with(pyodide_dir, guest_site, index, packages_site, pip_folder), site_check
 
     async def _site_passed(self, check: preinstalled.SiteCheck) -> None:
         """The `packages` folder's check, awaited once the sandbox is up (before any request): a failed one unpacks
