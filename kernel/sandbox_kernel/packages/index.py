@@ -55,11 +55,16 @@ def index_cache(source: str) -> Path:
     return paths.cache_dir() / "pyodide-packages" / paths.pyodide_version() / digest
 
 
+def is_pinned_cdn(value: str) -> bool:
+    """Whether the Pyodide index `value` is the pinned CDN, whose lock is Pyodide's own."""
+    return value.rstrip("/") == default_pyodide_index().rstrip("/")
+
+
 def offline_index(value: str) -> bool:
     """Whether the Pyodide index `value` is read without the network: the pinned CDN (its lock is Pyodide's own)
     or a folder on this machine."""
     if value.startswith(("http://", "https://")):
-        return value.rstrip("/") == default_pyodide_index().rstrip("/")
+        return is_pinned_cdn(value)
     return True
 
 
@@ -262,7 +267,7 @@ class PyodideIndex:
             own = self.local / LOCK_NAME
             if own.is_file():
                 return own.read_text()
-        elif value.rstrip("/") == default_pyodide_index().rstrip("/"):
+        elif is_pinned_cdn(value):
             return bundled_text  # the CDN of the pinned version: its lock is the one Pyodide ships
         else:
             from urllib.request import urlopen

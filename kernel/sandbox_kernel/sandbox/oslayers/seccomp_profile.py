@@ -23,6 +23,11 @@ def needed() -> list[str]:
     return sorted({call for calls in NEEDED_SYSCALLS.values() for call in calls})
 
 
+def _names(rule: dict[str, Any]) -> list[str]:
+    """The calls a profile's rule names (`name` or `names`), as a new list."""
+    return [rule["name"]] if "name" in rule else list(rule.get("names", []))
+
+
 def with_layers(profile: Any) -> dict[str, Any]:
     """`profile` (a Docker/OCI seccomp profile: `defaultAction` and a `syscalls` list) with the needed calls taken
     out of its rules (so that no rule of it refuses them) and allowed by one rule of their own."""
@@ -34,7 +39,7 @@ def with_layers(profile: Any) -> dict[str, Any]:
     for rule in result["syscalls"]:
         if not isinstance(rule, dict):
             raise ValueError(f"not a seccomp profile: a rule in 'syscalls' is {type(rule).__name__}, not an object")
-        names = [rule["name"]] if "name" in rule else list(rule.get("names", []))
+        names = _names(rule)
         kept = [name for name in names if name not in calls]
         if not kept:
             continue
@@ -52,7 +57,7 @@ def allows_layers(profile: dict[str, Any]) -> list[str]:
     if profile.get("defaultAction") == "SCMP_ACT_ALLOW":
         allowed = set(needed())
     for rule in profile.get("syscalls", []):
-        names = [rule["name"]] if "name" in rule else rule.get("names", [])
+        names = _names(rule)
         conditional = rule.get("args") or rule.get("includes") or rule.get("excludes")
         if rule.get("action") == "SCMP_ACT_ALLOW" and not conditional:
             allowed.update(names)
