@@ -16,8 +16,6 @@ from traitlets.utils.importstring import import_item
 from sandbox_kernel.jupyter import settings_check
 from sandbox_kernel.jupyter.kernel import SandboxKernel
 
-CONFIG_FILE = "sandbox_kernel_config"
-
 
 class SandboxKernelApp(IPKernelApp):
     """Runs SandboxKernel; settings from the command line and sandbox_kernel_config.py/.json."""
@@ -31,7 +29,7 @@ class SandboxKernelApp(IPKernelApp):
         """Read sandbox_kernel_config.{py,json} from every Jupyter config directory."""
         super().load_config_file(*args, **kwargs)  # type: ignore[no-untyped-call]  # ipykernel's base class is untyped
         for path in reversed(jupyter_config_path()):  # later (user) files override system ones
-            Application.load_config_file(self, CONFIG_FILE, path=path)
+            Application.load_config_file(self, settings_check.CONFIG_FILE, path=path)
 
     def init_io(self) -> None:
         """Keep the kernel process's own stdout/stderr: guest output never goes through them."""

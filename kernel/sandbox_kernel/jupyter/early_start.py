@@ -14,10 +14,12 @@ off.
 from __future__ import annotations
 
 import atexit
+import functools
 import logging
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from sandbox_kernel.jupyter.settings_check import CONFIG_FILE, SECTION
 from sandbox_kernel.sandbox.spawn import Spawned
 
 if TYPE_CHECKING:
@@ -25,8 +27,6 @@ if TYPE_CHECKING:
 
     from sandbox_kernel.jupyter.settings import SandboxSettings
 
-CONFIG_FILE = "sandbox_kernel_config"
-SECTION = "SandboxKernel"
 _spawned: list[Spawned] = []  # at most one: spawned, not yet taken
 
 
@@ -81,6 +81,7 @@ async def _no_configure(sandbox: object) -> None:
     raise AssertionError("the early start launches nothing")  # pragma: no cover
 
 
+@functools.cache
 def settings_class() -> type[SandboxSettings]:
     """The kernel's settings under the kernel's config section name, `SandboxKernel`, without ipykernel's Kernel."""
     from sandbox_kernel.jupyter.settings import SandboxSettings

@@ -13,7 +13,8 @@ from typing import Any
 from traitlets import TraitType
 from traitlets.config import Config, Configurable
 
-SECTION = "SandboxKernel"
+SECTION = "SandboxKernel"  # the settings' section in config files and on the command line
+CONFIG_FILE = "sandbox_kernel_config"  # the kernel's own config files (.py or .json), in Jupyter's config folders
 
 
 def setting_traits(kernel_class: type[Configurable]) -> dict[str, TraitType[Any, Any]]:
