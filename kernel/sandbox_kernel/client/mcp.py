@@ -287,8 +287,9 @@ def sandbox_options(
     the gateway's kernelspec (`kernel_name`) and the "env" of its start request (`env_words`: NAME=VALUE)."""
     if not gateway_url:
         given = {"--gateway-token-env": token_env, "--kernel-name": kernel_name, "--gateway-env": env_words}
-        for option in [option for option, value in given.items() if value]:
-            raise UsageError(f"{option} applies only with --gateway-url")
+        stray = next((option for option, value in given.items() if value), None)
+        if stray:
+            raise UsageError(f"{stray} applies only with --gateway-url")
         return {"extra_arguments": arguments}
     if arguments:
         raise UsageError(
