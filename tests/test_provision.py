@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import socket
@@ -30,6 +31,9 @@ def test_first_fetch_says_so_and_later_ones_use_the_cache(tmp_path):
     pyodide = paths.pyodide_dir(tmp_path / "deno")
     assert (pyodide / "pyodide.asm.wasm").is_file()
     assert len(list((tmp_path / "guest-wheels").glob("*/ipython-*.whl"))) == 1
+    # kernel_info's language version is known before any fetch: the manifest's must be the fetched Pyodide's.
+    lock = json.loads((pyodide / "pyodide-lock.json").read_text())
+    assert json.loads((paths.host_dir() / "pyodide-files.json").read_text())["python"] == lock["info"]["python"]
     again = sandbox_kernel_cli("fetch", cache=tmp_path)
     assert again.returncode == 0
     assert "fetching" not in again.stderr and "downloading" not in again.stderr

@@ -69,7 +69,10 @@ def write_pyodide_manifest() -> Path:
     folder = paths.pyodide_dir(deno_dir())
     rows = [f"  {json.dumps(f.name)}: [{f.stat().st_size}, {json.dumps(_sha256(f))}]" for f in sorted(folder.iterdir())]
     version = json.dumps(paths.pyodide_version())
-    PYODIDE_MANIFEST.write_text(f'{{"version": {version}, "files": {{\n' + ",\n".join(rows) + "\n}}\n")
+    python = json.dumps(json.loads((folder / "pyodide-lock.json").read_text())["info"]["python"])
+    PYODIDE_MANIFEST.write_text(
+        f'{{"version": {version}, "python": {python}, "files": {{\n' + ",\n".join(rows) + "\n}}\n"
+    )
     return PYODIDE_MANIFEST
 
 
@@ -235,12 +238,9 @@ async def ensure_all(say: Callable[[str], None], thorough: bool = False) -> tupl
 
 
 def guest_versions() -> dict[str, str]:
-    """The guest's Python, Pyodide and IPython versions as pinned on the host ('?' where not yet fetched)."""
-    python = "?"
-    try:
-        python = json.loads((paths.pyodide_dir(deno_dir()) / "pyodide-lock.json").read_text())["info"]["python"]
-    except (OSError, ValueError, KeyError, TypeError):
-        pass
+    """The guest's Python, Pyodide and IPython versions as pinned on the host (known before anything is fetched:
+    the Python version is in host_ts/pyodide-files.json, beside the pinned Pyodide's files)."""
+    python = json.loads(PYODIDE_MANIFEST.read_text())["python"]
     pins = dict(line.split(" ")[0].split("==") for line in GUEST_REQUIREMENTS.read_text().splitlines() if "==" in line)
     return {
         "python_version": str(python),
