@@ -110,7 +110,9 @@ EXITS: tuple[Exit, ...] = (
          "bound_inspect",
          ("tests/unit/test_reply_rules.py::test_only_text_plain_and_cleaned_html_reach_the_inspector",
           "tests/test_reply_bounds.py::test_a_30_mb_docstring_is_cut_with_the_marker_and_the_kernel_answers_after",
-          "tests/test_reply_bounds.py::test_a_hostile_inspect_reply_is_cut_and_cleaned")),
+          "tests/test_reply_bounds.py::test_a_hostile_inspect_reply_is_cut_and_cleaned",
+          "tests/test_jupyterlab.py::test_a_hostile_inspect_reply_shows_cleaned_html_in_the_tooltip_and_runs_no_"
+          "script")),
     Exit(SHELL, "is_complete_reply", "a status from four, an indent of blanks only",
          "sandbox_kernel.jupyter.replies:bound_is_complete",
          ("tests/unit/test_reply_rules.py::test_is_complete_indents_are_blanks_only",)),
