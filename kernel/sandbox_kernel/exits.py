@@ -209,8 +209,10 @@ EXITS: tuple[Exit, ...] = (
           "tests/test_mcp.py::test_http_refuses_every_request_without_the_token")),
     # ---- logs -------------------------------------------------------------------------------------------------------
     Exit(LOG, "kernel log", "why a guest message was refused, never its data; guest strings escaped and cut "
-         "(guest_text)", "sandbox_kernel.protocol.schema:InvalidGuestMessage",
+         "(guest_text), Deno's stdout and stderr (which the guest can write) at debug, 4096 characters a line, "
+         "escaped", "sandbox_kernel.protocol.schema:InvalidGuestMessage",
          ("tests/unit/test_guest_schema.py::test_invalid_events_are_refused_without_quoting_them",
+          "tests/unit/test_startup.py::test_deno_output_reaches_the_kernel_log_escaped",
           "tests/security/test_kernel_voice.py::test_a_guest_crash_reason_with_newlines_stays_on_the_kernels_line")),
     Exit(LOG, "audit log", "a skill call's skill, method, decision and a digest of its arguments (JSON lines, "
          "0600, rotated)", "sandbox_kernel.skills.audit:AuditLog.record",
