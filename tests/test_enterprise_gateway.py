@@ -17,6 +17,7 @@ only when EG cannot be installed (no network).
 from __future__ import annotations
 
 import contextlib
+import ipaddress
 import json
 import os
 import re
@@ -366,7 +367,10 @@ def test_egs_launch_kubernetes_renders_the_pod_that_runs_the_launcher(eg: EGInst
     assert {mounts[n]["mountPath"]: volumes[n]["emptyDir"]["sizeLimit"] for n in ("home", "tmp")} == {
         kernelspecs.IMAGE_HOME: f"{4 * 512 + 256}Mi", "/tmp": "512Mi",
     }  # fmt: skip
-    pod_env = {item["name"]: item["value"] for item in container["env"]}
+    pod_env = {item["name"]: item["value"] for item in container["env"] if "value" in item}
+    (pod_ip,) = [item for item in container["env"] if "valueFrom" in item]  # set by Kubernetes, by no client
+    assert pod_ip == {"name": kernelspecs.POD_IP_ENV, "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}
+    pod_env[kernelspecs.POD_IP_ENV] = "10.1.2.9"  # what Kubernetes puts there: the pod's IP, which EG connects to
     assert pod_env["SANDBOX_KERNEL_CHECKPOINT_KEY"] == f"{kernelspecs.KEY_FOLDER}/{kernelspecs.KEY_FILE}"
     assert pod_env[CHECKPOINT_KEY_ENV] == pod_env["SANDBOX_KERNEL_CHECKPOINT_KEY"]  # the variable the kernel reads
     # the command: the launcher with EG's values, then the kernel's settings
@@ -375,6 +379,7 @@ def test_egs_launch_kubernetes_renders_the_pod_that_runs_the_launcher(eg: EGInst
     assert command[: len(launcher)] == launcher
     parsed = arguments.parse([expand(word, pod_env) for word in command[2:]])
     assert (parsed.kernel_id, parsed.response_host, parsed.response_port) == (kernel_id, "10.1.2.3", 8877)
+    assert parsed.ip == "10.1.2.9", "the kernel's ports listen on the pod's IP only, not on 0.0.0.0"
     assert parsed.kernel_settings == (
         "--SandboxKernel.os_sandbox=required", "--SandboxKernel.memory_limit_mb=1024",
         "--SandboxKernel.max_checkpoints=4",
@@ -429,10 +434,11 @@ class Launched:
 
 
 def launch(
-    tmp_path: Path, key: rsa.RSAPrivateKey, response_port: int | None = None
+    tmp_path: Path, key: rsa.RSAPrivateKey, response_port: int | None = None, ip: str | None = "127.0.0.1"
 ) -> tuple[subprocess.Popen[bytes], Path]:
-    """`sandbox-kernel launch-eg` as EG's distributed kernelspec runs it, answering to `response_port`."""
-    argv = kernelspecs.distributed_kernel_json(sys.executable, ["127.0.0.1"], ip="127.0.0.1")["argv"]
+    """`sandbox-kernel launch-eg` as EG's distributed kernelspec runs it, answering to `response_port` (with
+    `ip` None: no --ip, the launcher's default)."""
+    argv = kernelspecs.distributed_kernel_json(sys.executable, ["127.0.0.1"], ip=ip)["argv"]
     values = {"{kernel_id}": str(uuid.uuid4()), "{response_address}": f"127.0.0.1:{response_port or free_port()}",
               "{public_key}": eg_public_key(key), "{port_range}": "0..0"}  # fmt: skip
     log = tmp_path / "launcher.log"
@@ -441,14 +447,15 @@ def launch(
     return proc, log
 
 
-@pytest.fixture
-def launched(tmp_path: Path) -> Iterator[Launched]:
+@contextlib.contextmanager
+def launcher_started(tmp_path: Path, ip: str | None = "127.0.0.1") -> Iterator[Launched]:
+    """A launcher, this test its EG's response address, until it has sent the connection info."""
     with socket.socket() as response:
         response.bind(("127.0.0.1", 0))
         response.listen(1)
         response.settimeout(START_SECONDS)
         key = new_key()
-        proc, log = launch(tmp_path, key, response.getsockname()[1])
+        proc, log = launch(tmp_path, key, response.getsockname()[1], ip)
         try:
             conn, _ = response.accept()
             with conn:
@@ -460,6 +467,12 @@ def launched(tmp_path: Path) -> Iterator[Launched]:
             if proc.poll() is None:
                 proc.kill()
                 proc.wait(timeout=30)
+
+
+@pytest.fixture
+def launched(tmp_path: Path) -> Iterator[Launched]:
+    with launcher_started(tmp_path) as started:
+        yield started
 
 
 def client_of(info: dict[str, Any]) -> BlockingKernelClient:
@@ -524,3 +537,29 @@ def test_a_launcher_that_cannot_reach_eg_stops_its_kernel(tmp_path: Path):
     assert "could not send the connection info to EG's response address" in text
     (pid,) = re.findall(r"kernel \S+ started \(pid (\d+)\)", text)
     assert not psutil.pid_exists(int(pid)) or psutil.Process(int(pid)).status() == psutil.STATUS_ZOMBIE
+
+
+def test_with_default_arguments_nothing_listens_beyond_loopback(tmp_path: Path):
+    """launch-eg without --ip: every listening socket of the launcher, the kernel and its Deno processes (read from
+    the kernel's own /proc/PID/net through psutil, once a cell has started the sandbox) is on 127.0.0.1, so no
+    other host reaches the unencrypted IOPub channel. The scan sees the kernel's own ports (the control)."""
+    with launcher_started(tmp_path, ip=None) as launched:
+        assert launched.info["ip"] == "127.0.0.1"
+        kc = client_of(launched.info)
+        try:
+            assert run_cell(kc, "print('up')")["status"] == "ok", launched.log.read_text()
+            procs = family(psutil.Process(launched.proc.pid))
+            assert any(p.name().startswith("deno") for p in procs), [p.name() for p in procs]
+            listening = {
+                (c.laddr.ip, c.laddr.port)
+                for p in procs
+                for c in p.net_connections(kind="inet")
+                if c.status == psutil.CONN_LISTEN or c.type == socket.SOCK_DGRAM
+            }
+        finally:
+            kc.stop_channels()
+        ours = {launched.info[name] for name in ("shell_port", "iopub_port", "stdin_port", "hb_port", "control_port")}
+        assert ours | {launched.info["comm_port"]} <= {port for _, port in listening}, listening  # the scan sees them
+        beyond = {(ip, port) for ip, port in listening if not ipaddress.ip_address(ip).is_loopback}
+        assert not beyond, f"listening beyond loopback: {sorted(beyond)}"
+        assert "beyond this host's loopback" not in launched.log.read_text()  # no exposure to warn of

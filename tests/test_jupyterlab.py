@@ -227,6 +227,39 @@ def test_the_first_tab_opens_the_completer(lab: Lab, page: Page) -> None:
     page.keyboard.press("Escape")
 
 
+def test_a_hostile_inspect_reply_shows_cleaned_html_in_the_tooltip_and_runs_no_script(lab: Lab, page: Page) -> None:
+    """The guest replaces the glue's inspect handler (it shares the interpreter): JupyterLab's tooltip renders the
+    reply's text/html, so it must be the sanitizer's. JupyterLab's own sanitizer stops the script but not an image
+    from another host, which the kernel's drops: the listener is what fails if the reply is not cleaned (checked by
+    hand with the cleaning taken out). The bold text rendered shows that HTML did reach the tooltip."""
+    listener = Listener()
+    try:
+        open_new_notebook(lab, page)
+        html = (
+            f'<b class="sbx-i">html doc</b><img src="http://127.0.0.1:{listener.port}/inspect-image">'
+            '<img src=x onerror="document.body.dataset.pwned = 1"><script>document.body.dataset.pwned = 2</script>'
+        )
+        cell = run_cell(
+            page,
+            "import sys; sys.modules['sandbox_guest.api']._HANDLERS['inspect'] = lambda req: {'status': 'ok', "
+            f"'found': True, 'metadata': {{}}, 'data': {{'text/plain': 'plain doc', 'text/html': {html!r}}}}}",
+        )
+        expect(cell.locator(".jp-InputArea-prompt")).to_contain_text("[1]", timeout=CELL_MS)
+        wait_idle(page, CELL_MS)
+        cells = page.locator(".jp-Notebook .jp-Cell")
+        cells.nth(cells.count() - 1).locator(".cm-content").click()
+        page.keyboard.type("len(")
+        page.keyboard.press("Shift+Tab")
+        tooltip = page.locator(".jp-Tooltip")
+        expect(tooltip.locator("b.sbx-i")).to_have_text("html doc", timeout=10_000)
+        page.wait_for_timeout(2_000)  # time for an image or an onerror that did get in
+        assert page.evaluate("document.body.dataset.pwned") is None, "the tooltip ran the guest's script"
+        listener.assert_untouched()
+        page.keyboard.press("Escape")
+    finally:
+        listener.close()
+
+
 def test_a_bad_setting_is_shown_in_the_notebook(lab: Lab, page: Page) -> None:
     """A typo in the config file: the kernel starts, and the cell shows what is wrong and in which file."""
     config = lab.config / "sandbox_kernel_config.json"

@@ -59,7 +59,7 @@ def test_egs_own_and_older_spellings_are_both_taken(private_key):
         8877,
     )
     assert new.port_range == PortRange(40000, 41999) and not new.port_range.any
-    assert new.ip == "0.0.0.0" and new.kernel_settings == ()
+    assert new.ip == "127.0.0.1" and new.kernel_settings == ()  # loopback unless the operator says otherwise
     assert new.public_key.public_numbers() == private_key.public_key().public_numbers()
 
 
@@ -332,13 +332,85 @@ def test_an_operators_kernelspec_names_their_image_in_both_files_and_bad_values_
 
 
 def test_the_distributed_kernelspec_runs_the_launcher_with_what_eg_substitutes(private_key):
-    spec = kernelspecs.distributed_kernel_json("/opt/env/bin/python", ["node1", "node2"], port_range="40000..41999")
-    assert spec["metadata"]["process_proxy"]["config"] == {"remote_hosts": "node1,node2", "port_range": "40000..41999"}  # type: ignore[index]
+    spec = kernelspecs.distributed_kernel_json(
+        "/opt/env/bin/python", ["node1"], port_range="40000..41999", ip="10.0.0.7"
+    )
+    assert spec["metadata"]["process_proxy"]["config"] == {"remote_hosts": "node1", "port_range": "40000..41999"}  # type: ignore[index]
     argv: list[str] = spec["argv"]  # type: ignore[assignment]
     assert argv[0] == "/opt/env/bin/python" and argv[3] == "launch-eg"
     values = {"{kernel_id}": "k-1", "{response_address}": "10.0.0.5:8877", "{public_key}": eg_public_key(private_key), "{port_range}": "0..0"}  # fmt: skip
     parsed = arguments.parse([values.get(word, word) for word in argv[4:]])
     assert (parsed.kernel_id, parsed.response_host, parsed.port_range) == ("k-1", "10.0.0.5", PortRange(0, 0))
+    assert parsed.ip == "10.0.0.7"
+    local = kernelspecs.distributed_kernel_json("/opt/env/bin/python", ["127.0.0.1"])["argv"]
+    assert "--ip" not in local  # type: ignore[operator]  # the launcher's default, loopback, is where EG connects
+
+
+@pytest.mark.parametrize(
+    "hosts, ip, says",
+    [
+        (["node1"], None, "the launcher's ports listen on 127.0.0.1 unless ip= is given"),
+        (["node1", "node2"], "10.0.0.7", "is one host's address, and remote_hosts names 2"),
+    ],
+)
+def test_a_distributed_kernelspec_whose_ports_eg_could_not_reach_is_refused(hosts, ip, says):
+    """EG connects (or tunnels over SSH from the host) to the address it resolves the host's name to, so a remote
+    host's kernel must listen there: a loopback default or one address for several hosts would never be reached."""
+    with pytest.raises(ValueError, match=re.escape(says)):
+        kernelspecs.distributed_kernel_json("/opt/env/bin/python", hosts, ip=ip)
+
+
+def test_the_default_ip_is_loopback_and_anything_else_is_named_an_exposure():
+    assert arguments.exposure("127.0.0.1") is None and arguments.exposure("127.0.0.2") is None
+    for ip, where in (("0.0.0.0", "every address of this host"), ("10.1.2.9", "10.1.2.9")):
+        warning = arguments.exposure(ip)
+        assert warning is not None and f"listen on {where}, beyond this host's loopback" in warning
+        assert "signed with the connection key but not encrypted" in warning and "reads every cell" in warning
+    assert "default='0.0.0.0'" not in repr(arguments._parser()._actions)  # 0.0.0.0 is no option's default
+
+
+def test_a_non_loopback_ip_is_warned_of_in_the_launchers_log(private_key, monkeypatch, caplog):
+    """The warning comes before the kernel starts (here the start fails at once: the warning is still there)."""
+    from sandbox_kernel.enterprise_gateway import launcher
+
+    async def no_start(self, **kwargs):
+        raise RuntimeError("no kernel here")
+
+    monkeypatch.setattr(launcher.AsyncKernelManager, "start_kernel", no_start)
+    for ip, warned in (("127.0.0.1", False), ("0.0.0.0", True)):
+        caplog.clear()
+        with caplog.at_level("WARNING", logger="sandbox_kernel.launch_eg"):
+            assert launcher.main(words(eg_public_key(private_key), "--ip", ip)) == 1
+        assert any("beyond this host's loopback" in r.getMessage() for r in caplog.records) is warned, ip
+
+
+def test_the_pod_listens_on_its_own_ip_which_kubernetes_gives_it():
+    """EG's KubernetesProcessProxy connects to the pod's IP (status.podIP): the pod passes exactly that as --ip,
+    from the downward API, under a name that is not KERNEL_* (EG's clients set only those)."""
+    import yaml
+
+    pod = yaml.safe_load(kernelspecs.pod_template().replace("{{ kernel_pod_name | yaml_safe }}", "p").replace(
+        "{{ kernel_id | yaml_safe }}", "k"))  # fmt: skip
+    (container,) = pod["spec"]["containers"]
+    args = container["args"]
+    assert args[args.index("--ip") + 1] == f"$({kernelspecs.POD_IP_ENV})"
+    assert {"name": kernelspecs.POD_IP_ENV, "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}} in container[
+        "env"
+    ]
+    assert not kernelspecs.POD_IP_ENV.startswith("KERNEL_")
+    assert "0.0.0.0" not in kernelspecs.pod_template()
+
+
+def test_only_egs_pods_may_reach_the_kernel_pods():
+    """network-policy.yaml: ingress to kernel pods (all their ports) only from EG's pods in the namespace."""
+    import yaml
+
+    policy = yaml.safe_load((DEPLOY / "network-policy.yaml").read_text())
+    assert "Ingress" in policy["spec"]["policyTypes"]
+    assert policy["spec"]["podSelector"]["matchLabels"] == {"app": "enterprise-gateway", "component": "kernel"}
+    assert policy["spec"]["ingress"] == [
+        {"from": [{"podSelector": {"matchLabels": {"gateway-selector": "enterprise-gateway"}}}]}
+    ]
 
 
 def test_the_kernelspecs_image_puts_egs_script_where_kernel_json_runs_it():

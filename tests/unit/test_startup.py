@@ -79,3 +79,19 @@ def test_deno_output_is_drained_in_bounded_lines_whatever_their_length() -> None
         return list(tail)
 
     assert asyncio.run(scenario()) == ["first", "x" * 4096]  # a partial last line is not a line
+
+
+def test_deno_output_reaches_the_kernel_log_escaped(caplog) -> None:
+    """Guest code can write to Deno's stdout and stderr: in the kernel's log that is one line per line, with
+    terminal escapes, carriage returns and bidi overrides written out, not acted on by whoever reads the log."""
+
+    async def scenario() -> None:
+        stream = asyncio.StreamReader()
+        stream.feed_data(b"\x1b[2J\x1b[31mfake\rkernel: all fine \xe2\x80\xae\n")
+        stream.feed_eof()
+        await asyncio.wait_for(drain_output(stream, collections.deque(maxlen=2), logging.getLogger("drain")), 10)
+
+    with caplog.at_level(logging.DEBUG, logger="drain"):
+        asyncio.run(scenario())
+    (record,) = caplog.records
+    assert record.getMessage() == "sandbox: \\x1b[2J\\x1b[31mfake\\rkernel: all fine \\u202e"

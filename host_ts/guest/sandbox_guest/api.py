@@ -7,6 +7,7 @@ import builtins
 import getpass
 import importlib
 import inspect
+import itertools
 import json
 import os
 import platform
@@ -277,7 +278,9 @@ def _complete(req: dict[str, Any]) -> dict[str, Any]:
         completer.namespace, completer.use_jedi = {**namespace, **quick}, False
     try:
         with provisionalcompleter():
-            completions = list(rectify_completions(code, completer.completions(code, cursor_pos)))
+            # One more than the kernel keeps, so that it knows there were more (a namespace of a million names).
+            found = itertools.islice(completer.completions(code, cursor_pos), int(req.get("max_matches") or 5000) + 1)
+            completions = list(rectify_completions(code, found))
             if quick and completions and all(c.text.startswith(".") for c in completions):
                 # IPython's own matcher replaces from the dot (`.sqrt`); Jedi's, as ipykernel gives, after it
                 completions = [
@@ -314,6 +317,9 @@ def _inspect(req: dict[str, Any]) -> dict[str, Any]:
         return {"status": "ok", "found": False, "data": {}, "metadata": {}}
     if not _shell.enable_html_pager:
         bundle.pop("text/html", None)
+    # The kernel cuts at max_bytes and says so: a longer text (a 30 MB docstring) need not cross the pipe.
+    room = int(req.get("max_bytes") or 10 << 20) + 1
+    bundle = {mime: value[:room] if isinstance(value, str) else value for mime, value in bundle.items()}
     return {"status": "ok", "found": True, "data": bundle, "metadata": {}}
 
 

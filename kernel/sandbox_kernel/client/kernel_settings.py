@@ -39,7 +39,7 @@ class KernelSettings(TypedDict, total=False):
     max_frame_bytes: int
     """Largest message accepted from the sandbox, in bytes."""
     max_output_bytes: int
-    """Output one cell may send to the frontend (every message, counted with 256 bytes for its envelope, and its reply's payload); the rest is dropped with a notice."""
+    """Output one cell may send to the frontend (every message, counted with 256 bytes for its envelope, and its reply's payload); the rest is dropped with a notice. Also the most one completion or inspection reply may carry: it is cut there, and says so."""
     memory_limit_mb: int
     """Memory for the sandbox: WebAssembly memory and the JS heap, each, in MiB."""
     mount_limits: dict[str, Any]

@@ -21,6 +21,7 @@ SETTING = "--SandboxKernel."  # a kernel setting: --SandboxKernel.name=value
 KERNEL_PORTS = 6  # Jupyter's five channels (shell, iopub, stdin, hb, control) and EG's comm port
 KERNEL_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")  # EG's are UUIDs; this keeps them safe in a file name
 HOST = re.compile(r"[A-Za-z0-9.-]{1,253}")  # an IPv4 address (what EG sends) or a DNS name
+LOOPBACK = "127.0.0.1"  # --ip's default: only this machine (and EG on it) reaches the kernel's ports
 
 
 class LaunchArgumentError(ValueError):
@@ -111,8 +112,22 @@ def parse_ip(text: str) -> str:
         return str(ipaddress.IPv4Address(text))
     except ValueError:
         raise LaunchArgumentError(
-            f"--ip {text[:100]!r} is not an IPv4 address (the address the kernel's ports listen on; 0.0.0.0: all)"
+            f"--ip {text[:100]!r} is not an IPv4 address (the address the kernel's ports listen on; default {LOOPBACK})"
         ) from None
+
+
+def exposure(ip: str) -> str | None:
+    """What a non-loopback `--ip` exposes, for the launcher's log; None for a loopback address."""
+    if ipaddress.IPv4Address(ip).is_loopback:
+        return None
+    where = "every address of this host" if ip == "0.0.0.0" else ip
+    return (
+        f"the kernel's ports listen on {where}, beyond this host's loopback: ZMQ messages are signed with the "
+        "connection key but not encrypted (EG's jupyter_client cannot speak CurveZMQ), so anyone on the network "
+        "path between EG and this kernel reads every cell's code and output, and anyone who reaches the comm port "
+        "can interrupt or stop the kernel. Keep this address to a network only EG reaches (a Kubernetes "
+        "NetworkPolicy, deploy/enterprise-gateway/network-policy.yaml; a host firewall; docs/enterprise-gateway.md)"
+    )
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -153,9 +168,10 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--ip",
-        default="0.0.0.0",
-        help="the IPv4 address the kernel's ports and the comm port listen on (default 0.0.0.0: EG connects from "
-        "another host or pod)",
+        default=LOOPBACK,
+        help=f"the IPv4 address the kernel's ports and the comm port listen on (default {LOOPBACK}: EG on this host; "
+        "a pod gives its own address, a remote host the address EG knows it by: anything but loopback is logged as "
+        "an exposure)",
     )
     return parser
 

@@ -37,6 +37,10 @@ KEY_FOLDER = "/etc/sandbox-kernel/checkpoint-key"  # where the pod mounts the ch
 KEY_FILE = "checkpoint.key"  # the key of that Secret, and the file name
 CHECKPOINT_MB = 512  # SandboxKernel.max_checkpoint_bytes' default, in MiB: what one checkpoint file may hold
 UNCONFINED = "Unconfined"  # PodSettings.seccomp_profile without a profile on the nodes (the documented fallback)
+# The pod's own IP (the downward API's status.podIP), the address EG's KubernetesProcessProxy connects to: the
+# kernel's ports listen there and on no other address. Not a KERNEL_* name: EG's clients cannot set it.
+POD_IP_ENV = "SANDBOX_KERNEL_POD_IP"
+LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost"})  # remote_hosts EG runs the launcher on, reached on loopback
 
 _IMAGE_REF = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/:@+-]{0,254}")  # registry/path:tag@digest, nothing YAML/Jinja
 _DNS_LABEL = re.compile(r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?")
@@ -143,6 +147,16 @@ def distributed_kernel_json(
 ) -> dict[str, object]:  # fmt: skip
     """A kernel.json for EG's DistributedProcessProxy: the launcher on `remote_hosts` (EG starts it itself on its
     own host, over SSH on others), with this `python` (the same path on every host)."""
+    if ip is None and not set(remote_hosts) <= LOOPBACK_HOSTS:
+        raise ValueError(
+            f"remote hosts {remote_hosts!r:.200}: the launcher's ports listen on 127.0.0.1 unless ip= is given, and EG "
+            "connects (or tunnels over SSH) to the address it resolves each host's name to: give one kernelspec per "
+            "host, with ip= that address (a network only EG reaches: docs/enterprise-gateway.md)"
+        )
+    if ip is not None and len(remote_hosts) > 1 and not ip.startswith("127."):
+        raise ValueError(
+            f"ip {ip!r:.100} is one host's address, and remote_hosts names {len(remote_hosts)}: give one kernelspec per host"
+        )
     config: dict[str, object] = {"remote_hosts": ",".join(remote_hosts)}
     if port_range:
         config["port_range"] = port_range
@@ -163,7 +177,7 @@ def pod_template(pod: PodSettings | None = None) -> str:
         seccomp = "type: Unconfined"
     else:
         seccomp = f"type: Localhost\n      localhostProfile: {json.dumps(pod.seccomp_profile)}"
-    words = [IMAGE_COMMAND, *launcher_arguments(POD_VALUES), *pod.kernel_settings()]
+    words = [IMAGE_COMMAND, *launcher_arguments(POD_VALUES), "--ip", f"$({POD_IP_ENV})", *pod.kernel_settings()]
     return _POD.substitute(
         namespace=json.dumps(pod.namespace),
         service_account=json.dumps(pod.service_account),
@@ -176,6 +190,7 @@ def pod_template(pod: PodSettings | None = None) -> str:
         key_secret=json.dumps(pod.key_secret),
         key_folder=KEY_FOLDER,
         key_file=KEY_FILE,
+        pod_ip_env=POD_IP_ENV,
         memory_request="400Mi",
         memory_limit=f"{pod.memory_limit_mb + 512}Mi",
         home_mb=home_mb,
@@ -233,7 +248,8 @@ spec:
     image: ${image}
     # By its full path: the container's PATH may be EG's own (EG_INHERITED_ENVS passes it on).
     command: ${command}
-    # The launcher's words, then the kernel's settings for every kernel of this kernelspec. `required`: a pod where
+    # The launcher's words (its ports on the pod's own address, where EG connects: --ip), then the kernel's
+    # settings for every kernel of this kernelspec. `required`: a pod where
     # the OS layers cannot be set up answers every cell with the reason instead of running guest code behind Deno's
     # permissions alone.
     args:${args}
@@ -251,6 +267,12 @@ spec:
     # restore after restart() move between kernels, which are pods of their own.
     - name: SANDBOX_KERNEL_CHECKPOINT_KEY
       value: ${key_folder}/${key_file}
+    # The pod's IP, which EG's KubernetesProcessProxy connects to: the kernel's ports listen on it alone (not on
+    # every address), and network-policy.yaml admits only EG's pods to it.
+    - name: ${pod_ip_env}
+      valueFrom:
+        fieldRef:
+          fieldPath: status.podIP
     # launch_kubernetes.py appends its environment here.
     resources:
       # Sized by the kernel's settings above: a kernel and its sandboxes at rest (~320 MiB), up to memory_limit_mb

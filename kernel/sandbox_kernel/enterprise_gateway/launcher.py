@@ -99,6 +99,8 @@ class Launcher:
 
     async def _run(self, folder: Path) -> int:
         args = self.args
+        if warning := arguments.exposure(args.ip):
+            log.warning("%s", warning)
         km = self.km = AsyncKernelManager(
             kernel_name=KERNEL_NAME,
             kernel_spec_manager=ThisKernelSpec(),

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from sandbox_kernel.jupyter import replies
 from sandbox_kernel.jupyter.channels import KernelChannels
 from sandbox_kernel.jupyter.output import OutputRouter, guest_text, size_of
 from sandbox_kernel.jupyter.sanitize import OutputSanitizer
@@ -271,14 +272,12 @@ class CellRunner:
         """The guest's execute reply: pager pages and expression values cleaned, everything within budget."""
         payload = []
         for item in reply["payload"]:
-            if isinstance(item.get("data"), dict):
-                item = {**item, "data": self.sanitizer.bundle(item["data"]).data}
-            if router.spend(size_of(item)):
-                payload.append(item)
+            kept = replies.payload_item(item, self.sanitizer)
+            if kept is not None and router.spend(size_of(kept)):
+                payload.append(kept)
         expressions = {}
         for name, value in reply["user_expressions"].items():
-            if isinstance(value, dict) and isinstance(value.get("data"), dict):
-                value = {**value, "data": self.sanitizer.bundle(value["data"], value.get("metadata")).data}
+            value = replies.expression_value(value, self.sanitizer)
             expressions[name] = value if router.spend(size_of(value)) else OVER_BUDGET
         clean = {**reply, "payload": payload, "user_expressions": expressions}
         if reply["status"] == "error" and not router.spend(size_of([reply["evalue"], reply["traceback"]])):

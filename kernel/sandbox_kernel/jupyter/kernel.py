@@ -22,7 +22,7 @@ from traitlets import Any as TraitAny
 from sandbox_kernel import __version__
 from sandbox_kernel.checkpoints import kernel_folder
 from sandbox_kernel.checkpoints.cells import CheckpointFolder
-from sandbox_kernel.jupyter import early_start, settings
+from sandbox_kernel.jupyter import early_start, replies, settings
 from sandbox_kernel.jupyter.cell_runner import SIMPLE_REQUEST_TIMEOUT, CellOutcome, CellRequest, CellRunner, error_reply
 from sandbox_kernel.jupyter.channels import KernelChannels
 from sandbox_kernel.jupyter.comm_relay import COMM_MESSAGES, CommRelay
@@ -318,11 +318,13 @@ class SandboxKernel(SandboxSettings, Kernel):
         return reply
 
     async def do_complete(self, code: str, cursor_pos: int | None) -> dict[str, Any]:
+        if not isinstance(code, str):
+            return replies.empty_complete(0, "code is not a string")
         pos = len(code) if cursor_pos is None else cursor_pos
-        empty = {"status": "ok", "matches": [], "cursor_start": pos, "cursor_end": pos, "metadata": {}}
-        answer = asyncio.ensure_future(
-            self._runner.simple_request("complete", {"code": code, "cursor_pos": pos}, empty)
-        )
+        if type(pos) is not int or not 0 <= pos <= len(code):
+            return replies.empty_complete(len(code), f"cursor_pos is not a position within the code (0..{len(code)})")
+        empty = replies.empty_complete(pos, replies.NO_ANSWER)
+        answer = asyncio.ensure_future(self._complete_in_sandbox(code, pos, empty))
         if self._pool.is_up:
             return await answer
         # The sandbox is starting: its namespace will be a fresh one, which the host can name in time for JupyterLab.
@@ -333,6 +335,11 @@ class SandboxKernel(SandboxSettings, Kernel):
         answer.cancel()
         return early
 
+    async def _complete_in_sandbox(self, code: str, pos: int, empty: dict[str, Any]) -> dict[str, Any]:
+        payload = {"code": code, "cursor_pos": pos, "max_matches": replies.MAX_MATCHES}
+        reply = await self._runner.simple_request("complete", payload, empty)
+        return reply if reply is empty else replies.bound_complete(reply, code, pos, self.max_output_bytes)
+
     async def do_inspect(
         self, code: str, cursor_pos: int | None, detail_level: int = 0, omit_sections: Any = ()
     ) -> dict[str, Any]:
@@ -341,14 +348,17 @@ class SandboxKernel(SandboxSettings, Kernel):
             "cursor_pos": cursor_pos,
             "detail_level": detail_level,
             "omit_sections": list(omit_sections),
+            "max_bytes": self.max_output_bytes,
         }
+        refused = {"sandbox_kernel": {"cut": replies.NO_ANSWER}}
         reply = await self._runner.simple_request(
-            "inspect", payload, {"status": "ok", "found": False, "data": {}, "metadata": {}}
+            "inspect", payload, {"status": "ok", "found": False, "data": {}, "metadata": refused}
         )
-        return {**reply, "data": self._runner.sanitizer.bundle(reply["data"]).data}
+        return replies.bound_inspect(reply, self._runner.sanitizer, self.max_output_bytes)
 
     async def do_is_complete(self, code: str) -> dict[str, Any]:
-        return await self._runner.simple_request("is_complete", {"code": code}, {"status": "unknown"})
+        reply = await self._runner.simple_request("is_complete", {"code": code}, {"status": "unknown"})
+        return replies.bound_is_complete(reply)
 
     async def do_history(  # the parameters are ipykernel's Kernel.do_history, fixed by the protocol
         self,

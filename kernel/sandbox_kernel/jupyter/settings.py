@@ -92,7 +92,8 @@ class SandboxSettings(LoggingConfigurable):
     max_output_bytes = Int(
         10 << 20,
         help="Output one cell may send to the frontend (every message, counted with 256 bytes for its envelope, and "
-        "its reply's payload); the rest is dropped with a notice.",
+        "its reply's payload); the rest is dropped with a notice. Also the most one completion or inspection reply "
+        "may carry: it is cut there, and says so.",
     ).tag(config=True)
     trust_output = Bool(
         False,

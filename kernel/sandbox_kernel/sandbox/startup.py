@@ -18,6 +18,7 @@ from types import TracebackType
 from typing import Any
 
 from sandbox_kernel import paths
+from sandbox_kernel.jupyter.output import guest_text
 from sandbox_kernel.sandbox import provision
 from sandbox_kernel.sandbox.launch_plan import LaunchPlan
 from sandbox_kernel.sandbox.mounts import Mount
@@ -136,7 +137,7 @@ async def drain_output(stream: asyncio.StreamReader | None, tail: MutableSequenc
         for line in lines:
             text = line[:4096].decode(errors="replace").rstrip()
             tail.append(text)
-            log.debug("sandbox: %s", text)
+            log.debug("sandbox: %s", guest_text(text, 4096))  # the guest's words: one line, nothing hidden
 
 
 class OneConnection:
