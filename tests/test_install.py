@@ -170,3 +170,73 @@ def test_uninstall_keeps_a_cache_folder_that_holds_other_files(tmp_path: Path) -
         in cli({**env, "SANDBOX_KERNEL_CACHE": str(home)}, "uninstall", "--user", "--cache").stderr
     )
     assert (home / "deno").is_dir()
+
+
+def test_the_page_policy_is_installed_only_when_asked_read_by_jupyter_server_and_uninstalled(tmp_path: Path) -> None:
+    """--page-policy drops a config file in the Jupyter config folder the place names; a Jupyter server started
+    there reads its Content-Security-Policy; uninstall removes it (and only it)."""
+    from sandbox_kernel.jupyter.page_policy import LAB_CONFIG, LAB_TOKEN_SCRIPT, policy
+
+    env = home_env(tmp_path)
+    prefix = tmp_path / "prefix"
+    user_file = tmp_path / "home" / ".jupyter" / "jupyter_server_config.d" / "sandbox_kernel_page_policy.json"
+    prefix_file = prefix / "etc" / "jupyter" / "jupyter_server_config.d" / "sandbox_kernel_page_policy.json"
+    lab_files = [base / "labconfig" / "page_config.d" / "sandbox_kernel_page_policy.json" for base in
+                 (prefix / "etc" / "jupyter", tmp_path / "home" / ".jupyter")]  # fmt: skip
+    plain = cli(env, "install", "--user", "--no-fetch")
+    assert plain.returncode == 0, plain.stderr
+    assert not user_file.parent.exists() and "page policy" not in plain.stdout
+    for where, path, lab_file in zip(
+        (["--prefix", str(prefix)], ["--user"]), (prefix_file, user_file), lab_files, strict=True
+    ):
+        done = cli(env, "install", *where, "--no-fetch", "--page-policy")
+        assert done.returncode == 0, done.stderr
+        assert "Installed the page policy (a Content-Security-Policy on every page" in done.stdout
+        assert f"in {path}, {lab_file}; restart Jupyter" in done.stdout
+        assert json.loads(lab_file.read_text()) == LAB_CONFIG
+        assert json.loads(path.read_text()) == {
+            "ServerApp": {"jpserver_extensions": {"sandbox_kernel.jupyter.page_policy": True}}
+        }
+    other = user_file.parent / "mine.json"
+    other.write_text("{}")
+
+    assert served_policy(env) == policy()
+    assert policy().split("; ")[1] == f"script-src 'self' 'unsafe-eval' {LAB_TOKEN_SCRIPT}"  # not 'unsafe-inline'
+
+    removed = "removed the page policy (restart Jupyter for its pages to lose it)"
+    only_prefix = cli(env, "uninstall", "--prefix", str(prefix))
+    assert f"{removed} {prefix_file}\n{removed} {lab_files[0]}\n" in only_prefix.stdout
+    assert not prefix_file.exists() and not lab_files[0].exists() and user_file.is_file() and lab_files[1].is_file()
+    user = cli(env, "uninstall", "--user")  # (not without a place: that would take this venv's kernelspec too)
+    assert user.returncode == 0, user.stderr
+    assert f"{removed} {user_file}\n{removed} {lab_files[1]}\n" in user.stdout
+    assert not user_file.exists() and not lab_files[1].exists() and other.read_text() == "{}"
+    assert served_policy(env) != policy()
+
+
+SERVED_POLICY = """
+import sys
+from jupyter_server.serverapp import ServerApp
+from tornado.httputil import HTTPServerRequest
+from jupyter_server.base.handlers import JupyterHandler
+
+app = ServerApp()
+app.initialize(argv=["--ServerApp.open_browser=False"])
+request = HTTPServerRequest(method="GET", uri="/lab", connection=type("C", (), {"set_close_callback": lambda *a: 0})())
+handler = JupyterHandler(app.web_app, request)
+print("POLICY=" + handler._headers["Content-Security-Policy"])
+"""
+
+
+def served_policy(env: dict[str, str]) -> str:
+    """The Content-Security-Policy a Jupyter server started in `env` puts on its pages (its handler's headers)."""
+    proc = subprocess.run(
+        [sys.executable, "-c", SERVED_POLICY],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+    )
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout.rpartition("POLICY=")[2].strip()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import os
 import re
@@ -84,7 +85,13 @@ def free_port() -> int:
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
     """`jupyter lab` from this venv, on a free port, serving a temporary folder that holds skills.ipynb."""
-    tmp = tmp_path_factory.mktemp("jupyterlab")
+    with served_lab(tmp_path_factory.mktemp("jupyterlab")) as lab:
+        yield lab
+
+
+@contextlib.contextmanager
+def served_lab(tmp: Path, env_extra: dict[str, str] | None = None) -> Iterator[Lab]:
+    """`jupyter lab` in `tmp` (its settings, config and root folder there); `env_extra` adds to its environment."""
     root = tmp / "root"
     root.mkdir()
     shutil.copy(REPO / "notebooks" / "skills.ipynb", root)
@@ -101,13 +108,14 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
     docmanager.write_text(json.dumps({"renameUntitledFileOnSave": False}))  # no dialog on the first save
     # The settings skills.ipynb asks its reader for (its kernels inherit the server's environment).
     config = tmp / "config"
-    config.mkdir()
+    config.mkdir(exist_ok=True)  # (it may hold server config already)
     (config / "sandbox_kernel_config.json").write_text(json.dumps(SKILLS_SETTINGS))
     env = {
         **os.environ,
         "JUPYTERLAB_SETTINGS_DIR": str(tmp / "settings"),
         "JUPYTERLAB_WORKSPACES_DIR": str(tmp / "workspaces"),
         "JUPYTER_CONFIG_DIR": str(config),
+        **(env_extra or {}),
     }
     port, token = free_port(), secrets.token_hex(16)
     lab = Lab(f"http://127.0.0.1:{port}", token, root, tmp / "lab.log", config)

@@ -53,3 +53,30 @@ def test_a_cache_holding_every_folder_kernels_make_may_be_removed_whole(tmp_path
     assert cache_problem(cache) is None
     (cache / "notes.txt").write_text("mine")
     assert cache_problem(cache) == f"{cache} holds what sandbox-kernel did not put there (notes.txt)"
+
+
+def test_without_a_place_the_page_policy_is_looked_for_in_every_jupyter_config_folder(tmp_path, monkeypatch):
+    from sandbox_kernel.jupyter.page_policy import FILE_NAME, installed_files
+
+    monkeypatch.setenv("JUPYTER_CONFIG_DIR", str(tmp_path / "config"))
+    monkeypatch.setenv("JUPYTER_CONFIG_PATH", str(tmp_path / "extra"))
+    found = installed_files(False, False, None)
+    for base in (tmp_path / "config", tmp_path / "extra", Path(sys.prefix) / "etc" / "jupyter", Path("/etc/jupyter")):
+        assert base / "jupyter_server_config.d" / FILE_NAME in found
+        assert base / "labconfig" / "page_config.d" / FILE_NAME in found
+    assert installed_files(True, False, None) == [
+        tmp_path / "config" / "jupyter_server_config.d" / FILE_NAME,
+        tmp_path / "config" / "labconfig" / "page_config.d" / FILE_NAME,
+    ]
+    assert installed_files(False, True, None)[0] == Path(sys.prefix) / "etc/jupyter/jupyter_server_config.d" / FILE_NAME
+
+
+def test_uninstall_removes_the_page_policy_files_found_and_is_quiet_about_absent_ones(tmp_path):
+    there, absent = tmp_path / "a" / "x.json", tmp_path / "b" / "x.json"
+    there.parent.mkdir()
+    there.write_text("{}")
+    done = uninstall([], cache=False, key=False, audit_log=None, page_policies=[there, absent])
+    assert [line for line in done.removed if "page policy" in line] == [
+        f"removed the page policy (restart Jupyter for its pages to lose it) {there}"
+    ]
+    assert not there.exists() and done.failed == []

@@ -20,6 +20,15 @@ def _install(args: argparse.Namespace) -> int:
     prefix = sys.prefix if args.sys_prefix else args.prefix
     where = install(user=args.user, prefix=prefix)
     print(f"Installed kernelspec {KERNEL_NAME} ({DISPLAY_NAME}) in {where}")
+    if args.page_policy:
+        from sandbox_kernel.jupyter import page_policy
+
+        written = page_policy.install(user=args.user, prefix=prefix)
+        print(
+            "Installed the page policy (a Content-Security-Policy on every page of the Jupyter servers that read "
+            f"{page_policy.config_base(args.user, prefix)}: no output of any kernel can run a script or load from "
+            f"another host) in {', '.join(map(str, written))}; restart Jupyter for it to apply"
+        )
     if not args.no_fetch:
         return _fetch(args)
     return 0
@@ -27,11 +36,13 @@ def _install(args: argparse.Namespace) -> int:
 
 def _uninstall(args: argparse.Namespace) -> int:
     from sandbox_kernel.cli.uninstall import kernelspec_folders, uninstall
+    from sandbox_kernel.jupyter.page_policy import installed_files as page_policy_files
     from sandbox_kernel.skills.audit import default_path
 
     audit_log = Path(args.audit_log) if args.audit_log else (default_path() if args.all else None)
     folders = kernelspec_folders(args.user, args.sys_prefix, args.prefix)
-    done = uninstall(folders, args.cache or args.all, args.key or args.all, audit_log)
+    policies = page_policy_files(args.user, args.sys_prefix, args.prefix)
+    done = uninstall(folders, args.cache or args.all, args.key or args.all, audit_log, page_policies=policies)
     for line in done.removed:
         print(line)
     for line in done.absent:
@@ -198,10 +209,18 @@ def _parser() -> argparse.ArgumentParser:
     where.add_argument("--sys-prefix", action="store_true", help="install into sys.prefix (e.g. a venv)")
     where.add_argument("--prefix", help="install into this prefix")
     inst.add_argument("--no-fetch", action="store_true", help="do not prefetch Pyodide and the guest wheels")
+    inst.add_argument(
+        "--page-policy",
+        action="store_true",
+        help="also install a Content-Security-Policy for the Jupyter server's pages (a second wall behind the "
+        "kernel's output cleaning): it applies to EVERY notebook that server opens, ipykernel's too, and stops "
+        "outputs that run scripts or load from other hosts (Plotly, Bokeh, IPython.display.Javascript, ...)",
+    )
     inst.set_defaults(func=_install)
     uninst = sub.add_parser(
         "uninstall",
-        help="remove the pyodide-sandbox kernelspec; with flags also the cache, the checkpoint key, the audit log",
+        help="remove the pyodide-sandbox kernelspec and the page policy; with flags also the cache, the checkpoint "
+        "key, the audit log",
     )
     where = uninst.add_mutually_exclusive_group()
     where.add_argument("--user", action="store_true", help="only the kernelspec installed with --user")

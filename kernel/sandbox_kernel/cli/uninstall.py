@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shutil
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -62,17 +63,26 @@ def cache_problem(folder: Path) -> str | None:
     return None
 
 
-def uninstall(
-    kernelspecs: list[Path], cache: bool, key: bool, audit_log: Path | None, done: Removal | None = None
+def uninstall(  # what to remove: a plain list of choices
+    kernelspecs: list[Path],
+    cache: bool,
+    key: bool,
+    audit_log: Path | None,
+    done: Removal | None = None,
+    page_policies: Sequence[Path] = (),
 ) -> Removal:
-    """Remove the kernelspec found in `kernelspecs`, and the cache, the key and the audit log (with its rotated
-    files) when asked."""
+    """Remove the kernelspec found in `kernelspecs` and the page policy's config files found in `page_policies`
+    (optional: none found is no problem), and the cache, the key and the audit log (with its rotated files) when
+    asked."""
     done = done or Removal()
     found = [folder for folder in kernelspecs if (folder / "kernel.json").is_file()]
     for folder in found:
         _remove(folder, "kernelspec", done)
     if not found:
         done.absent.append(f"kernelspec {KERNEL_NAME}: not in {', '.join(str(f.parent) for f in kernelspecs)}")
+    for path in page_policies:
+        if path.is_file():
+            _remove(path, "the page policy (restart Jupyter for its pages to lose it)", done)
     if cache:
         folder = paths.cache_dir()
         problem = cache_problem(folder) if folder.is_dir() else None

@@ -36,6 +36,7 @@ from sandbox_kernel.jupyter.settings import SandboxSettings
 from sandbox_kernel.jupyter.stdin_gate import StdinGate
 from sandbox_kernel.jupyter.widget_guard import WidgetGuard
 from sandbox_kernel.protocol import schema as guest_schema
+from sandbox_kernel.protocol.dispatcher import TEST_NO_CLEANING, cleaning_off
 from sandbox_kernel.sandbox import mounts, private_folders, provision
 from sandbox_kernel.sandbox.launcher import SandboxLauncher
 from sandbox_kernel.sandbox.pool import SandboxPool, quiet
@@ -78,6 +79,8 @@ class SandboxKernel(SandboxSettings, Kernel):
             self.log.info("%s", self._settings.ca_note)
         for warning in self._settings.ca_warnings:
             self.log.warning("%s", warning)
+        if cleaning_off():
+            self.log.warning("%s=1: TEST MODE, the sandbox's output reaches the browser uncleaned", TEST_NO_CLEANING)
         self._history = History()
         self._next_count = 1
         self._reply_metadata: dict[str, Any] = {}

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
@@ -26,6 +27,19 @@ DISPLAY_TYPES = ("display_data", "update_display_data", "execute_result")
 COMM_TYPES = ("comm_open", "comm_msg", "comm_close")
 
 Handler = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
+# Tests only: outputs, display updates and comm messages go to IOPub as the sandbox sent them (no sanitizer, no
+# widget guard), to test the page's Content-Security-Policy alone (page_policy.py). Only this variable, in the
+# kernel's environment, turns it on; the kernel's log and every request's output say so.
+TEST_NO_CLEANING = "SANDBOX_KERNEL_TEST_NO_CLEANING"
+NO_CLEANING_NOTICE = (
+    f"[sandbox-kernel] TEST MODE ({TEST_NO_CLEANING}=1): this output reached the browser UNCLEANED; never use this "
+    "outside the project's tests.\n"
+)
+
+
+def cleaning_off() -> bool:
+    """Whether the test switch that sends the sandbox's output uncleaned is on."""
+    return os.environ.get(TEST_NO_CLEANING) == "1"
 
 
 def error_answer(kind: str, message: str, exception: str = "") -> dict[str, Any]:
@@ -88,6 +102,8 @@ class RequestDispatcher:
         # Skill calls refused here, by reason, then by Skill.method: recorded once, when the request ends.
         self.refused_calls: dict[str, dict[str, int]] = {}
         self.refused_unnamed: dict[str, int] = {}
+        self.uncleaned = cleaning_off()  # read per request: no cached answer to go stale
+        self._told_uncleaned = False
 
     # ---- what the sandbox sends ------------------------------------------------------------
     def on_stream(self, name: str, text: str) -> None:
@@ -122,10 +138,21 @@ class RequestDispatcher:
         self._invalid(f"{len(payload)} bytes of checkpoint data outside a checkpoint", b"")
 
     # ---- output ------------------------------------------------------------------------
+    def _tell_uncleaned(self) -> None:
+        """The test switch is on: said once per request, in the output, before the first uncleaned message."""
+        if not self._told_uncleaned:
+            self._told_uncleaned = True
+            self.log.warning("%s is on: the sandbox's output goes to the browser uncleaned", TEST_NO_CLEANING)
+            self.router.notice(NO_CLEANING_NOTICE, "test_no_cleaning")
+
     def _display(self, msg_type: str, content: dict[str, Any]) -> None:
         if msg_type == "error" and content.get("ename") == "KeyboardInterrupt":
             self.interrupt_taken = True
-        if msg_type in DISPLAY_TYPES:
+        if msg_type in DISPLAY_TYPES and self.uncleaned:
+            self._tell_uncleaned()
+            if msg_type != "execute_result":
+                content = {**content, "transient": content.get("transient", {})}
+        elif msg_type in DISPLAY_TYPES:
             clean = self.sanitizer.bundle(content["data"], content.get("metadata"))
             for mime in clean.dropped:
                 if mime not in self._dropped_types:
@@ -146,7 +173,11 @@ class RequestDispatcher:
         """A comm message (widgets): checked by the widget guard, then sent with its buffers."""
         try:
             buffers = decoded_buffers(event.get("buffers", []))
-            content = self.widgets.from_guest(event["msg_type"], event["content"], buffers)
+            if self.uncleaned:
+                self._tell_uncleaned()
+                content = event["content"]
+            else:
+                content = self.widgets.from_guest(event["msg_type"], event["content"], buffers)
         except CommRefused as exc:
             self.comm_refused += 1
             if self.comm_refused == 1:
