@@ -146,7 +146,7 @@ class RequestDispatcher:
         """A comm message (widgets): checked by the widget guard, then sent with its buffers."""
         try:
             buffers = decoded_buffers(event.get("buffers", []))
-            content = self.widgets.from_guest(event["msg_type"], event["content"], buffers)
+            content, buffers = self.widgets.from_guest(event["msg_type"], event["content"], buffers)
         except CommRefused as exc:
             self.comm_refused += 1
             if self.comm_refused == 1:
