@@ -26,9 +26,11 @@ def opened(run: Any, model: str) -> list[dict[str, Any]]:
     return [c for c in run.of_type("comm_open") if c["data"]["state"].get("_model_name") == model]
 
 
-def send_comm(kc: BlockingKernelClient, msg_type: str, content: dict[str, Any], timeout: float = 60) -> list[dict]:
+def send_comm(
+    kc: BlockingKernelClient, msg_type: str, content: dict[str, Any], timeout: float = 60, metadata: dict | None = None
+) -> list[dict]:
     """Send a frontend comm message; the IOPub messages it caused, until the kernel is idle again."""
-    msg = kc.session.msg(msg_type, content)
+    msg = kc.session.msg(msg_type, content, metadata=metadata)
     kc.shell_channel.send(msg)
     caused = []
     deadline = time.monotonic() + timeout
@@ -172,3 +174,30 @@ def test_the_kernel_offers_no_subshells(widgets):
     _, kc = widgets
     features = kc.kernel_info(reply=True)["content"].get("supported_features", [])
     assert "kernel subshells" not in features
+
+
+def test_request_states_gets_every_live_widget_in_ipywidgets_format_cleaned(widgets):
+    """What JupyterLab asks after a page reload (the control comm's request_states): ipywidgets' own reply, each
+    widget's state under states[id]['state'] and one buffer_paths list, reaches the frontend, cleaned."""
+    _, kc = widgets
+    run = execute(
+        kc,
+        "import ipywidgets as w\nrs = w.IntSlider(value=42)\n"
+        "rh = w.HTML('<b>kept</b><img src=x onerror=alert(1)>')\nri = w.Image(value=b'PNG', format='png')\n"
+        "display(rs, rh, ri)",
+    )
+    ids = {name: opened(run, name)[0]["comm_id"] for name in ("IntSliderModel", "HTMLModel", "ImageModel")}
+    control = {"comm_id": "control-1", "target_name": "jupyter.widget.control", "data": {}}
+    send_comm(kc, "comm_open", control, metadata={"version": "1.0.0"})
+    caused = send_comm(kc, "comm_msg", {"comm_id": "control-1", "data": {"method": "request_states"}})
+    [reply] = [m for m in caused if m["msg_type"] == "comm_msg"]
+    data = reply["content"]["data"]
+    assert data["method"] == "update_states", reply
+    states = data["states"]
+    assert states[ids["IntSliderModel"]]["state"]["value"] == 42
+    assert states[ids["HTMLModel"]]["model_name"] == "HTMLModel"
+    assert states[ids["HTMLModel"]]["state"]["value"] == '<b>kept</b><img src="x">'
+    image_paths = [path for path in data["buffer_paths"] if path[0] == ids["ImageModel"]]
+    assert image_paths == [[ids["ImageModel"], "state", "value"]]
+    assert reply["buffers"][data["buffer_paths"].index(image_paths[0])] == b"PNG"
+    assert len(reply["buffers"]) == len(data["buffer_paths"])

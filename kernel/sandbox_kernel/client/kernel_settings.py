@@ -79,6 +79,6 @@ class KernelSettings(TypedDict, total=False):
     wheelhouse: str | PathLike[str] | None
     """A local folder of wheels to resolve `packages` and `%pip install` from, on the host (offline); the sandbox gets copies of the wheels it asks for, never the folder."""
     widget_modules: list[str]
-    """Widget modules (npm names, e.g. 'bqplot') whose models the sandbox may create in the browser, besides the @jupyter-widgets/base, controls and output that JupyterLab ships. Only for widget libraries you trust: their views get the widget state the sandbox wrote, unchecked."""
+    """Widget modules (npm names, e.g. 'bqplot') whose models the sandbox may create in the browser, besides the @jupyter-widgets/base, controls and output that JupyterLab ships. Only for widget libraries you trust: their views get the widget state the sandbox wrote, unchecked (their models may be drawn only by views of these modules, never by a core view; see docs/widgets.md)."""
     working_folder: Literal["off", "ro", "rw"]
     """Mount the kernel's working folder (in JupyterLab: the notebook's folder) at /work, read-only ('ro') or read-write ('rw'), and make it the guest's working folder, so that open('data.csv') finds the file next to the notebook. 'off': the guest sees no host file unless `mounts` names it. Never your home folder or / (put the notebook in a project folder); secret folders in it (.ssh, .env, ...) stay hidden."""

@@ -104,7 +104,8 @@ class SandboxSettings(LoggingConfigurable):
         Unicode(),
         help="Widget modules (npm names, e.g. 'bqplot') whose models the sandbox may create in the browser, besides "
         "the @jupyter-widgets/base, controls and output that JupyterLab ships. Only for widget libraries you trust: "
-        "their views get the widget state the sandbox wrote, unchecked.",
+        "their views get the widget state the sandbox wrote, unchecked (their models may be drawn only by views of "
+        "these modules, never by a core view; see docs/widgets.md).",
     ).tag(config=True)
     packages = List(
         Unicode(),

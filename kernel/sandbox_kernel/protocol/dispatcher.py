@@ -177,7 +177,7 @@ class RequestDispatcher:
                 self._tell_uncleaned()
                 content = event["content"]
             else:
-                content = self.widgets.from_guest(event["msg_type"], event["content"], buffers)
+                content, buffers = self.widgets.from_guest(event["msg_type"], event["content"], buffers)
         except CommRefused as exc:
             self.comm_refused += 1
             if self.comm_refused == 1:
