@@ -43,7 +43,7 @@ class KernelSettings(TypedDict, total=False):
     memory_limit_mb: int
     """Memory for the sandbox: WebAssembly memory and the JS heap, each, in MiB."""
     mount_limits: dict[str, Any]
-    """Per guest mount path: {'suffixes': ['.csv', ...], 'max_file_bytes': N, 'max_total_bytes': N, 'allow_tool_files': ['build', ...] or true}, checked by the supervisor on every write there (docs/security.md, 'What rw means')."""
+    """Per guest mount path: {'suffixes': ['.csv', ...], 'max_file_bytes': N, 'max_total_bytes': N, 'max_growth_bytes': N (default 1 GiB, apparent sizes), 'host_writes': 'data' (default: only plain data files reach the host; the rest stays inside the sandbox) or 'any' (every file: the user's risk)}, checked by the supervisor on every write there (docs/security.md, 'Host folders are default-deny')."""
     mounts: list[str]
     """Host folders shown in the sandbox: 'host_folder:/guest/path[:ro|rw]' (default ro). Relative host folders are relative to the kernel's working directory."""
     os_layers: list[Literal["namespaces", "landlock", "seccomp"]]

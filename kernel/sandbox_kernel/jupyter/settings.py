@@ -71,8 +71,9 @@ class SandboxSettings(LoggingConfigurable):
     ).tag(config=True)
     mount_limits = Dict(
         help="Per guest mount path: {'suffixes': ['.csv', ...], 'max_file_bytes': N, 'max_total_bytes': N, "
-        "'allow_tool_files': ['build', ...] or true}, checked by the supervisor on every write there "
-        "(docs/security.md, 'What rw means')."
+        "'max_growth_bytes': N (default 1 GiB, apparent sizes), 'host_writes': 'data' (default: only plain data "
+        "files reach the host; the rest stays inside the sandbox) or 'any' (every file: the user's risk)}, "
+        "checked by the supervisor on every write there (docs/security.md, 'Host folders are default-deny')."
     ).tag(config=True)
     allow_net = List(
         Unicode(),
