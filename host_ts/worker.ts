@@ -13,7 +13,7 @@ import { BLOB, GUEST_EVENT, type GuestEventType, STDERR, STDOUT, type WorkerEven
 import { mountGuestFolders, PACKAGES_SITE, PREIMPORT } from "./snapshot_layout.ts";
 import { restoringSparsely } from "./sparse_restore.ts";
 import { FileClient } from "./file_channel.ts";
-import { type EmFS, type EmNode, type MountOpts, writableFS } from "./rwfs.ts";
+import { type EmFS, type EmNode, type MountOpts, OVERLAY_ROOT, writableFS } from "./rwfs.ts";
 import type { FromWorker, Progress, ToWorker, WorkerInit } from "./messages.ts";
 import { wasmBytes, withMemoryAtLeast } from "./wasm_memory.ts";
 import { type PythonCommand, Shell, type ShellRequest } from "./shell.ts";
@@ -245,6 +245,7 @@ function mountHostFolders(pyodide: Pyodide, init: WorkerInit, notice: (text: str
     const folder = nodefs.realPath(node);
     return hidden.size ? names.filter((name) => !hidden.has(`${folder}/${name}`)) : names;
   };
+  pyodide.FS.mkdirTree(OVERLAY_ROOT); // before the glue lists the sandbox's own top folders
   for (const [index, mount] of init.mounts.entries()) {
     pyodide.FS.mkdirTree(mount.guest);
     const { host: root, guest, writable, hostWrites, maxGrowthBytes } = mount;
