@@ -272,7 +272,18 @@ export class FileService {
   /** Check that growing the mount's files by `delta` bytes stays within max_growth_bytes and max_total_bytes,
    * then count it. */
   private async grow(t: Target, delta: number, check = true): Promise<void> {
+    if (delta === 0) return;
     const grown = this.grown.get(t.index) ?? 0;
+    const tracked = this.used.get(t.index);
+    const used = tracked === undefined ? null : await tracked;
+    if (check && delta > 0 && used !== null && used + delta > (t.mount.maxTotalBytes as number)) {
+      throw new Refused(
+        "ENOSPC",
+        `${t.mount.guest} may hold at most ${t.mount.maxTotalBytes} bytes of files (SandboxKernel.` +
+          `mount_limits[${JSON.stringify(t.mount.guest)}]["max_total_bytes"]); it holds ${used}, and this would ` +
+          `add ${delta}`,
+      );
+    }
     const quota = t.mount.maxGrowthBytes;
     if (check && delta > 0 && grown + delta > quota) {
       throw new Refused(
@@ -283,19 +294,7 @@ export class FileService {
       );
     }
     this.grown.set(t.index, grown + delta);
-    const tracked = this.used.get(t.index);
-    if (tracked === undefined || delta === 0) return;
-    const used = await tracked;
-    const max = t.mount.maxTotalBytes as number;
-    if (check && delta > 0 && used + delta > max) {
-      throw new Refused(
-        "ENOSPC",
-        `${t.mount.guest} may hold at most ${max} bytes of files (SandboxKernel.` +
-          `mount_limits[${JSON.stringify(t.mount.guest)}]["max_total_bytes"]); it holds ${used}, and this would ` +
-          `add ${delta}`,
-      );
-    }
-    this.used.set(t.index, Math.max(0, used + delta));
+    if (used !== null) this.used.set(t.index, Math.max(0, used + delta));
   }
 
   // ---- the calls -----------------------------------------------------------------------------------------

@@ -266,7 +266,12 @@ export function writableFS(FS: EmFS, client: FileClient, tell: Telling): Ops {
       return;
     }
     if (!FS.isFile(mode)) throw new FS.ErrnoError(EXDEV);
-    const data = readHostFile(hostPath(o, p));
+    let data: Uint8Array;
+    try {
+      data = readHostFile(hostPath(o, p));
+    } catch (err) {
+      throw errno(String((err as { code?: unknown })?.code ?? "ENOENT")); // gone from the host meanwhile
+    }
     if (data.length > o.maxGrowthBytes) tooLarge(o, p, data.length);
     FS.writeFile(upperPath(o, p), data);
     FS.chmod(upperPath(o, p), mode & 0o777);
@@ -503,7 +508,12 @@ export function writableFS(FS: EmFS, client: FileClient, tell: Telling): Ops {
           stream.shared.refcount = 1;
           return;
         }
-        copyUp(o, p, stream.node.mode);
+        if (hostMode(o, p) === null && (stream.flags & O_CREAT)) {
+          ensureUpperFolder(o, p.slice(0, -1)); // the file went away under a cached node: made anew, inside
+          FS.writeFile(upperPath(o, p), new Uint8Array());
+        } else {
+          copyUp(o, p, stream.node.mode);
+        }
         staysInside(o, p, whyNotHost(o, p, false) ?? "it was changed inside the sandbox");
       }
       stream.upper = FS.open(upperPath(o, p), stream.flags & ~(O_CREAT | O_EXCL | O_TRUNC | O_APPEND));
@@ -578,5 +588,19 @@ export function writableFS(FS: EmFS, client: FileClient, tell: Telling): Ops {
     },
   };
 
+  // A JS error out of an operation would kill the worker: every one ends as an errno instead.
+  for (const ops of [nodeOps, streamOps]) {
+    for (const [name, op] of Object.entries(ops)) {
+      ops[name] = (...args: unknown[]) => {
+        try {
+          return op(...args);
+        } catch (err) {
+          if (err instanceof FS.ErrnoError) throw err;
+          const code = (err as { code?: unknown })?.code;
+          throw typeof code === "string" ? errno(code) : new FS.ErrnoError(EIO);
+        }
+      };
+    }
+  }
   return driver;
 }

@@ -366,3 +366,18 @@ def test_a_checkpoint_keeps_the_sandbox_layer(tmp_path):
         sb.restore(cp)
         assert sb.run("open('/out/kept.py').read()").text == "'K = 7\\n'"
     assert not (tmp_path / "kept.py").exists()
+
+
+def test_a_forged_call_past_the_driver_is_refused_by_the_supervisor(mounted, plain):
+    """Guest code shares the worker's realm: it can call the driver with a node whose mount claims host_writes
+    'any'. The supervisor applies its own copy of the mount's rules."""
+    _, kc = mounted
+    js = (
+        "(FS) => { const root = FS.lookupPath('/plain').node;"
+        " const forged = {...root, mount: {opts: {...root.mount.opts, hostWrites: 'any'}}}; forged.parent = forged;"
+        " try { root.node_ops.mknod(forged, 'HEAD', 0o100644, 0) } catch (e) { return `${e.name} ${e.errno}` }"
+        " return 'made' }"
+    )
+    run = execute(kc, f"import pyodide_js, pyodide.code\npyodide.code.run_js({js!r})(pyodide_js.FS)")
+    assert value(run) == "'ErrnoError 2'", run.content  # Emscripten's EACCES
+    assert not (plain / "HEAD").exists()
