@@ -243,10 +243,10 @@ export function writableFS(FS: EmFS, client: FileClient, tell: Telling): Ops {
     if (told.size > 10_000) told.clear();
     told.add(path);
     const out = o.writable
-      ? ` To take it out on purpose: download it (the agent API's download_file, docs/agents.md), or let this ` +
+      ? ` To take it out on purpose: download it (the agent API's download(), or download_file over MCP: docs/agents.md), or let this ` +
         `folder take any file: SandboxKernel.mount_limits = {${stringify(o.guest)}: {"host_writes": "any"}} ` +
         `(docs/security.md, "Host folders are default-deny").`
-      : " To take it out: download it (the agent API's download_file, docs/agents.md).";
+      : " To take it out: download it (the agent API's download(), or download_file over MCP: docs/agents.md).";
     tell.notice(
       `sandbox: ${path} stays inside the sandbox, not in the host folder (${why}; only plain data files such as ` +
         `.csv, .json, .parquet, .png reach the host).${out}`,

@@ -365,6 +365,7 @@ def test_a_checkpoint_keeps_the_sandbox_layer(tmp_path):
         assert sb.run("import os\nos.remove('/out/kept.py')\nos.path.exists('/out/kept.py')").text == "False"
         sb.restore(cp)
         assert sb.run("open('/out/kept.py').read()").text == "'K = 7\\n'"
+        assert sb.download("/out/kept.py") == b"K = 7\n"  # how the notice says to take it out
     assert not (tmp_path / "kept.py").exists()
 
 
