@@ -3,20 +3,23 @@
  *
  * The worker may read host folders but write none: each change it wants in a read-write mount (create, write,
  * truncate, chmod, rename, remove) is a call over the file channel, answered here after the mount's rules are
- * applied where the write happens: no tool file a host program trusts (write_policy.ts), nothing inside a
+ * applied where the write happens: only plain data files (write_policy.ts `hostWritable`, host_writes.json: a
+ * default-deny allowlist; the worker keeps everything else in its sandbox-side overlay), nothing inside a
  * virtual environment, nothing through a symlink, no symlinks made, no setuid/world-writable/executable modes,
- * suffixes, max_file_bytes and max_total_bytes. Calls are untrusted input (guest code can make them): every
+ * suffixes, max_file_bytes, max_total_bytes and the growth quota (max_growth_bytes: apparent sizes, so a sparse
+ * file counts at its full length). Calls are untrusted input (guest code can make them): every
  * field is checked, and every call is answered, with an errno code and, for a refusal, the reason in words.
  */
 import type { FileMount } from "./messages.ts";
 import { type FileOp, isFileOp } from "./protocol.ts";
 import { MAX_CHUNK, type Message } from "./file_channel.ts";
-import { badPath, guardedComponent, safeMode, suffixAllowed, VIRTUALENV_MARKER } from "./write_policy.ts";
+import { badPath, DATA_SUFFIXES, hostWritable, safeMode, suffixAllowed, VIRTUALENV_MARKER } from "./write_policy.ts";
 
 const O_ACCMODE = 3;
 const O_RDWR = 2;
 const O_APPEND = 1024;
 const MAX_HANDLES = 256;
+const MAX_MOVED = 10_000; // entries a folder move looks at
 
 /** A refusal: an errno code name and what the guest is told. */
 class Refused extends Error {
@@ -102,6 +105,7 @@ export class FileService {
   private handles = new Map<number, Handle>();
   private nextHandle = 1;
   private used = new Map<number, number | Promise<number>>(); // bytes in each mount with max_total_bytes
+  private grown = new Map<number, number>(); // net growth of each mount's apparent bytes in this sandbox
 
   constructor(private mounts: FileMount[]) {
     mounts.forEach((m, i) => {
@@ -195,17 +199,16 @@ export class FileService {
     return handle;
   }
 
-  /** Refuse a change to `t` that host programs could be made to run, or that goes through a symlink. */
-  private mayChange(t: Target): void {
-    const guarded = guardedComponent(t.parts, t.mount.allowToolFiles);
-    if (guarded) {
-      const setting = `SandboxKernel.mount_limits = {${JSON.stringify(t.mount.guest)}: {"allow_tool_files": ` +
-        `[${JSON.stringify(guarded.rule.rule)}]}}`;
+  /** Refuse a change to `t` that is not a plain data file (or, with `directory`, folder) of the allowlist, or that
+   * goes through a symlink or into a virtual environment. */
+  private mayChange(t: Target, directory: boolean): void {
+    const why = hostWritable(t.parts, directory, t.mount.hostWrites);
+    if (why) {
       throw new Refused(
         "EACCES",
-        `changing ${t.guest} is refused: ${JSON.stringify(guarded.name)} is among the files host programs trust ` +
-          `(${guarded.rule.why}), so a file the sandbox leaves there could run on the host. For people who know ` +
-          `the risk: ${setting}`,
+        `changing ${t.guest} in the host folder is refused: ${why}. Only plain data files (${
+          DATA_SUFFIXES.join(" ")
+        }) reach the host; anything else stays inside the sandbox (docs/security.md, "Host folders are default-deny")`,
       );
     }
     for (let k = 0; k <= t.parts.length; k++) {
@@ -266,27 +269,38 @@ export class FileService {
     }
   }
 
-  /** Check that growing the mount's files by `delta` bytes stays within max_total_bytes, then count it. */
+  /** Check that growing the mount's files by `delta` bytes stays within max_growth_bytes and max_total_bytes,
+   * then count it. */
   private async grow(t: Target, delta: number, check = true): Promise<void> {
+    if (delta === 0) return;
+    const grown = this.grown.get(t.index) ?? 0;
     const tracked = this.used.get(t.index);
-    if (tracked === undefined || delta === 0) return;
-    const used = await tracked;
-    const max = t.mount.maxTotalBytes as number;
-    if (check && delta > 0 && used + delta > max) {
+    const used = tracked === undefined ? null : await tracked;
+    if (check && delta > 0 && used !== null && used + delta > (t.mount.maxTotalBytes as number)) {
       throw new Refused(
         "ENOSPC",
-        `${t.mount.guest} may hold at most ${max} bytes of files (SandboxKernel.` +
+        `${t.mount.guest} may hold at most ${t.mount.maxTotalBytes} bytes of files (SandboxKernel.` +
           `mount_limits[${JSON.stringify(t.mount.guest)}]["max_total_bytes"]); it holds ${used}, and this would ` +
           `add ${delta}`,
       );
     }
-    this.used.set(t.index, Math.max(0, used + delta));
+    const quota = t.mount.maxGrowthBytes;
+    if (check && delta > 0 && grown + delta > quota) {
+      throw new Refused(
+        "ENOSPC",
+        `the sandbox may add at most ${quota} bytes to ${t.mount.guest} (apparent sizes: a sparse file counts at ` +
+          `its full length; SandboxKernel.mount_limits[${JSON.stringify(t.mount.guest)}]["max_growth_bytes"]); ` +
+          `it has added ${grown}, and this would add ${delta} more (${t.guest})`,
+      );
+    }
+    this.grown.set(t.index, grown + delta);
+    if (used !== null) this.used.set(t.index, Math.max(0, used + delta));
   }
 
   // ---- the calls -----------------------------------------------------------------------------------------
 
   private mknod(t: Target, directory: boolean, mode: number): unknown {
-    this.mayChange(t);
+    this.mayChange(t, directory);
     const safe = safeMode(mode, directory);
     if (directory) {
       Deno.mkdirSync(t.host, { mode: safe });
@@ -300,7 +314,7 @@ export class FileService {
   private open(t: Target, flags: number): unknown {
     const access = flags & O_ACCMODE;
     if (access === 0) throw new Refused("EINVAL", "the sandbox opens files for reading itself");
-    this.mayChange(t);
+    this.mayChange(t, false);
     this.maySuffix(t);
     const info = Deno.lstatSync(t.host);
     if (info.isSymlink) {
@@ -320,13 +334,10 @@ export class FileService {
   }
 
   private async write(h: Handle, position: number, data: Uint8Array): Promise<unknown> {
-    const { maxFileBytes, maxTotalBytes } = h.target.mount;
-    if (maxFileBytes !== null || maxTotalBytes !== null) {
-      const size = h.file.statSync().size;
-      const end = h.append ? size + data.length : Math.max(size, position + data.length);
-      this.maySize(h.target, end);
-      await this.grow(h.target, end - size);
-    }
+    const size = h.file.statSync().size;
+    const end = h.append ? size + data.length : Math.max(size, position + data.length);
+    this.maySize(h.target, end);
+    await this.grow(h.target, end - size);
     this.seek(h, position);
     let written = 0;
     try {
@@ -365,8 +376,8 @@ export class FileService {
   private async setattr(req: Request): Promise<unknown> {
     const handle = req.handle === undefined ? null : this.handleOf(req.handle);
     const t = handle ? handle.target : this.target(req.mount, req.path, true);
-    if (t.parts.length) this.mayChange(t);
     const info = Deno.lstatSync(t.host);
+    if (t.parts.length) this.mayChange(t, info.isDirectory);
     if (info.isSymlink) throw new Refused("EACCES", `changing ${t.guest} is refused: it is a symbolic link`);
     if (req.size !== undefined && req.size !== null) {
       const size = count(req.size, "size");
@@ -389,7 +400,7 @@ export class FileService {
   }
 
   private async remove(t: Target, directory: boolean): Promise<unknown> {
-    this.mayChange(t);
+    this.mayChange(t, directory);
     const info = Deno.lstatSync(t.host);
     if (directory && !info.isDirectory) throw new Refused("ENOTDIR");
     if (!directory && info.isDirectory) throw new Refused("EISDIR");
@@ -398,11 +409,33 @@ export class FileService {
     return {};
   }
 
+  /** A folder moves only when everything in it may be written at its new place (it would be a write there). */
+  private mayMoveFolder(from: Target, to: Target): void {
+    let seen = 0;
+    const walk = (host: string, parts: string[]) => {
+      for (const entry of Deno.readDirSync(host)) {
+        if (++seen > MAX_MOVED) throw new Refused("EXDEV", `${from.guest} holds too many entries to move`);
+        const inside = [...parts, entry.name];
+        const why = entry.isSymlink ? "a symbolic link" : hostWritable(inside, entry.isDirectory, "data");
+        if (why) {
+          throw new Refused(
+            "EXDEV",
+            `moving the folder ${from.guest} is refused: what is in it would not be ` +
+              `allowed at ${[to.mount.guest, ...inside].join("/")} (${why})`,
+          );
+        }
+        if (entry.isDirectory) walk(`${host}/${entry.name}`, inside);
+      }
+    };
+    walk(from.host, to.parts);
+  }
+
   private async rename(from: Target, to: Target): Promise<unknown> {
-    this.mayChange(from);
-    this.mayChange(to);
     const info = Deno.lstatSync(from.host);
+    this.mayChange(from, info.isDirectory);
+    this.mayChange(to, info.isDirectory);
     if (info.isSymlink) throw new Refused("EACCES", `moving ${from.guest} is refused: it is a symbolic link`);
+    if (info.isDirectory && from.mount.hostWrites === "data") this.mayMoveFolder(from, to);
     if (info.isFile) this.maySuffix(to);
     const replaced = lstat(to.host);
     Deno.renameSync(from.host, to.host);

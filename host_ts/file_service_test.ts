@@ -20,3 +20,51 @@ Deno.test("the file service serves every file call protocol.json declares, and n
     assert.deepEqual((await call(op)).json, UNKNOWN, String(op));
   }
 });
+
+const mount = (hostWrites: "data" | "any") => ({
+  host: "/nonexistent-sbk-host-folder",
+  guest: "/out",
+  writable: true,
+  suffixes: [],
+  maxFileBytes: null,
+  maxTotalBytes: null,
+  maxGrowthBytes: 1 << 30,
+  hostWrites,
+  hidden: [],
+});
+
+Deno.test("the file service refuses, before touching the host, every change that is not a plain data file", async () => {
+  const service = new FileService([mount("data")]);
+  const calls: Record<string, unknown>[] = [
+    { op: "mknod", path: ["HEAD"], mode: 0o644, dir: false },
+    { op: "mknod", path: ["config"], mode: 0o644, dir: false },
+    { op: "mknod", path: [".git"], mode: 0o755, dir: true },
+    { op: "mknod", path: [".git", "config"], mode: 0o644, dir: false },
+    { op: "mknod", path: ["evil-1.0.dist-info"], mode: 0o755, dir: true },
+    { op: "mknod", path: ["x.egg-info", "PKG-INFO.txt"], mode: 0o644, dir: false },
+    { op: "mknod", path: [".pdbrc"], mode: 0o644, dir: false },
+    { op: "mknod", path: ["helpers.cpython-311-x86_64-linux-gnu.so"], mode: 0o644, dir: false },
+    { op: "mknod", path: ["helpers", "__init__.py"], mode: 0o644, dir: false },
+    { op: "mknod", path: ["package.json"], mode: 0o644, dir: false },
+    { op: "mknod", path: ["x.csv\u200b"], mode: 0o644, dir: false },
+    { op: "open", path: ["helpers.py"], flags: 1 },
+    { op: "unlink", path: ["helpers.py"] },
+    { op: "rmdir", path: [".ipynb_checkpoints"] },
+  ];
+  for (const call of calls) {
+    const { json } = await service.handle({ json: { mount: 0, ...call }, payload: new Uint8Array() });
+    const answer = json as { code: string; message?: string };
+    assert.equal(answer.code, "EACCES", JSON.stringify(call));
+    assert.match(answer.message ?? "", /in the host folder is refused: .*Only plain data files/, JSON.stringify(call));
+  }
+});
+
+Deno.test("host_writes 'any' lets the name through to the host's own checks", async () => {
+  const service = new FileService([mount("any")]);
+  const { json } = await service.handle({
+    json: { op: "mknod", mount: 0, path: ["HEAD"], mode: 0o644, dir: false },
+    payload: new Uint8Array(),
+  });
+  // Refused by Deno here (this test may touch no file), not by the allowlist.
+  assert.doesNotMatch((json as { message?: string }).message ?? "", /Only plain data files/);
+});

@@ -14,7 +14,8 @@ export interface FileMount {
   suffixes: string[]; // allowed file-name endings for files written there ([]: any)
   maxFileBytes: number | null;
   maxTotalBytes: number | null;
-  allowToolFiles: string[]; // write_policy.ts rules (or names, or "*") lifted for this mount
+  maxGrowthBytes: number; // net growth of the mount's apparent bytes the sandbox may make
+  hostWrites: "data" | "any"; // write_policy.ts hostWritable: the data allowlist, or every name (the user's risk)
   hidden: string[]; // names at its top that Deno may not read (`.ssh`, `.env`, ...): left out of listings too
 }
 

@@ -1,29 +1,52 @@
 /**
- * The worker's file-system driver for read-write mounts: Emscripten's NODEFS for reading, the supervisor for
- * every change.
+ * The worker's file-system driver for host folders: one merged view of the host folder and a sandbox-side layer.
  *
- * The worker holds no write permission on host folders (Deno refuses guest JS that tries directly); creating,
- * writing, truncating, chmod, rename and removal go to the supervisor's file service over the file channel,
- * which applies the mount's rules and answers with an errno code (and, for a refusal, the reason, which the
- * guest's Python glue puts into the exception it raises).
+ * A change reaches the host only when it is a plain data file of the allowlist (write_policy.ts `hostWritable`,
+ * the same predicate the supervisor applies) in a read-write mount: it goes to the supervisor's file service over
+ * the file channel, which checks it again and answers with an errno code (and, for a refusal, the reason, which the
+ * guest's Python glue puts into the exception it raises). Everything else (a `helpers.py`, `.git/`, a read-only
+ * mount's every write) goes into the upper layer: a plain MEMFS tree at `/.sandbox_overlay/<mount index>/upper`,
+ * with deleted host entries listed in `/.sandbox_overlay/<mount index>/whiteouts.json`, so a checkpoint keeps it
+ * like any of the sandbox's own files. Lookups try the upper layer first, then the host; listings merge; a write to
+ * a host file that may not be changed copies it up first. The user is told once per file (`notice`).
  */
 import { type FileClient, MAX_CHUNK } from "./file_channel.ts";
 import type { FileOp } from "./protocol.ts";
-import { safeMode } from "./write_policy.ts";
+import { hostWritable, type HostWrites, safeMode } from "./write_policy.ts";
 
+export const OVERLAY_ROOT = "/.sandbox_overlay";
 const O_ACCMODE = 3;
+const O_WRONLY = 1;
+const O_CREAT = 64;
+const O_EXCL = 128;
+const O_TRUNC = 512;
+const O_APPEND = 1024;
 const EIO = 29;
 const EBADF = 8;
 const EINVAL = 28;
 const ENODEV = 43;
+const ENOENT = 44;
+const EXDEV = 75;
+const EFBIG = 22;
+const ENOTEMPTY = 55;
 const UMASK = 0o022; // what a normal Python's files get; Emscripten has none
+
+/** A mount as the driver gets it (FS.mount's opts). */
+export interface MountOpts {
+  root: string; // the host folder
+  index: number;
+  guest: string;
+  writable: boolean;
+  hostWrites: HostWrites;
+  maxGrowthBytes: number; // also the largest file the upper layer takes
+}
 
 /** The parts of Emscripten's FS this driver uses (Pyodide's `pyodide.FS`). */
 export interface EmNode {
   name: string;
   parent: EmNode;
   mode: number;
-  mount: { opts: { root: string; index: number } };
+  mount: { opts: MountOpts };
   node_ops: unknown;
   stream_ops: unknown;
 }
@@ -33,13 +56,16 @@ export interface EmStream {
   flags: number;
   position: number;
   shared: { refcount?: number };
-  handle?: number;
+  handle?: number; // a host file open for writing in the supervisor
+  upper?: EmStream; // the upper layer's file, opened through FS
+  stream_ops?: Ops;
 }
 
 type Bytes = Int8Array | Uint8Array;
 type Attr = { mode?: number; atime?: number; mtime?: number; size?: number };
 // deno-lint-ignore no-explicit-any
 type Ops = Record<string, (...args: any[]) => any>;
+type Stat = { mode: number; size: number };
 
 export interface EmFS {
   ErrnoError: new (errno: number) => Error;
@@ -48,7 +74,26 @@ export interface EmFS {
   destroyNode(node: EmNode): void;
   isDir(mode: number): boolean;
   isFile(mode: number): boolean;
-  mount(type: unknown, opts: { root: string; index: number }, mountpoint: string): unknown;
+  mount(type: unknown, opts: MountOpts, mountpoint: string): unknown;
+  lstat(path: string): Stat;
+  mkdirTree(path: string, mode?: number): void;
+  mkdir(path: string, mode?: number): void;
+  mknod(path: string, mode: number, dev: number): void;
+  symlink(target: string, path: string): void;
+  readlink(path: string): string;
+  readdir(path: string): string[];
+  readFile(path: string, opts?: { encoding: string }): Uint8Array | string;
+  writeFile(path: string, data: Uint8Array | string): void;
+  open(path: string, flags: number, mode?: number): EmStream;
+  close(stream: EmStream): void;
+  read(stream: EmStream, buffer: Bytes, offset: number, length: number, position: number): number;
+  write(stream: EmStream, buffer: Bytes, offset: number, length: number, position: number): number;
+  unlink(path: string): void;
+  rmdir(path: string): void;
+  rename(from: string, to: string): void;
+  chmod(path: string, mode: number): void;
+  truncate(path: string, size: number): void;
+  utime(path: string, atime: number, mtime: number): void;
   filesystems: {
     NODEFS: {
       node_ops: Ops;
@@ -60,9 +105,19 @@ export interface EmFS {
   };
 }
 
-/** The driver, for `FS.mount(driver, {root: hostFolder, index: mountIndex}, guestPath)`. */
-export function writableFS(FS: EmFS, client: FileClient, refused: (message: string) => void): Ops {
+/** What the driver tells the user and the guest's glue. */
+export interface Telling {
+  refused(message: string): void; // the reason for the errno of the call being made (take_refusal)
+  notice(message: string): void; // a line for the cell's stderr
+}
+
+const readHostFile = Deno.readFileSync; // captured before guest code runs
+const { stringify, parse } = JSON;
+
+/** The driver, for `FS.mount(driver, opts, guestPath)`. */
+export function writableFS(FS: EmFS, client: FileClient, tell: Telling): Ops {
   const NODEFS = FS.filesystems.NODEFS;
+  const errno = (code: string) => new FS.ErrnoError(NODEFS.convertNodeCode({ code }) || EIO);
 
   /** One call to the supervisor's file service (`op`: one of protocol.json's fileOps). */
   function call(
@@ -72,7 +127,7 @@ export function writableFS(FS: EmFS, client: FileClient, refused: (message: stri
     const { json: answer, payload: data } = client.call(json, payload);
     const a = (answer ?? {}) as Record<string, unknown>;
     if (a.code !== undefined) {
-      if (typeof a.message === "string") refused(a.message);
+      if (typeof a.message === "string") tell.refused(a.message);
       throw new FS.ErrnoError((typeof a.code === "string" && NODEFS.convertNodeCode({ code: a.code })) || EIO);
     }
     return { answer: a, data };
@@ -84,34 +139,172 @@ export function writableFS(FS: EmFS, client: FileClient, refused: (message: stri
     return names.reverse();
   }
 
-  const at = (node: EmNode, ...more: string[]) => ({ mount: node.mount.opts.index, path: [...parts(node), ...more] });
-  const hosted = (stream: EmStream) => stream.handle !== undefined;
+  const opts = (node: EmNode) => node.mount.opts;
+  const at = (node: EmNode, path: string[]) => ({ mount: opts(node).index, path });
   const view = (buffer: Bytes, offset: number, length: number) =>
     new Uint8Array(buffer.buffer, buffer.byteOffset + offset, length);
+  const guestPath = (o: MountOpts, p: string[]) => [o.guest, ...p].join("/");
 
-  function change(attr: Attr): Record<string, number> {
-    const out: Record<string, number> = {};
-    if (attr.mode !== undefined) out.mode = attr.mode & 0o7777;
-    if (typeof attr.atime === "number") out.atime = attr.atime;
-    if (typeof attr.mtime === "number") out.mtime = attr.mtime;
-    if (attr.size !== undefined) out.size = attr.size;
-    return out;
-  }
+  // ---- the two layers ------------------------------------------------------------------------------------
 
-  function setattr(node: EmNode, attr: Attr, target: Record<string, unknown>): void {
-    const changes = change(attr);
-    // A mode the host would not change (the chmod Emscripten makes after creating a file, mostly): no call.
-    const { mode, ...rest } = changes;
-    if (mode !== undefined && !Object.keys(rest).length) {
-      if (safeMode(mode, FS.isDir(node.mode)) === (node.mode & 0o7777)) return;
+  const upperPath = (o: MountOpts, p: string[]) => [`${OVERLAY_ROOT}/${o.index}/upper`, ...p].join("/");
+  const hostPath = (o: MountOpts, p: string[]) => [o.root, ...p].join("/");
+
+  function upperStat(o: MountOpts, p: string[]): Stat | null {
+    try {
+      return FS.lstat(upperPath(o, p));
+    } catch {
+      return null;
     }
-    if (!Object.keys(changes).length) return; // chown and the like: nothing to do on the host
-    const { answer } = call({ op: "setattr", ...target, ...changes });
-    if (typeof answer.mode === "number") node.mode = answer.mode;
   }
+
+  function hostMode(o: MountOpts, p: string[]): number | null {
+    if (hidden(o, p)) return null;
+    try {
+      return NODEFS.getMode(hostPath(o, p));
+    } catch {
+      return null;
+    }
+  }
+
+  // Whiteouts: host paths deleted in the sandbox (kept on the host). A file in MEMFS, so checkpoints keep it.
+  const whiteouts = new Map<number, { key: string; paths: Set<string> }>();
+  const whiteoutFile = (o: MountOpts) => `${OVERLAY_ROOT}/${o.index}/whiteouts.json`;
+
+  function whiteoutSet(o: MountOpts): Set<string> {
+    let key = "none";
+    try {
+      const s = FS.lstat(whiteoutFile(o)) as Stat & { ino?: number; mtime?: unknown };
+      key = `${s.ino}:${String(s.mtime)}:${s.size}`;
+    } catch {
+      // none yet
+    }
+    const known = whiteouts.get(o.index);
+    if (known?.key === key) return known.paths;
+    let paths = new Set<string>();
+    if (key !== "none") {
+      try {
+        const list = parse(FS.readFile(whiteoutFile(o), { encoding: "utf8" }) as string);
+        if (Array.isArray(list)) paths = new Set(list.filter((x) => typeof x === "string"));
+      } catch {
+        // unreadable: none
+      }
+    }
+    whiteouts.set(o.index, { key, paths });
+    return paths;
+  }
+
+  function whiteOut(o: MountOpts, p: string[]): void {
+    const paths = whiteoutSet(o);
+    paths.add(p.join("/"));
+    FS.mkdirTree(`${OVERLAY_ROOT}/${o.index}`);
+    FS.writeFile(whiteoutFile(o), stringify([...paths]));
+    whiteouts.delete(o.index); // re-read (with its new key) on the next use
+    tell.notice(
+      `sandbox: deleting ${guestPath(o, p)} stays inside the sandbox: the host folder keeps the file ` +
+        "(it is not a data file the sandbox may change there).",
+    );
+  }
+
+  /** Whether the host entry at `p` (or a folder above it) was deleted in the sandbox. */
+  function hidden(o: MountOpts, p: string[]): boolean {
+    const paths = whiteoutSet(o);
+    if (!paths.size) return false;
+    for (let k = 1; k <= p.length; k++) if (paths.has(p.slice(0, k).join("/"))) return true;
+    return false;
+  }
+
+  /** Why a new file at `p` may not go to the host, or null when it goes there (folders on the way are made on the
+   * host when it is written: an empty folder stays inside the sandbox). */
+  function whyNotHost(o: MountOpts, p: string[], directory: boolean): string | null {
+    if (!o.writable) return `${o.guest} is a read-only mount`;
+    const why = hostWritable(p, directory, o.hostWrites);
+    if (why) return why;
+    if (hidden(o, p) || upperStat(o, p)) return "it replaces a file inside the sandbox";
+    return null;
+  }
+
+  /** Make the host folders on the way to `p` that are so far only in the sandbox (the service checks each). */
+  function materialize(o: MountOpts, folder: string[]): void {
+    for (let k = 1; k <= folder.length; k++) {
+      const p = folder.slice(0, k);
+      if (hostMode(o, p) === null) call({ op: "mknod", mount: o.index, path: p, mode: 0o755, dir: true });
+    }
+  }
+
+  /** Whether an existing host entry at `p` may be changed on the host. */
+  const hostChangeable = (o: MountOpts, p: string[], directory: boolean) =>
+    o.writable && hostWritable(p, directory, o.hostWrites) === null;
+
+  const told = new Set<string>();
+  function staysInside(o: MountOpts, p: string[], why: string): void {
+    const path = guestPath(o, p);
+    if (told.has(path) || p.includes("__pycache__")) return;
+    if (told.size > 10_000) told.clear();
+    told.add(path);
+    const out = o.writable
+      ? ` To take it out on purpose: download it (the agent API's download(), or download_file over MCP: docs/agents.md), or let this ` +
+        `folder take any file: SandboxKernel.mount_limits = {${stringify(o.guest)}: {"host_writes": "any"}} ` +
+        `(docs/security.md, "Host folders are default-deny").`
+      : " To take it out: download it (the agent API's download(), or download_file over MCP: docs/agents.md).";
+    tell.notice(
+      `sandbox: ${path} stays inside the sandbox, not in the host folder (${why}; only plain data files such as ` +
+        `.csv, .json, .parquet, .png reach the host).${out}`,
+    );
+  }
+
+  function ensureUpperFolder(o: MountOpts, p: string[]): void {
+    FS.mkdirTree(upperPath(o, p));
+  }
+
+  /** Copy the host file (or folder) at `p` into the upper layer. */
+  function copyUp(o: MountOpts, p: string[], mode: number): void {
+    if (upperStat(o, p)) return;
+    ensureUpperFolder(o, p.slice(0, -1));
+    if (FS.isDir(mode)) {
+      FS.mkdir(upperPath(o, p), mode & 0o777);
+      return;
+    }
+    if (!FS.isFile(mode)) throw new FS.ErrnoError(EXDEV);
+    let data: Uint8Array;
+    try {
+      data = readHostFile(hostPath(o, p));
+    } catch (err) {
+      throw errno(String((err as { code?: unknown })?.code ?? "ENOENT")); // gone from the host meanwhile
+    }
+    if (data.length > o.maxGrowthBytes) tooLarge(o, p, data.length);
+    FS.writeFile(upperPath(o, p), data);
+    FS.chmod(upperPath(o, p), mode & 0o777);
+  }
+
+  function tooLarge(o: MountOpts, p: string[], size: number): never {
+    tell.refused(
+      `files inside the sandbox's layer over ${o.guest} may be at most ${o.maxGrowthBytes} bytes (SandboxKernel.` +
+        `mount_limits[${stringify(o.guest)}]["max_growth_bytes"]); this would make ${guestPath(o, p)} ${size} bytes`,
+    );
+    throw new FS.ErrnoError(EFBIG);
+  }
+
+  /** Remove the host entry at `p` as the guest sees it: on the host when it may, else a whiteout. */
+  function removeHost(o: MountOpts, p: string[], directory: boolean): void {
+    if (hostMode(o, p) === null) return;
+    if (hostChangeable(o, p, directory)) {
+      const answer = client.call({ op: directory ? "rmdir" : "unlink", mount: o.index, path: p }).json;
+      const code = (answer as { code?: string } | null)?.code;
+      if (code === undefined) return;
+      if (!(directory && code === "ENOTEMPTY")) {
+        const message = (answer as { message?: unknown }).message;
+        if (typeof message === "string") tell.refused(message);
+        throw errno(code);
+      }
+    }
+    whiteOut(o, p);
+  }
+
+  // ---- the driver ----------------------------------------------------------------------------------------
 
   const driver: Ops = {
-    mount(mount: { opts: { root: string } }) {
+    mount(mount: { opts: MountOpts }) {
       return driver.createNode(null, "/", NODEFS.getMode(mount.opts.root), 0);
     },
     createNode(parent: EmNode | null, name: string, mode: number, dev: number) {
@@ -122,24 +315,136 @@ export function writableFS(FS: EmFS, client: FileClient, refused: (message: stri
     },
   };
 
+  function change(attr: Attr): Record<string, number> {
+    const out: Record<string, number> = {};
+    if (attr.mode !== undefined) out.mode = attr.mode & 0o7777;
+    if (typeof attr.atime === "number") out.atime = attr.atime;
+    if (typeof attr.mtime === "number") out.mtime = attr.mtime;
+    if (attr.size !== undefined) out.size = attr.size;
+    return out;
+  }
+
+  function setattr(node: EmNode, attr: Attr, handle?: number): void {
+    const o = opts(node);
+    const p = parts(node);
+    const changes = change(attr);
+    if (!Object.keys(changes).length) return; // chown and the like: nothing to do
+    const directory = FS.isDir(node.mode);
+    if (!upperStat(o, p) && hostChangeable(o, p, directory)) {
+      // A mode the host would not change (the chmod Emscripten makes after creating a file, mostly): no call.
+      const { mode, ...rest } = changes;
+      if (mode !== undefined && !Object.keys(rest).length && safeMode(mode, directory) === (node.mode & 0o7777)) {
+        return;
+      }
+      const target = handle !== undefined ? { handle } : at(node, p);
+      const { answer } = call({ op: "setattr", ...target, ...changes });
+      if (typeof answer.mode === "number") node.mode = answer.mode;
+      return;
+    }
+    if (!upperStat(o, p)) {
+      if (changes.mode !== undefined && Object.keys(changes).length === 1 && changes.mode === (node.mode & 0o7777)) {
+        return;
+      }
+      if (!p.length) return; // the mount's own folder: nothing to keep
+      copyUp(o, p, node.mode);
+      if (!directory) staysInside(o, p, whyNotHost(o, p, false) ?? "it was changed inside the sandbox");
+    }
+    const path = upperPath(o, p);
+    if (changes.size !== undefined) {
+      if (changes.size > o.maxGrowthBytes) tooLarge(o, p, changes.size);
+      FS.truncate(path, changes.size);
+    }
+    if (changes.mode !== undefined) FS.chmod(path, changes.mode);
+    if (changes.atime !== undefined || changes.mtime !== undefined) {
+      FS.utime(path, changes.atime ?? Date.now(), changes.mtime ?? Date.now());
+    }
+    node.mode = FS.lstat(path).mode;
+  }
+
   const nodeOps: Ops = {
-    getattr: NODEFS.node_ops.getattr,
-    readdir: (node: EmNode) => NODEFS.node_ops.readdir(node),
-    readlink: NODEFS.node_ops.readlink,
+    getattr(node: EmNode) {
+      const o = opts(node);
+      const p = parts(node);
+      if (p.length) {
+        try {
+          return FS.lstat(upperPath(o, p));
+        } catch {
+          // not in the upper layer
+        }
+      }
+      return NODEFS.node_ops.getattr(node);
+    },
+    readdir(node: EmNode) {
+      const o = opts(node);
+      const p = parts(node);
+      const names = new Set<string>([".", ".."]);
+      if (FS.isDir(hostMode(o, p) ?? 0)) {
+        for (const name of NODEFS.node_ops.readdir(node) as string[]) {
+          if (!hidden(o, [...p, name])) names.add(name);
+        }
+      }
+      if (upperStat(o, p)) { for (const name of FS.readdir(upperPath(o, p))) names.add(name); }
+      return [...names];
+    },
+    readlink(node: EmNode) {
+      const o = opts(node);
+      const p = parts(node);
+      if (upperStat(o, p)) return FS.readlink(upperPath(o, p));
+      return NODEFS.node_ops.readlink(node);
+    },
     statfs: NODEFS.node_ops.statfs,
     lookup(parent: EmNode, name: string) {
-      return driver.createNode(parent, name, NODEFS.getMode(`${NODEFS.realPath(parent)}/${name}`), 0);
+      const o = opts(parent);
+      const p = [...parts(parent), name];
+      const upper = upperStat(o, p);
+      if (upper) return driver.createNode(parent, name, upper.mode, 0);
+      if (hidden(o, p)) throw new FS.ErrnoError(ENOENT);
+      return driver.createNode(parent, name, NODEFS.getMode(hostPath(o, p)), 0);
     },
     setattr(node: EmNode, attr: Attr) {
-      setattr(node, attr, at(node));
+      setattr(node, attr);
     },
     mknod(parent: EmNode, name: string, mode: number, dev: number) {
+      const o = opts(parent);
+      const p = [...parts(parent), name];
+      const directory = FS.isDir(mode);
       const asked = mode & 0o7777 & ~UMASK; // as open(2) and mkdir(2) apply the umask
-      const { answer } = call({ op: "mknod", ...at(parent, name), mode: asked, dir: FS.isDir(mode) });
-      return driver.createNode(parent, name, typeof answer.mode === "number" ? answer.mode : mode, dev);
+      const why = directory ? "folders are made on the host with the first file in them" : whyNotHost(o, p, false);
+      if (why === null && FS.isFile(mode)) {
+        materialize(o, p.slice(0, -1));
+        const { answer } = call({ op: "mknod", ...at(parent, p), mode: asked, dir: directory });
+        return driver.createNode(parent, name, typeof answer.mode === "number" ? answer.mode : mode, dev);
+      }
+      ensureUpperFolder(o, p.slice(0, -1));
+      if (directory) FS.mkdir(upperPath(o, p), asked);
+      else FS.mknod(upperPath(o, p), (mode & ~0o7777) | asked, dev);
+      if (!directory) staysInside(o, p, why ?? "not a regular file");
+      return driver.createNode(parent, name, FS.lstat(upperPath(o, p)).mode, dev);
     },
     rename(node: EmNode, dir: EmNode, name: string) {
-      call({ op: "rename", ...at(node), to: [...parts(dir), name] });
+      const o = opts(node);
+      const from = parts(node);
+      const to = [...parts(dir), name];
+      const directory = FS.isDir(node.mode);
+      const inUpper = upperStat(o, from) !== null;
+      const onHost = hostMode(o, from) !== null;
+      const whyNot = whyNotHost(o, to, directory);
+      if (!inUpper && onHost && hostChangeable(o, from, directory) && whyNot === null) {
+        materialize(o, to.slice(0, -1));
+        call({ op: "rename", ...at(node, from), to });
+      } else if (inUpper && !directory && whyNot === null) {
+        copyOut(o, from, to); // e.g. "write a temporary file, then rename it to results.csv"
+        FS.unlink(upperPath(o, from));
+        if (onHost) removeHost(o, from, false);
+      } else {
+        // A host folder that may not move on the host, or a folder in both layers: EXDEV (shutil.move copies).
+        if (directory && onHost) throw new FS.ErrnoError(EXDEV);
+        if (!inUpper) copyUp(o, from, node.mode);
+        ensureUpperFolder(o, to.slice(0, -1));
+        FS.rename(upperPath(o, from), upperPath(o, to));
+        if (onHost) removeHost(o, from, directory);
+        if (!directory) staysInside(o, to, whyNot ?? "it was made inside the sandbox");
+      }
       try {
         const replaced = FS.lookupNode(dir, name); // the file that was there: gone now (the moved node is unhashed)
         if (replaced !== node) FS.destroyNode(replaced);
@@ -149,39 +454,90 @@ export function writableFS(FS: EmFS, client: FileClient, refused: (message: stri
       node.name = name;
     },
     unlink(parent: EmNode, name: string) {
-      call({ op: "unlink", ...at(parent, name) });
+      const o = opts(parent);
+      const p = [...parts(parent), name];
+      const onHost = hostMode(o, p) !== null;
+      if (onHost) removeHost(o, p, false);
+      if (upperStat(o, p)) FS.unlink(upperPath(o, p));
     },
     rmdir(parent: EmNode, name: string) {
-      call({ op: "rmdir", ...at(parent, name) });
+      const o = opts(parent);
+      const p = [...parts(parent), name];
+      const node = FS.lookupNode(parent, name);
+      if (nodeOps.readdir(node).length > 2) throw new FS.ErrnoError(ENOTEMPTY);
+      if (hostMode(o, p) !== null) removeHost(o, p, true);
+      if (upperStat(o, p)) FS.rmdir(upperPath(o, p));
     },
-    symlink(parent: EmNode, name: string) {
-      call({ op: "symlink", ...at(parent, name) });
+    symlink(parent: EmNode, name: string, target: string) {
+      const o = opts(parent);
+      const p = [...parts(parent), name];
+      ensureUpperFolder(o, p.slice(0, -1));
+      FS.symlink(target, upperPath(o, p)); // the host never gets a link
+      staysInside(o, p, "it is a symbolic link");
     },
   };
 
+  /** Copy the upper file at `from` to the host file `to` through the file service (it checks it again). */
+  function copyOut(o: MountOpts, from: string[], to: string[]): void {
+    const data = FS.readFile(upperPath(o, from)) as Uint8Array;
+    materialize(o, to.slice(0, -1));
+    if (hostMode(o, to) === null) call({ op: "mknod", mount: o.index, path: to, mode: 0o644, dir: false });
+    const handle = Number(call({ op: "open", mount: o.index, path: to, flags: O_WRONLY }).answer.handle);
+    try {
+      call({ op: "setattr", handle, size: 0 });
+      for (let done = 0; done < data.length; done += MAX_CHUNK) {
+        call({ op: "write", handle, position: done }, data.subarray(done, done + MAX_CHUNK));
+      }
+    } finally {
+      call({ op: "close", handle });
+    }
+  }
+
+  const upperOf = (stream: EmStream) => stream.upper as EmStream;
+
   const streamOps: Ops = {
     open(stream: EmStream) {
-      if ((stream.flags & O_ACCMODE) === 0) return NODEFS.stream_ops.open(stream);
-      const { answer } = call({ op: "open", ...at(stream.node), flags: stream.flags });
-      stream.handle = Number(answer.handle);
+      const o = opts(stream.node);
+      const p = parts(stream.node);
+      const writing = (stream.flags & O_ACCMODE) !== 0;
+      if (!upperStat(o, p)) {
+        if (!writing || FS.isDir(stream.node.mode)) return NODEFS.stream_ops.open(stream);
+        if (hostChangeable(o, p, false)) {
+          const { answer } = call({ op: "open", ...at(stream.node, p), flags: stream.flags });
+          stream.handle = Number(answer.handle);
+          stream.shared.refcount = 1;
+          return;
+        }
+        if (hostMode(o, p) === null && (stream.flags & O_CREAT)) {
+          ensureUpperFolder(o, p.slice(0, -1)); // the file went away under a cached node: made anew, inside
+          FS.writeFile(upperPath(o, p), new Uint8Array());
+        } else {
+          copyUp(o, p, stream.node.mode);
+        }
+        staysInside(o, p, whyNotHost(o, p, false) ?? "it was changed inside the sandbox");
+      }
+      stream.upper = FS.open(upperPath(o, p), stream.flags & ~(O_CREAT | O_EXCL | O_TRUNC | O_APPEND));
       stream.shared.refcount = 1;
     },
     close(stream: EmStream) {
-      if (!hosted(stream)) return NODEFS.stream_ops.close(stream);
+      if (stream.handle === undefined && !stream.upper) return NODEFS.stream_ops.close(stream);
       stream.shared.refcount = (stream.shared.refcount ?? 1) - 1;
-      if (stream.shared.refcount === 0) call({ op: "close", handle: stream.handle });
+      if (stream.shared.refcount !== 0) return;
+      if (stream.upper) FS.close(stream.upper);
+      else call({ op: "close", handle: stream.handle });
     },
     dup(stream: EmStream) {
       stream.shared.refcount = (stream.shared.refcount ?? 1) + 1;
     },
     getattr(stream: EmStream) {
-      return NODEFS.node_ops.getattr(stream.node);
+      return nodeOps.getattr(stream.node);
     },
     setattr(stream: EmStream, attr: Attr) {
-      setattr(stream.node, attr, hosted(stream) ? { handle: stream.handle } : at(stream.node));
+      setattr(stream.node, attr, stream.handle);
     },
     read(stream: EmStream, buffer: Bytes, offset: number, length: number, position: number) {
-      if (!hosted(stream)) return NODEFS.stream_ops.read(stream, buffer, offset, length, position);
+      if (stream.upper) return FS.read(stream.upper, buffer, offset, length, position);
+      if (stream.handle === undefined) return NODEFS.stream_ops.read(stream, buffer, offset, length, position);
       let done = 0;
       while (done < length) {
         const want = Math.min(length - done, MAX_CHUNK);
@@ -193,7 +549,12 @@ export function writableFS(FS: EmFS, client: FileClient, refused: (message: stri
       return done;
     },
     write(stream: EmStream, buffer: Bytes, offset: number, length: number, position: number) {
-      if (!hosted(stream)) throw new FS.ErrnoError(EBADF);
+      if (stream.upper) {
+        const o = opts(stream.node);
+        if (position + length > o.maxGrowthBytes) tooLarge(o, parts(stream.node), position + length);
+        return FS.write(stream.upper, buffer, offset, length, position);
+      }
+      if (stream.handle === undefined) throw new FS.ErrnoError(EBADF);
       let done = 0;
       while (done < length) {
         const chunk = view(buffer, offset + done, Math.min(length - done, MAX_CHUNK));
@@ -205,21 +566,41 @@ export function writableFS(FS: EmFS, client: FileClient, refused: (message: stri
       return done;
     },
     llseek(stream: EmStream, offset: number, whence: number) {
-      if (!hosted(stream)) return NODEFS.stream_ops.llseek(stream, offset, whence);
+      if (stream.handle === undefined && !stream.upper) return NODEFS.stream_ops.llseek(stream, offset, whence);
       let position = offset;
       if (whence === 1) position += stream.position;
-      else if (whence === 2) position += Number(call({ op: "fstat", handle: stream.handle }).answer.size);
+      else if (whence === 2) {
+        position += stream.upper
+          ? (upperOf(stream).node.node_ops as Ops).getattr(upperOf(stream).node).size
+          : Number(call({ op: "fstat", handle: stream.handle }).answer.size);
+      }
       if (position < 0) throw new FS.ErrnoError(EINVAL);
       return position;
     },
     mmap(stream: EmStream, ...rest: unknown[]) {
-      if (hosted(stream)) throw new FS.ErrnoError(ENODEV); // a writable mapping of a host file: not offered
+      if (stream.upper) return (upperOf(stream).stream_ops as Ops).mmap(upperOf(stream), ...rest);
+      if (stream.handle !== undefined) throw new FS.ErrnoError(ENODEV); // a writable mapping of a host file
       return NODEFS.stream_ops.mmap(stream, ...rest);
     },
     msync(stream: EmStream, ...rest: unknown[]) {
+      if (stream.upper) return (upperOf(stream).stream_ops as Ops).msync(upperOf(stream), ...rest);
       return NODEFS.stream_ops.msync(stream, ...rest);
     },
   };
 
+  // A JS error out of an operation would kill the worker: every one ends as an errno instead.
+  for (const ops of [nodeOps, streamOps]) {
+    for (const [name, op] of Object.entries(ops)) {
+      ops[name] = (...args: unknown[]) => {
+        try {
+          return op(...args);
+        } catch (err) {
+          if (err instanceof FS.ErrnoError) throw err;
+          const code = (err as { code?: unknown })?.code;
+          throw typeof code === "string" ? errno(code) : new FS.ErrnoError(EIO);
+        }
+      };
+    }
+  }
   return driver;
 }

@@ -13,7 +13,7 @@ import { BLOB, GUEST_EVENT, type GuestEventType, STDERR, STDOUT, type WorkerEven
 import { mountGuestFolders, PACKAGES_SITE, PREIMPORT } from "./snapshot_layout.ts";
 import { restoringSparsely } from "./sparse_restore.ts";
 import { FileClient } from "./file_channel.ts";
-import { type EmFS, type EmNode, writableFS } from "./rwfs.ts";
+import { type EmFS, type EmNode, type MountOpts, OVERLAY_ROOT, writableFS } from "./rwfs.ts";
 import type { FromWorker, Progress, ToWorker, WorkerInit } from "./messages.ts";
 import { wasmBytes, withMemoryAtLeast } from "./wasm_memory.ts";
 import { type PythonCommand, Shell, type ShellRequest } from "./shell.ts";
@@ -97,7 +97,7 @@ async function start(init: WorkerInit): Promise<void> {
   refuseSockets((pyodide as unknown as { _module: Parameters<typeof refuseSockets>[0] })._module);
   setUpOutput(pyodide, links, requests);
   mountGuestCode(pyodide, init);
-  const refusals = mountHostFolders(pyodide, init);
+  const refusals = mountHostFolders(pyodide, init, (text) => links.ring.writeText(STDERR, requests.currentId, text));
   registerHostModule(pyodide, links, requests, refusals);
   const guest = attachGuest(pyodide, restored, init.packagesSite ? PACKAGES_SITE : null, links.ring);
   serveRequests(pyodide, guest, links, requests);
@@ -213,11 +213,13 @@ function mountGuestCode(pyodide: Pyodide, init: WorkerInit): void {
 const privately = (pyodide: Pyodide) => ({ globals: pyodide.toPy({}) });
 
 /**
- * Host folders: Deno's permissions decide what may be read or written. A refused access must reach Python as
- * EACCES (PermissionError), not as a fatal JS error. Read-write mounts are read here and changed by the supervisor
- * (it refuses what host programs would later run): the refusals' reasons are kept for the guest's errors.
+ * Host folders: Deno's permissions decide what may be read. A refused access must reach Python as EACCES
+ * (PermissionError), not as a fatal JS error. Every mount is read here through the overlay driver (rwfs.ts): plain
+ * data files of a read-write mount are changed by the supervisor (it checks the same allowlist), everything else
+ * (and every write to a read-only mount) stays in the sandbox-side layer, and the user is told once per file
+ * (`notice`: a line on the cell's stderr). The supervisor's refusals' reasons are kept for the guest's errors.
  */
-function mountHostFolders(pyodide: Pyodide, init: WorkerInit): Refusals {
+function mountHostFolders(pyodide: Pyodide, init: WorkerInit, notice: (text: string) => void): Refusals {
   (Deno.errors.NotCapable.prototype as unknown as { code: string }).code = "EACCES";
   (Deno.errors.PermissionDenied.prototype as unknown as { code: string }).code = "EACCES";
   let refusal: string | null = null; // why the supervisor refused the last change (for the guest's error)
@@ -230,7 +232,10 @@ function mountHostFolders(pyodide: Pyodide, init: WorkerInit): Refusals {
     },
   };
   const files = new FileClient(init.files);
-  const writable = writableFS(pyodide.FS as unknown as EmFS, files, refusals.note);
+  const overlay = writableFS(pyodide.FS as unknown as EmFS, files, {
+    refused: refusals.note,
+    notice: (text) => notice(`${text}\n`),
+  });
   // What Deno may not read at a mount's top (`.ssh`, `.env`, ...) is left out of listings, not only unreadable.
   const hidden = new Set(init.mounts.flatMap((m) => m.hidden.map((name) => `${m.host}/${name}`)));
   const nodefs = (pyodide.FS as unknown as EmFS).filesystems.NODEFS;
@@ -240,10 +245,12 @@ function mountHostFolders(pyodide: Pyodide, init: WorkerInit): Refusals {
     const folder = nodefs.realPath(node);
     return hidden.size ? names.filter((name) => !hidden.has(`${folder}/${name}`)) : names;
   };
+  pyodide.FS.mkdirTree(OVERLAY_ROOT); // before the glue lists the sandbox's own top folders
   for (const [index, mount] of init.mounts.entries()) {
     pyodide.FS.mkdirTree(mount.guest);
-    if (mount.writable) pyodide.FS.mount(writable, { root: mount.host, index }, mount.guest);
-    else pyodide.mountNodeFS(mount.guest, mount.host);
+    const { host: root, guest, writable, hostWrites, maxGrowthBytes } = mount;
+    const opts: MountOpts = { root, index, guest, writable, hostWrites, maxGrowthBytes };
+    pyodide.FS.mount(overlay, opts, guest);
   }
   applyUmask(pyodide.FS);
   return refusals;

@@ -1,26 +1,22 @@
 /**
- * What guest code may write in a read-write mount: pure decisions, applied by the supervisor (file_service.ts).
+ * What guest code may write into a host folder: pure decisions, applied by the supervisor (file_service.ts) to
+ * every change, and used by the worker's overlay (rwfs.ts) to route each change: what is not allowed here stays in
+ * the sandbox-side layer and never reaches the host.
  *
- * Host programs trust some files in any folder they work in: git runs what `.git/config` names, pytest imports
- * `conftest.py`, make runs a Makefile's `$(shell ...)` even for `make -n`. guarded_paths.json lists them; a write
- * to a path with such a component, at any depth, is refused, unless the mount's settings allow that rule.
+ * Default-deny: host_writes.json (the file of record, also read by the kernel's Python) lists the inert data
+ * suffixes a file may have, the tool-configuration names to leave out per suffix (`package.json`, `CMakeLists.txt`,
+ * ...), and what file and folder names look like (no dot-names, no suffix-less files, no dotted folders such as
+ * `x.dist-info`). guarded_paths.json's `protected` names are not consulted here.
  */
 import guarded from "./guarded_paths.json" with { type: "json" };
+import table from "./host_writes.json" with { type: "json" };
 
-export interface ProtectedRule {
-  rule: string; // the group's name, as `allow_tool_files` takes it
-  why: string;
-  names: string[];
-}
-
-export const RULES: ProtectedRule[] = guarded.protected;
 export const VIRTUALENV_MARKER: string = guarded.virtualenv_marker;
+/** Growth in apparent bytes (st_size) a mount may take from one sandbox unless mount_limits says otherwise. */
+export const DEFAULT_MAX_GROWTH_BYTES: number = table.default_max_growth_bytes;
 
-/** A match: the rule, and the component of the path that it matched. */
-export interface Guarded {
-  rule: ProtectedRule;
-  name: string;
-}
+/** A mount's `host_writes` setting: "data" (the allowlist) or "any" (every regular file; the risk is the user's). */
+export type HostWrites = "data" | "any";
 
 // Characters that some file systems or tools drop or fold when they compare names: Unicode's default-ignorable
 // code points (git on macOS ignores them in ".git", CVE-2014-9390), and trailing dots and spaces (Windows).
@@ -37,27 +33,53 @@ function matcher(pattern: string): RegExp {
   return new RegExp(`^${body}$`, "s");
 }
 
-const MATCHERS: [ProtectedRule, RegExp, string][] = RULES.flatMap((rule) =>
-  rule.names.map((name): [ProtectedRule, RegExp, string] => [rule, matcher(name), name])
+const FILE_NAME = new RegExp(table.file_name, "u");
+const FOLDER_NAME = new RegExp(table.folder_name, "u");
+const SUFFIXES: Map<string, RegExp[]> = new Map(
+  Object.entries(table.suffixes).map(([suffix, entry]) => [suffix, entry.tool_names.map(matcher)]),
 );
-// All of them in one expression: most components match none, and are told so by one test.
-const ANY = new RegExp(MATCHERS.map(([, regex]) => `(?:${regex.source})`).join("|"), "s");
+/** The data suffixes, as the docs and messages name them (".csv", ...). */
+export const DATA_SUFFIXES: string[] = [...SUFFIXES.keys()].map((s) => `.${s}`);
 
-/** Whether `allowed` (a mount's allow_tool_files) lifts `rule` for `name`: by rule, by listed name, or "*". */
-function lifted(allowed: readonly string[], rule: ProtectedRule, name: string): boolean {
-  return allowed.some((a) => a === "*" || a === rule.rule || fold(a) === fold(name));
+/** Whether a name is exactly as written: NFC, nothing a file system or tool would drop or fold away. */
+function plain(name: string): boolean {
+  return name === name.normalize("NFC") && fold(name) === name.toLowerCase();
 }
 
-/** The first component of `parts` (a path inside a mount) that a protected rule covers, or null. */
-export function guardedComponent(parts: readonly string[], allowed: readonly string[] = []): Guarded | null {
-  for (const part of parts) {
-    const folded = fold(part);
-    if (!ANY.test(folded)) continue;
-    for (const [rule, regex, name] of MATCHERS) {
-      if (regex.test(folded) && !lifted(allowed, rule, name)) return { rule, name: part };
-    }
+/** Why a folder name may not be on the way to a host file, or null. */
+function badFolder(name: string): string | null {
+  if (plain(name) && FOLDER_NAME.test(name)) return null;
+  return `the folder name ${JSON.stringify(name)} is not plain (folders on the way to a host file are named ` +
+    "with letters, digits, '_', '-' and inner spaces only: no dot-names, no dots such as x.dist-info)";
+}
+
+/** Why a file name may not be written to a host folder, or null. */
+function badFile(name: string): string | null {
+  if (!plain(name) || !FILE_NAME.test(name)) {
+    return `${JSON.stringify(name)} is not a plain data file name (a name of letters, digits and ` +
+      "'_ .,()+=@-', not starting with a dot, ending in a data suffix)";
   }
+  const suffix = name.slice(name.lastIndexOf(".") + 1).toLowerCase();
+  const tools = SUFFIXES.get(suffix);
+  if (!tools) return `".${suffix}" is not a data suffix`;
+  const folded = fold(name);
+  if (tools.some((t) => t.test(folded))) return `${JSON.stringify(name)} is a file that tools read as settings`;
   return null;
+}
+
+/**
+ * Why `parts` (a path inside a mount) may not be written to the host folder, or null when it may: the file (or,
+ * with `directory`, the folder) name and every folder on the way, under `mode` ("any": every name; the file
+ * service's symlink, mode and size rules still apply).
+ */
+export function hostWritable(parts: readonly string[], directory: boolean, mode: HostWrites = "data"): string | null {
+  if (mode === "any") return null;
+  const folders = directory ? parts : parts.slice(0, -1);
+  for (const folder of folders) {
+    const bad = badFolder(folder);
+    if (bad) return bad;
+  }
+  return directory ? null : badFile(parts[parts.length - 1] ?? "");
 }
 
 /** Why `parts` is not a path inside a mount (a component that is empty, '.', '..' or holds '/' or NUL), or null. */

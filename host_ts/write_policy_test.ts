@@ -1,29 +1,87 @@
 import assert from "node:assert/strict";
-import { badPath, fold, guardedComponent, safeMode, suffixAllowed } from "./write_policy.ts";
+import { badPath, DATA_SUFFIXES, fold, hostWritable, safeMode, suffixAllowed } from "./write_policy.ts";
 
-Deno.test("tool files are found at any depth, case and look-alikes folded", () => {
-  const cases: [string[], string | null][] = [
-    [[".git", "config"], ".git"],
-    [["sub", "deeper", ".git"], ".git"],
-    [[".GIT", "config"], ".GIT"],
-    [[".git\u200c", "config"], ".git\u200c"],
-    [["Makefile."], "Makefile."],
-    [["tests", "conftest.py"], "conftest.py"],
-    [["lib", "evil.pth"], "evil.pth"],
-    [["__pycache__", "m.cpython-311.pyc"], "__pycache__"],
-    [["x", "jupyter_server_config.py"], "jupyter_server_config.py"],
-    [["data", "results.csv"], null],
-    [["gitignore-notes.txt"], null],
-    [["my.git.txt"], null],
-  ];
-  for (const [parts, hit] of cases) assert.deepEqual(guardedComponent(parts)?.name ?? null, hit, parts.join("/"));
+const ALLOWED: string[][] = [
+  ["results.csv"],
+  ["X.CSV"],
+  ["data", "2024", "run_1 final.parquet"],
+  ["plots", "fig-1.png"],
+  ["résumé.txt"],
+  ["out", "log.jsonl"],
+  ["report (v2).pdf"],
+  ["notes.json"],
+  ["arr.npy"],
+];
+
+const REFUSED: string[][] = [
+  ["HEAD"],
+  ["config"],
+  ["objects", "ab", "cdef"],
+  ["refs", "heads", "main"],
+  [".git", "config"],
+  [".pdbrc"],
+  ["helpers.py"],
+  ["helpers.cpython-311-x86_64-linux-gnu.so"],
+  ["helpers", "__init__.py"],
+  ["pytest.toml"],
+  [".pylintrc"],
+  ["mypy.ini"],
+  [".flake8"],
+  ["Cargo.toml"],
+  ["tests", "test_x.py"],
+  ["evil-1.0.dist-info", "entry_points.txt"],
+  ["evil.egg-info", "PKG-INFO.txt"],
+  [".ipynb_checkpoints", "a-checkpoint.csv"],
+  ["package.json"],
+  ["Package.JSON"],
+  ["deno.json"],
+  ["tsconfig.json"],
+  ["tsconfig.build.json"],
+  ["composer.json"],
+  ["CMakeLists.txt"],
+  ["requirements.txt"],
+  ["sub", "dev-requirements.txt"],
+  ["jupyter_server_config.json"],
+  ["AGENTS.md"],
+  ["x.pth"],
+  ["x.pkl"],
+  ["x.h5"],
+  ["x.npz"],
+  ["x.sh"],
+  ["x.html"],
+  ["x.svg"],
+  ["x.ipynb"],
+  ["x.csv."],
+  ["x.csv "],
+  ["x.c\u200bsv"],
+  ["x\u200b.csv"],
+  ["e\u0301.csv"], // not NFC
+  ["a.b", "x.csv"],
+  [".hidden", "x.csv"],
+  ["sub ", "x.csv"],
+  ["sub", "x.csv"], // a plain name: the control below
+];
+
+Deno.test("only plain data files of the table reach the host", () => {
+  for (const parts of ALLOWED) assert.equal(hostWritable(parts, false), null, parts.join("/"));
+  for (const parts of REFUSED.slice(0, -1)) {
+    assert.equal(typeof hostWritable(parts, false), "string", JSON.stringify(parts));
+  }
+  assert.equal(hostWritable(REFUSED[REFUSED.length - 1], false), null);
 });
 
-Deno.test("a mount may lift a rule by name, by file name, or all of them", () => {
-  assert.deepEqual(guardedComponent(["Makefile"], ["build"]), null);
-  assert.deepEqual(guardedComponent(["Makefile"], ["makefile"]), null);
-  assert.deepEqual(guardedComponent([".git", "config"], ["*"]), null);
-  assert.deepEqual(guardedComponent(["conftest.py"], ["build"])?.rule.rule, "python");
+Deno.test("folder names are plain: no dots, no dot-names, no outer spaces", () => {
+  for (const ok of [["data"], ["data", "run 2"], ["a_b-c"], ["__pycache__"]]) {
+    assert.equal(hostWritable(ok, true), null);
+  }
+  for (const bad of [[".git"], ["x.dist-info"], ["x.egg-info"], ["a "], [" a"], ["a\u200b"], ["-x"]]) {
+    assert.equal(typeof hostWritable(bad, true), "string", JSON.stringify(bad));
+  }
+});
+
+Deno.test("host_writes 'any' lets every name through; the table names its suffixes", () => {
+  assert.equal(hostWritable([".git", "config"], false, "any"), null);
+  assert.ok(DATA_SUFFIXES.includes(".csv") && !DATA_SUFFIXES.includes(".py") && !DATA_SUFFIXES.includes(".pkl"));
 });
 
 Deno.test("paths are plain names only", () => {

@@ -396,8 +396,8 @@ def test_ask_and_deny_skills_are_refused_without_an_approver(mcp: Client) -> Non
 def test_a_cancelled_call_interrupts_its_cell(mcp: Client, folders: tuple[Path, Path]) -> None:
     """The client gives up on a cell that runs forever: the server interrupts it, so the next call runs at once,
     long before the cell_timeout (60 s) would have stopped it."""
-    started = folders[0] / "started"
-    code = "open('/data/started', 'w').close()\nwhile True:\n    pass"
+    started = folders[0] / "started.txt"  # a data file: it reaches the host
+    code = "open('/data/started.txt', 'w').close()\nwhile True:\n    pass"
     call = asyncio.run_coroutine_threadsafe(mcp.session.call_tool("run_python", {"code": code}), mcp.loop)
     deadline = time.monotonic() + WAIT
     while not started.exists():  # the cell is running

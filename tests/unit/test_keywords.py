@@ -40,7 +40,7 @@ def other_value(trait: TraitType[Any, Any]) -> Any:
         return [item.values[-1]] if isinstance(item, Enum) else ["a:/b:ro", "None", "'quoted'"]
     if isinstance(trait, Dict):
         value = getattr(trait, "_value_trait", None)
-        return {"A.b": "ask"} if value is not None else {"/out": {"suffixes": [".csv"], "allow_tool_files": True}}
+        return {"A.b": "ask"} if value is not None else {"/out": {"suffixes": [".csv"], "host_writes": "any"}}
     raise AssertionError(f"no test value for a {type(trait).__name__} setting: add one here")
 
 

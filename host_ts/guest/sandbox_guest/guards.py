@@ -1,7 +1,7 @@
 """Clear errors for what the sandbox does not allow: host files, network (server sockets too), memory.
 
-Deno's permissions and the supervisor (which makes every change to a read-write mount, and refuses tool files,
-suffixes and sizes that mount_limits rule out) enforce the rules; these guards refuse first where they can, and
+Deno's permissions and the supervisor (which makes every change that reaches a host folder: plain data files only,
+within the suffixes and sizes that mount_limits allow; anything else stays in the sandbox's layer) enforce the rules; these guards refuse first where they can, and
 put the supervisor's reason into the error otherwise: a message that says what IS allowed (useful to people and
 to LLMs writing the code).
 """
@@ -111,9 +111,7 @@ def check_path(path: Any, writing: bool) -> None:
         )
     mount = _mount_of(path)
     if mount is not None:
-        if writing and not mount["writable"]:
-            raise _refuse(path, f"{mount['guest']} is a read-only mount")
-        return
+        return  # a write the host folder may not take stays in the sandbox's layer over it (rwfs.ts)
     top = path.split("/")[1] if path != "/" else ""
     if top and LIMITS.own_roots and top not in LIMITS.own_roots:
         why = f"{path!r} is not in the sandbox: the host's files are not visible here"

@@ -43,9 +43,9 @@ class KernelSettings(TypedDict, total=False):
     memory_limit_mb: int
     """Memory for the sandbox: WebAssembly memory and the JS heap, each, in MiB."""
     mount_limits: dict[str, Any]
-    """Per guest mount path: {'suffixes': ['.csv', ...], 'max_file_bytes': N, 'max_total_bytes': N, 'allow_tool_files': ['build', ...] or true}, checked by the supervisor on every write there (docs/security.md, 'What rw means')."""
+    """Per guest mount path: {'suffixes': ['.csv', ...], 'max_file_bytes': N, 'max_total_bytes': N, 'max_growth_bytes': N (default 1 GiB, apparent sizes), 'host_writes': 'data' (default: only plain data files reach the host; the rest stays inside the sandbox) or 'any' (every file: the user's risk)}, checked by the supervisor on every write there (docs/security.md, 'Host folders are default-deny')."""
     mounts: list[str]
-    """Host folders shown in the sandbox: 'host_folder:/guest/path[:ro|rw]' (default ro). Relative host folders are relative to the kernel's working directory."""
+    """Host folders shown in the sandbox: 'host_folder:/guest/path[:ro|rw]' (default ro). Relative host folders are relative to the kernel's working directory. Only plain data files written to an rw folder reach the host; the rest stays inside the sandbox (mount_limits' host_writes)."""
     os_layers: list[Literal["namespaces", "landlock", "seccomp"]]
     """The OS layers os_sandbox applies: 'namespaces' (user, IPC, UTS and, without allow_net, network), 'landlock' (files, TCP ports, signals), 'seccomp' (dangerous system calls, new processes)."""
     os_sandbox: Literal["auto", "required", "off"]
@@ -81,4 +81,4 @@ class KernelSettings(TypedDict, total=False):
     widget_modules: list[str]
     """Widget modules (npm names, e.g. 'bqplot') whose models the sandbox may create in the browser, besides the @jupyter-widgets/base, controls and output that JupyterLab ships. Only for widget libraries you trust: their views get the widget state the sandbox wrote, unchecked (their models may be drawn only by views of these modules, never by a core view; see docs/widgets.md)."""
     working_folder: Literal["off", "ro", "rw"]
-    """Mount the kernel's working folder (in JupyterLab: the notebook's folder) at /work, read-only ('ro') or read-write ('rw'), and make it the guest's working folder, so that open('data.csv') finds the file next to the notebook. 'off': the guest sees no host file unless `mounts` names it. Never your home folder or / (put the notebook in a project folder); secret folders in it (.ssh, .env, ...) stay hidden."""
+    """Mount the kernel's working folder (in JupyterLab: the notebook's folder) at /work, read-only ('ro') or read-write ('rw'), and make it the guest's working folder, so that open('data.csv') finds the file next to the notebook. 'off': the guest sees no host file unless `mounts` names it. Writes: with 'rw' only plain data files (.csv, .json, .parquet, .png, ...) reach the folder; anything else, and every write with 'ro', stays inside the sandbox (docs/security.md, 'Host folders are default-deny'). Never your home folder or / (put the notebook in a project folder); secret folders in it (.ssh, .env, ...) stay hidden."""

@@ -1,7 +1,8 @@
 """Guarded paths in mounted host folders (host_ts/guarded_paths.json, shared with the supervisor).
 
-The supervisor refuses guest writes to protected paths at any depth of a read-write mount (write_policy.ts).
-The kernel adds what it can give the other walls at a mount's top, where a project keeps its tool files:
+The supervisor lets only plain data files reach a host folder (write_policy.ts, host_writes.json: an allowlist).
+The kernel adds, as a second layer, what it can give the other walls at a mount's top, where a project keeps its
+tool files:
 Deno's --deny-write for the protected names, read-only binds of the ones that exist in the private root, and
 hidden folders (`.ssh`, `.aws`, ...) that Deno may not read and the private root covers with an empty one.
 """
@@ -31,7 +32,8 @@ def rule_names() -> list[str]:
 
 
 def _allowed(mount: Mount, rule: dict[str, Any], name: str) -> bool:
-    return any(a in ("*", rule["rule"]) or a.lower() == name.lower() for a in mount.allow_tool_files)
+    """Whether the OS layers leave `name` writable: only when the mount takes every name (host_writes "any")."""
+    return mount.host_writes == "any"
 
 
 def _matches(pattern: str, name: str) -> bool:

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
 MAX_SCAN = 10_000  # entries the start-up symlink check looks at per mount
-LIMIT_KEYS = ("suffixes", "max_file_bytes", "max_total_bytes", "allow_tool_files")
+LIMIT_KEYS = ("suffixes", "max_file_bytes", "max_total_bytes", "max_growth_bytes", "host_writes")
+HOST_WRITES = ("data", "any")  # host_ts/host_writes.json's allowlist, or every name (docs/security.md)
 
 # Guest folders that belong to Pyodide itself; a mount may not hide them.
 RESERVED = ("/lib", "/dev", "/proc", "/home/pyodide", "/tmp", "/bin", "/usr")
@@ -26,7 +28,8 @@ class Mount:
     suffixes: tuple[str, ...] = ()  # allowed file suffixes when writing ('' = any)
     max_file_bytes: int | None = None
     max_total_bytes: int | None = None  # all regular files of the mount, together
-    allow_tool_files: tuple[str, ...] = ()  # guarded_paths rules (or names, or "*") the guest may write anyway
+    max_growth_bytes: int = 1 << 30  # net growth of the mount's apparent bytes per sandbox (host_writes.json)
+    host_writes: str = "data"  # "data": only the allowlist reaches the host; "any": every name (the user's risk)
 
 
 def parse(spec: str, base: Path, limits: dict[str, dict[str, Any]] | None = None) -> Mount:
@@ -57,27 +60,39 @@ def parse(spec: str, base: Path, limits: dict[str, dict[str, Any]] | None = None
             )
     extra = (limits or {}).get(str(guest_path), {})
     unknown = set(extra) - set(LIMIT_KEYS)
+    if "allow_tool_files" in unknown:
+        raise MountError(
+            f"mount_limits[{str(guest_path)!r}]: 'allow_tool_files' was replaced by 'host_writes': \"data\" (the "
+            "default: only data files reach the host) or \"any\" (see docs/security.md, 'Host folders are default-deny')"
+        )
     if unknown:
         raise MountError(
             f"mount_limits[{str(guest_path)!r}]: unknown keys {sorted(unknown)}; use {', '.join(LIMIT_KEYS)}"
         )
     suffixes = tuple(str(s).lower() for s in extra.get("suffixes", ()))
-    sizes = {key: extra.get(key) for key in ("max_file_bytes", "max_total_bytes")}
+    sizes = {key: extra.get(key) for key in ("max_file_bytes", "max_total_bytes", "max_growth_bytes")}
     for key, value in sizes.items():
         if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value <= 0):
             raise MountError(f"mount_limits[{str(guest_path)!r}][{key!r}] must be a positive integer")
-    allow = extra.get("allow_tool_files", ())
-    if allow is True:
-        allow = ("*",)
-    if not isinstance(allow, (list, tuple)) or not all(isinstance(a, str) for a in allow):
+    host_writes = extra.get("host_writes", "data")
+    if host_writes not in HOST_WRITES:
         raise MountError(
-            f"mount_limits[{str(guest_path)!r}]['allow_tool_files'] must be a list of rule or file names "
-            "(see docs/security.md, 'What rw means'), or true for all"
+            f"mount_limits[{str(guest_path)!r}]['host_writes'] must be \"data\" (only data files reach the host) or "
+            "\"any\" (every file name; see docs/security.md, 'Host folders are default-deny')"
         )
+    growth = sizes["max_growth_bytes"] or default_max_growth_bytes()
     return Mount(
         host_path, str(guest_path), mode == "rw", suffixes, sizes["max_file_bytes"], sizes["max_total_bytes"],
-        tuple(allow),
+        growth, host_writes,
     )  # fmt: skip
+
+
+def default_max_growth_bytes() -> int:
+    """host_ts/host_writes.json's default growth quota (the file the supervisor reads too)."""
+    from sandbox_kernel import paths
+
+    table = json.loads((paths.host_dir() / "host_writes.json").read_text())
+    return int(table["default_max_growth_bytes"])
 
 
 def escaping_symlinks(mount: Mount) -> list[str]:
@@ -135,8 +150,9 @@ def guest_config(mounts: list[Mount]) -> list[dict[str, Any]]:
             "suffixes": list(m.suffixes),
             "max_file_bytes": m.max_file_bytes,
             "max_total_bytes": m.max_total_bytes,
-            "allow_tool_files": list(m.allow_tool_files),
-            "limited": bool(m.max_file_bytes or m.max_total_bytes),
+            "max_growth_bytes": m.max_growth_bytes,
+            "host_writes": m.host_writes,
+            "limited": m.writable,  # the growth quota always applies: writes raise with the host's reason
         }
         for m in mounts
     ]
@@ -154,7 +170,8 @@ def supervisor_config(mounts: list[Mount]) -> list[dict[str, Any]]:
             "suffixes": list(m.suffixes),
             "maxFileBytes": m.max_file_bytes,
             "maxTotalBytes": m.max_total_bytes,
-            "allowToolFiles": list(m.allow_tool_files),
+            "maxGrowthBytes": m.max_growth_bytes,
+            "hostWrites": m.host_writes,
             "hidden": [p.name for p in guarded_paths.hidden(m)],
         }
         for m in mounts

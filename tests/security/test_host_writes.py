@@ -1,0 +1,384 @@
+"""Host folders are default-deny: only plain data files reach them; everything else stays inside the sandbox.
+
+Promise (docs/security.md, "Host folders are default-deny"): a guest write reaches a host folder only when it is a
+regular file with a data suffix of host_ts/host_writes.json (not a tool-configuration name such as package.json),
+with a plain name in plain folders, within the mount's growth quota; any other write (and every write to a
+read-only mount) lands in the sandbox's own layer over the folder, where it works as usual, and the user is told
+once per file. Each test writes the attacker's files through the guest (Python and the shell), compares the host
+folder before and after, and runs the host program that would trust them, with a control that the same files
+written on the host do run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from attack_kit import assert_alive, token
+from jupyter_client import KernelManager
+
+from conftest import START_TIMEOUT, execute, start_kernel, stop_kernel, value
+from sandbox_kernel import Sandbox
+from sandbox_kernel.jupyter.kernelspec import KERNEL_NAME
+
+MARKER_DIR = Path(os.environ.get("TMPDIR", "/tmp"))
+
+ALLOWED = [
+    "results.csv", "X.CSV", "data/2024/run_1 final.parquet", "plots/fig-1.png", "résumé.txt", "log.jsonl",
+    "arr.npy", "report (v2).pdf", "a.tsv", "b.json", "c.ndjson", "d.log", "e.jpg", "f.jpeg", "g.gif", "h.webp",
+    "i.bmp", "j.tif", "k.tiff", "l.wav", "m.mp3", "n.flac", "o.ogg", "p.mp4", "q.webm", "r.xlsx",
+    "deep/er/notes.txt", "__pycache__/cache.json",
+]  # fmt: skip
+
+NAMED = [
+    "HEAD", "config", "objects/ab/cdef01", "refs/heads/main", "description", ".git/config", ".git/HEAD", ".pdbrc",
+    "helpers.py", "helpers.cpython-311-x86_64-linux-gnu.so", "helpers/__init__.py", "pytest.toml", "pytest.ini",
+    ".pylintrc", "mypy.ini", ".flake8", "setup.cfg", "tox.ini", "Cargo.toml", "build.rs", "tests/test_x.py",
+    "conftest.py", "tests/conftest.py", "evil-1.0.dist-info/entry_points.txt", "evil-1.0.dist-info/METADATA",
+    "evil.egg-info/PKG-INFO", ".ipynb_checkpoints/a-checkpoint.ipynb", ".ipynb_checkpoints/a-checkpoint.csv",
+    "package.json", "Package.JSON", "deno.json", "tsconfig.json", "tsconfig.app.json", "composer.json",
+    "CMakeLists.txt", "requirements.txt", "Requirements.TXT", "dev-requirements.txt", "jupyter_server_config.json",
+    "AGENTS.md", "CLAUDE.md", ".mcp.json", ".vscode/settings.json", ".envrc", ".env", "Makefile", "justfile",
+    "x.pth", "x.pkl", "x.pickle", "x.joblib", "x.h5", "x.hdf5", "x.npz", "x.sh", "x.html", "x.svg", "x.js",
+    "x.toml", "x.yaml", "x.ini", "x.cfg", "x.so", "x.ipynb", "x.PY", "X.Pth", "x.csv.", "x.csv ", "x.c\u200bsv",
+    "x\u200b.csv", "e\u0301.csv", "x.csv\u200b", "\u3164.csv", "a.b/x.csv", ".hidden/x.csv", "sub /x.csv",
+    " lead.csv", "-dash.csv", "node_modules/x/index.js", "venv/bin/activate", "x.csv/inner.txt.py",
+]  # fmt: skip
+
+
+def generated(seed: int, count: int) -> list[str]:
+    """Names no list foresaw: random extensionless files, dot-names, code suffixes, dotted folders."""
+    rng = random.Random(seed)
+    word = lambda: "".join(rng.choice("abcdefghijklmnopqrstuvwxyz0123456789_") for _ in range(rng.randint(1, 9)))  # noqa: E731
+    kinds = [
+        lambda: word(),
+        lambda: f".{word()}",
+        lambda: f".{word()}/{word()}.csv",
+        lambda: f"{word()}/.{word()}/{word()}.json",
+        lambda: f"{word()}.py",
+        lambda: f"{word()}.so",
+        lambda: f"{word()}.pth",
+        lambda: f"{word()}-{rng.randint(0, 9)}.{rng.randint(0, 9)}.dist-info/RECORD",
+        lambda: f"{word()}.{rng.choice(['exe', 'bat', 'ps1', 'wasm', 'pyc', 'md', 'rst', 'lock', 'conf'])}",
+        lambda: f"{word()}.{word()}/{word()}.txt",
+    ]
+    return [rng.choice(kinds)() for _ in range(count)]
+
+
+REFUSED = NAMED + generated(32, 60)
+
+
+def host(argv: list[str], cwd: Path, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("GIT_", "PYTEST_", "COV_CORE_", "PYTHON"))}
+    env["HOME"] = str(cwd)  # no user-wide .pdbrc, .gitconfig or plugins
+    return subprocess.run(argv, cwd=cwd, capture_output=True, text=True, timeout=120, env=env, input=stdin)
+
+
+def listing(folder: Path) -> dict[str, bytes | None]:
+    """Every entry under `folder`: files with their bytes, folders and links as None."""
+    out: dict[str, bytes | None] = {}
+    for path in folder.rglob("*"):
+        rel = str(path.relative_to(folder))
+        out[rel] = path.read_bytes() if path.is_file() and not path.is_symlink() else None
+    return out
+
+
+def payload(rel: str) -> bytes:
+    return f"written by the guest as {rel}\n".encode()
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory):
+    """The user's folder: a git repository with a module and a test."""
+    folder = tmp_path_factory.mktemp("project")
+    (folder / "helpers.py").write_text("WHO = 'user'\n")
+    (folder / "tests").mkdir()
+    (folder / "tests" / "test_user.py").write_text("def test_user():\n    assert True\n")
+    assert host(["git", "init", "-q", "."], folder).returncode == 0
+    return folder
+
+
+@pytest.fixture(scope="module")
+def plain(tmp_path_factory):
+    return tmp_path_factory.mktemp("plain")
+
+
+@pytest.fixture(scope="module")
+def mounted(project, plain):
+    km, kc = start_kernel([f"--SandboxKernel.mounts=['{project}:/out:rw', '{plain}:/plain:rw']"])
+    yield km, kc
+    stop_kernel(km, kc)
+
+
+def python_writes(base: str, names: list[str]) -> str:
+    entries = [[f"{base}/{rel}", payload(rel).hex()] for rel in names]
+    return (
+        "import os, json\nfailed = {}\n"
+        f"for path, data in json.loads({json.dumps(entries)!r}):\n"
+        "    try:\n        os.makedirs(os.path.dirname(path), exist_ok=True)\n"
+        "        with open(path, 'wb') as f:\n            f.write(bytes.fromhex(data))\n"
+        "        if open(path, 'rb').read() != bytes.fromhex(data):\n            failed[path] = 'read back differs'\n"
+        "    except Exception as exc:\n        failed[path] = repr(exc)\nfailed"
+    )
+
+
+def shell_writes(base: str, names: list[str]) -> str:
+    lines = []
+    for rel in names:
+        path = f"{base}/{rel}"
+        folder = os.path.dirname(path)
+        lines.append(f"!mkdir -p '{folder}' && printf '%s\\n' 'written by the guest as {rel}' > '{path}'")
+    return "\n".join(lines)
+
+
+def expected_host(names: list[str]) -> dict[str, bytes | None]:
+    out: dict[str, bytes | None] = {}
+    for rel in names:
+        out[rel] = payload(rel)
+        parts = rel.split("/")
+        for k in range(1, len(parts)):
+            out["/".join(parts[:k])] = None
+    return out
+
+
+@pytest.mark.parametrize("route", ["python", "shell"])
+def test_only_data_files_reach_the_host_and_the_rest_works_inside(mounted, plain, route):
+    _, kc = mounted
+    base = f"gen-{route}"
+    names = ALLOWED + REFUSED
+    assert not (plain / base).exists()
+    code = python_writes(f"/plain/{base}", names) if route == "python" else shell_writes(f"/plain/{base}", names)
+    run = execute(kc, code, timeout=300)
+    assert run.content["status"] == "ok", run.content
+    if route == "python":
+        assert value(run) == "{}"
+    else:
+        assert "Permission denied" not in run.stream() + run.stream("stderr")
+    assert listing(plain / base) == expected_host(ALLOWED)
+    # Inside the sandbox every file is there with its bytes.
+    check = (
+        "import json\nbad = []\n"
+        f"for rel in json.loads({json.dumps(names)!r}):\n"
+        f"    if open('/plain/{base}/' + rel, 'rb').read() != ('written by the guest as ' + rel + '\\n').encode():\n"
+        "        bad.append(rel)\nbad"
+    )
+    assert value(execute(kc, check)) == "[]"
+    notices = execute(kc, f"open('/plain/{base}/helpers.py', 'a').write('#')").stream("stderr")
+    assert notices == "", "told once per file, not twice"
+
+
+def test_the_user_is_told_once_which_file_stayed_inside_and_how_to_take_it_out(mounted, plain):
+    _, kc = mounted
+    run = execute(kc, "%%writefile /plain/told.py\nX = 1\n")
+    err = run.stream("stderr")
+    assert "/plain/told.py stays inside the sandbox" in err and "download_file" in err, err
+    assert '"host_writes": "any"' in err
+    assert execute(kc, "open('/plain/told.py', 'a').write('Y = 2\\n')").stream("stderr") == ""
+    assert not (plain / "told.py").exists()
+
+
+def test_writefile_then_import_works_in_the_sandbox(mounted, project):
+    _, kc = mounted
+    mod = "mod_" + "".join(c if c.isalnum() else "_" for c in token("m"))
+    assert execute(kc, f"%%writefile /out/{mod}.py\nVALUE = 41\n").content["status"] == "ok"
+    assert value(execute(kc, f"import sys\nsys.path.insert(0, '/out')\nimport {mod}\n{mod}.VALUE + 1")) == "42"
+    assert not (project / f"{mod}.py").exists()
+
+
+def test_an_atomic_write_then_rename_lands_the_data_file_on_the_host(mounted, plain):
+    _, kc = mounted
+    code = (
+        "import os, tempfile\nfd, tmp = tempfile.mkstemp(dir='/plain', suffix='.tmp')\n"
+        "os.write(fd, b'a,b\\n1,2\\n'); os.close(fd)\nos.replace(tmp, '/plain/atomic.csv')\n"
+        "sorted(n for n in os.listdir('/plain') if n.endswith('.tmp'))"
+    )
+    assert value(execute(kc, code)) == "[]"
+    assert (plain / "atomic.csv").read_bytes() == b"a,b\n1,2\n"
+    assert not list(plain.glob("*.tmp"))
+
+
+def test_the_users_own_code_is_copied_up_and_deleting_it_keeps_the_host_copy(mounted, project):
+    _, kc = mounted
+    code = (
+        "import os\nopen('/out/helpers.py', 'a').write('WHO = \"guest\"\\n')\n"
+        "import importlib, sys\nsys.path.insert(0, '/out')\nimport helpers\nimportlib.reload(helpers)\nw = helpers.WHO\n"
+        "os.remove('/out/helpers.py')\nw, os.path.exists('/out/helpers.py')"
+    )
+    assert value(execute(kc, code)) == "('guest', False)"
+    assert (project / "helpers.py").read_text() == "WHO = 'user'\n"
+    assert host([sys.executable, "-c", "import helpers; print(helpers.WHO)"], project).stdout.strip() == "user"
+
+
+def marker() -> Path:
+    return MARKER_DIR / f"hostwrite-{token('m')}"
+
+
+def git_repo_files(mark: Path) -> dict[str, str]:
+    config = f"[core]\n\trepositoryformatversion = 0\n\tbare = false\n\tworktree = .\n\tfsmonitor = touch {mark}\n"
+    return {"HEAD": "ref: refs/heads/main\n", "config": config, "objects/info/packs": "", "refs/.keep": ""}
+
+
+def plant_on_host(folder: Path, files: dict[str, str]) -> None:
+    for rel, text in files.items():
+        (folder / rel).parent.mkdir(parents=True, exist_ok=True)
+        (folder / rel).write_text(text)
+
+
+def plant_in_guest(kc, base: str, files: dict[str, str]) -> None:
+    code = (
+        "import os, json\n"
+        f"for rel, text in json.loads({json.dumps(files)!r}).items():\n"
+        f"    path = {base!r} + '/' + rel\n    os.makedirs(os.path.dirname(path), exist_ok=True)\n"
+        "    open(path, 'w').write(text)"
+    )
+    run = execute(kc, code)
+    assert run.content["status"] == "ok", run.content
+
+
+def test_git_status_runs_nothing_the_guest_wrote(mounted, project, plain, tmp_path):
+    _, kc = mounted
+    control = marker()
+    plant_on_host(tmp_path, git_repo_files(control))
+    assert host(["git", "status"], tmp_path).returncode == 0 and control.exists(), "the control must fire"
+    # A bare-looking repository from extensionless names, in a folder that is no repository ...
+    mark = marker()
+    plant_in_guest(kc, "/plain/repo", {**git_repo_files(mark), "data.csv": "a\n"})
+    assert sorted(listing(plain / "repo")) == ["data.csv"]
+    host(["git", "status"], plain / "repo")
+    # ... and the user's own repository's config, changed from the sandbox.
+    plant_in_guest(kc, "/out/.git", {"config": git_repo_files(mark)["config"]})
+    assert "fsmonitor" not in (project / ".git" / "config").read_text()
+    assert host(["git", "status", "--short"], project).returncode == 0
+    assert not mark.exists(), "LEAK: git ran the guest's fsmonitor"
+    assert_alive(kc)
+
+
+def test_pytest_runs_nothing_the_guest_wrote(mounted, project, tmp_path):
+    _, kc = mounted
+    files = lambda m: {  # noqa: E731
+        "conftest.py": f"open({str(m)!r}, 'w').write('conftest')\n",
+        "tests/conftest.py": f"open({str(m)!r}, 'w').write('conftest')\n",
+        "tests/test_planted.py": f"def test_planted():\n    open({str(m)!r}, 'w').write('test')\n",
+    }
+    control = marker()
+    plant_on_host(tmp_path, files(control))
+    host([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--no-cov"], tmp_path)
+    assert control.exists(), "the control must fire"
+    mark = marker()
+    plant_in_guest(kc, "/out", files(mark))
+    proc = host([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--no-cov", "tests"], project)
+    assert "1 passed" in proc.stdout, proc.stdout + proc.stderr
+    assert not mark.exists(), "LEAK: pytest ran the guest's code"
+
+
+def test_pdb_runs_no_pdbrc_the_guest_wrote(mounted, project, tmp_path):
+    _, kc = mounted
+    rc = lambda m: {".pdbrc": f"import pathlib; pathlib.Path({str(m)!r}).touch()\n"}  # noqa: E731
+    control = marker()
+    plant_on_host(tmp_path, {**rc(control), "run.py": "x = 1\n"})
+    host([sys.executable, "-m", "pdb", "run.py"], tmp_path, stdin="c\n")
+    assert control.exists(), "the control must fire"
+    mark = marker()
+    plant_in_guest(kc, "/out", rc(mark))
+    host([sys.executable, "-m", "pdb", "helpers.py"], project, stdin="c\n")
+    assert not mark.exists(), "LEAK: pdb ran the guest's .pdbrc"
+
+
+def test_the_users_module_wins_over_what_the_guest_wrote_beside_it(mounted, project, tmp_path):
+    _, kc = mounted
+    pkg = lambda m: {"helpers/__init__.py": f"open({str(m)!r}, 'w').write('x')\nWHO = 'guest'\n"}  # noqa: E731
+    control = marker()
+    shutil.copy(project / "helpers.py", tmp_path / "helpers.py")
+    plant_on_host(tmp_path, pkg(control))
+    assert host([sys.executable, "-c", "import helpers; print(helpers.WHO)"], tmp_path).stdout.strip() == "guest"
+    assert control.exists(), "the control must fire"
+    mark = marker()
+    tag = sys.implementation._multiarch if hasattr(sys.implementation, "_multiarch") else "x86_64-linux-gnu"
+    plant_in_guest(kc, "/out", {**pkg(mark), f"helpers.cpython-311-{tag}.so": "not an ELF", "helpers.pth": "import os"})
+    proc = host([sys.executable, "-c", "import helpers; print(helpers.WHO)"], project)
+    assert proc.stdout.strip() == "user", proc.stdout + proc.stderr
+    assert not mark.exists(), "LEAK: the host imported the guest's package"
+
+
+def test_pylint_runs_no_init_hook_the_guest_wrote(mounted, project, tmp_path):
+    if shutil.which("pylint") is None:
+        pytest.skip("pylint is not installed on this machine (the .pylintrc init-hook attack needs it)")
+    _, kc = mounted
+    rc = lambda m: {".pylintrc": f'[MAIN]\ninit-hook=\'open({str(m)!r}, "w").write("x")\'\n'}  # noqa: E731
+    control = marker()
+    plant_on_host(tmp_path, {**rc(control), "m.py": "x = 1\n"})
+    host(["pylint", "m.py"], tmp_path)
+    assert control.exists(), "the control must fire"
+    mark = marker()
+    plant_in_guest(kc, "/out", rc(mark))
+    host(["pylint", "helpers.py"], project)
+    assert not mark.exists(), "LEAK: pylint ran the guest's init-hook"
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        "with open('/plain/sparse-1.csv', 'wb') as f:\n    f.seek(1 << 40)\n    f.write(b'x')",
+        "import os\nopen('/plain/sparse-2.csv', 'w').close()\nos.truncate('/plain/sparse-2.csv', 1 << 40)",
+    ],
+    ids=["seek-write", "truncate"],
+)
+def test_a_sparse_terabyte_is_refused_by_the_growth_quota(mounted, plain, code):
+    _, kc = mounted
+    run = execute(kc, code)
+    assert run.content["status"] == "error", run.content
+    assert "max_growth_bytes" in run.content["evalue"] and "apparent sizes" in run.content["evalue"], run.content
+    for path in plain.glob("sparse-*.csv"):
+        assert path.stat().st_size < 1 << 30
+
+
+def test_a_read_only_working_folder_takes_writes_inside_and_the_host_is_unchanged(tmp_path):
+    (tmp_path / "data.csv").write_text("a\n1\n")
+    before = listing(tmp_path)
+    km = KernelManager(kernel_name=KERNEL_NAME)
+    km.start_kernel(extra_arguments=["--SandboxKernel.working_folder=ro"], cwd=str(tmp_path))
+    kc = km.client()
+    kc.start_channels()
+    try:
+        kc.wait_for_ready(timeout=START_TIMEOUT)
+        assert execute(kc, "%%writefile x.py\nprint('ran', 6 * 7)\n").content["status"] == "ok"
+        run = execute(kc, "%run x.py")
+        assert run.stream() == "ran 42\n", run.outputs
+        code = "open('data.csv', 'a').write('2\\n')\nopen('out.csv', 'w').write('b\\n')\nopen('data.csv').read()"
+        assert value(execute(kc, code)) == "'a\\n1\\n2\\n'"
+        assert "read-only mount" in execute(kc, "open('more.csv', 'w').write('c')").stream("stderr")
+    finally:
+        stop_kernel(km, kc)
+    assert listing(tmp_path) == before
+
+
+def test_a_checkpoint_keeps_the_sandbox_layer(tmp_path):
+    with Sandbox(mounts=[f"{tmp_path}:/out:rw"]) as sb:
+        assert sb.run("%%writefile /out/kept.py\nK = 7\n").ok
+        cp = sb.checkpoint()
+        assert sb.run("import os\nos.remove('/out/kept.py')\nos.path.exists('/out/kept.py')").text == "False"
+        sb.restore(cp)
+        assert sb.run("open('/out/kept.py').read()").text == "'K = 7\\n'"
+        assert sb.download("/out/kept.py") == b"K = 7\n"  # how the notice says to take it out
+    assert not (tmp_path / "kept.py").exists()
+
+
+def test_a_forged_call_past_the_driver_is_refused_by_the_supervisor(mounted, plain):
+    """Guest code shares the worker's realm: it can call the driver with a node whose mount claims host_writes
+    'any'. The supervisor applies its own copy of the mount's rules."""
+    _, kc = mounted
+    js = (
+        "(FS) => { const root = FS.lookupPath('/plain').node;"
+        " const forged = {...root, mount: {opts: {...root.mount.opts, hostWrites: 'any'}}}; forged.parent = forged;"
+        " try { root.node_ops.mknod(forged, 'HEAD', 0o100644, 0) } catch (e) { return `${e.name} ${e.errno}` }"
+        " return 'made' }"
+    )
+    run = execute(kc, f"import pyodide_js, pyodide.code\npyodide.code.run_js({js!r})(pyodide_js.FS)")
+    assert value(run) == "'ErrnoError 2'", run.content  # Emscripten's EACCES
+    assert not (plain / "HEAD").exists()
