@@ -143,19 +143,28 @@ def served_lab(tmp: Path, env_extra: dict[str, str] | None = None) -> Iterator[L
             proc.wait(timeout=10)
 
 
-@pytest.fixture(scope="module")
-def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrowserContext]:
+@contextlib.contextmanager
+def chromium(profile: Path, init_script: str | None = None) -> Iterator[BrowserContext]:
+    """Debian's headless Chromium with a profile of its own (and a script run in every page first, if given)."""
     with sync_playwright() as playwright:
         context = playwright.chromium.launch_persistent_context(
-            tmp_path_factory.mktemp("chromium-profile"),
+            profile,
             executable_path=CHROMIUM,
             headless=True,
             args=CHROMIUM_ARGS,
             viewport={"width": 1400, "height": 900},
         )
         context.set_default_timeout(30_000)
+        if init_script:
+            context.add_init_script(init_script)
         yield context
         context.close()
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrowserContext]:
+    with chromium(tmp_path_factory.mktemp("chromium-profile")) as context:
+        yield context
 
 
 @pytest.fixture

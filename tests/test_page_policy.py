@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from playwright.sync_api import BrowserContext, Locator, Page, expect, sync_playwright
+from playwright.sync_api import BrowserContext, Locator, Page, expect
 
 from conftest import Listener
 from sandbox_kernel.jupyter.kernelspec import kernel_json
@@ -37,12 +37,12 @@ from test_jupyterlab import (
     ARTIFACTS,
     CELL_MS,
     CHROMIUM,
-    CHROMIUM_ARGS,
     KERNEL,
     LIVE_IN_JUPYTERLAB,
     UI_MS,
     Lab,
     active_payloads,
+    chromium,
     hit_paths,
     open_notebook,
     run_cell,
@@ -111,18 +111,8 @@ def open_lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
 
 @pytest.fixture(scope="module")
 def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrowserContext]:
-    with sync_playwright() as playwright:
-        context = playwright.chromium.launch_persistent_context(
-            tmp_path_factory.mktemp("chromium-profile"),
-            executable_path=CHROMIUM,
-            headless=True,
-            args=CHROMIUM_ARGS,
-            viewport={"width": 1400, "height": 900},
-        )
-        context.set_default_timeout(30_000)
-        context.add_init_script(RECORD_VIOLATIONS)
+    with chromium(tmp_path_factory.mktemp("chromium-profile"), RECORD_VIOLATIONS) as context:
         yield context
-        context.close()
 
 
 @dataclass
