@@ -229,12 +229,13 @@ def test_upload_and_download_in_a_mount_of_the_gateway_machine(
     sb: Sandbox, gateway: KernelGateway, tmp_path: Path
 ) -> None:
     payload = os.urandom(3_000_000)
-    (tmp_path / "up.bin").write_bytes(payload)
-    assert sb.upload(tmp_path / "up.bin", "/data/sub/up.bin") == len(payload)
-    assert (gateway.folder / "data" / "sub" / "up.bin").read_bytes() == payload  # the gateway machine's folder
-    assert sb.download("/data/sub/up.bin") == payload
+    # A host mount takes data files only (host_ts/host_writes.json): an upload is a write of the sandbox like any other.
+    (tmp_path / "up.npy").write_bytes(payload)
+    assert sb.upload(tmp_path / "up.npy", "/data/sub/up.npy") == len(payload)
+    assert (gateway.folder / "data" / "sub" / "up.npy").read_bytes() == payload  # the gateway machine's folder
+    assert sb.download("/data/sub/up.npy") == payload
     with pytest.raises(OSError, match="more than the 10 allowed"):
-        sb.download("/data/sub/up.bin", max_bytes=10)
+        sb.download("/data/sub/up.npy", max_bytes=10)
 
 
 def test_restart_gives_a_fresh_kernel_on_the_gateway(sb: Sandbox) -> None:
