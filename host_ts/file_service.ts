@@ -202,7 +202,7 @@ export class FileService {
   /** Refuse a change to `t` that is not a plain data file (or, with `directory`, folder) of the allowlist, or that
    * goes through a symlink or into a virtual environment. */
   private mayChange(t: Target, directory: boolean): void {
-    const why = hostWritable(t.parts, directory, t.mount.hostWrites);
+    const why = hostWritable(t.parts, directory, t.mount.hostWrites, t.mount.suffixes);
     if (why) {
       throw new Refused(
         "EACCES",
@@ -416,7 +416,9 @@ export class FileService {
       for (const entry of Deno.readDirSync(host)) {
         if (++seen > MAX_MOVED) throw new Refused("EXDEV", `${from.guest} holds too many entries to move`);
         const inside = [...parts, entry.name];
-        const why = entry.isSymlink ? "a symbolic link" : hostWritable(inside, entry.isDirectory, "data");
+        const why = entry.isSymlink
+          ? "a symbolic link"
+          : hostWritable(inside, entry.isDirectory, "data", to.mount.suffixes);
         if (why) {
           throw new Refused(
             "EXDEV",

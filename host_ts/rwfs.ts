@@ -12,7 +12,7 @@
  */
 import { type FileClient, MAX_CHUNK } from "./file_channel.ts";
 import type { FileOp } from "./protocol.ts";
-import { hostWritable, type HostWrites, safeMode } from "./write_policy.ts";
+import { hostWritable, type HostWrites, OPT_IN_SUFFIXES, safeMode } from "./write_policy.ts";
 
 export const OVERLAY_ROOT = "/.sandbox_overlay";
 const O_ACCMODE = 3;
@@ -38,6 +38,7 @@ export interface MountOpts {
   guest: string;
   writable: boolean;
   hostWrites: HostWrites;
+  suffixes: string[]; // the mount's own `suffixes` (".json"): an opt-in suffix is host data only when named here
   maxGrowthBytes: number; // also the largest file the upper layer takes
 }
 
@@ -218,7 +219,7 @@ export function writableFS(FS: EmFS, client: FileClient, tell: Telling): Ops {
    * host when it is written: an empty folder stays inside the sandbox). */
   function whyNotHost(o: MountOpts, p: string[], directory: boolean): string | null {
     if (!o.writable) return `${o.guest} is a read-only mount`;
-    const why = hostWritable(p, directory, o.hostWrites);
+    const why = hostWritable(p, directory, o.hostWrites, o.suffixes);
     if (why) return why;
     if (hidden(o, p) || upperStat(o, p)) return "it replaces a file inside the sandbox";
     return null;
@@ -234,7 +235,7 @@ export function writableFS(FS: EmFS, client: FileClient, tell: Telling): Ops {
 
   /** Whether an existing host entry at `p` may be changed on the host. */
   const hostChangeable = (o: MountOpts, p: string[], directory: boolean) =>
-    o.writable && hostWritable(p, directory, o.hostWrites) === null;
+    o.writable && hostWritable(p, directory, o.hostWrites, o.suffixes) === null;
 
   const told = new Set<string>();
   function staysInside(o: MountOpts, p: string[], why: string): void {
@@ -247,9 +248,15 @@ export function writableFS(FS: EmFS, client: FileClient, tell: Telling): Ops {
         `folder take any file: SandboxKernel.mount_limits = {${stringify(o.guest)}: {"host_writes": "any"}} ` +
         `(docs/security.md, "Host folders are default-deny").`
       : " To take it out: download it (the agent API's download(), or download_file over MCP: docs/agents.md).";
+    const optIn = o.writable && OPT_IN_SUFFIXES.some((s) => path.toLowerCase().endsWith(s))
+      ? ` To let this folder take ${OPT_IN_SUFFIXES.join(" and ")} files (tools may read them as settings or code): ` +
+        `SandboxKernel.mount_limits = {${stringify(o.guest)}: {"suffixes": [${
+          OPT_IN_SUFFIXES.map((s) => stringify(s)).join(", ")
+        }, ".csv", ...]}}.`
+      : "";
     tell.notice(
       `sandbox: ${path} stays inside the sandbox, not in the host folder (${why}; only plain data files such as ` +
-        `.csv, .json, .parquet, .png reach the host).${out}`,
+        `.csv, .parquet, .png reach the host).${optIn}${out}`,
     );
   }
 

@@ -248,8 +248,8 @@ function mountHostFolders(pyodide: Pyodide, init: WorkerInit, notice: (text: str
   pyodide.FS.mkdirTree(OVERLAY_ROOT); // before the glue lists the sandbox's own top folders
   for (const [index, mount] of init.mounts.entries()) {
     pyodide.FS.mkdirTree(mount.guest);
-    const { host: root, guest, writable, hostWrites, maxGrowthBytes } = mount;
-    const opts: MountOpts = { root, index, guest, writable, hostWrites, maxGrowthBytes };
+    const { host: root, guest, writable, hostWrites, suffixes, maxGrowthBytes } = mount;
+    const opts: MountOpts = { root, index, guest, writable, hostWrites, suffixes, maxGrowthBytes };
     pyodide.FS.mount(overlay, opts, guest);
   }
   applyUmask(pyodide.FS);

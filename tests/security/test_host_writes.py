@@ -30,11 +30,16 @@ from sandbox_kernel.jupyter.kernelspec import KERNEL_NAME
 MARKER_DIR = Path(os.environ.get("TMPDIR", "/tmp"))
 
 ALLOWED = [
-    "results.csv", "X.CSV", "data/2024/run_1 final.parquet", "plots/fig-1.png", "résumé.txt", "log.jsonl",
-    "arr.npy", "report (v2).pdf", "a.tsv", "b.json", "c.ndjson", "d.log", "e.jpg", "f.jpeg", "g.gif", "h.webp",
+    "results.csv", "X.CSV", "data/2024/run_1 final.parquet", "plots/fig-1.png", "log.jsonl",
+    "arr.npy", "report (v2).pdf", "a.tsv", "c.ndjson", "d.log", "e.jpg", "f.jpeg", "g.gif", "h.webp",
     "i.bmp", "j.tif", "k.tiff", "l.wav", "m.mp3", "n.flac", "o.ogg", "p.mp4", "q.webm", "r.xlsx",
-    "deep/er/notes.txt", "__pycache__/cache.json",
+    "deep/er/notes.csv", "__pycache__/cache.csv",
 ]  # fmt: skip
+
+# Opt-in suffixes (host_writes.json `opt_in`): tools read many such files as settings or code, so they stay inside
+# unless the mount's mount_limits[...]["suffixes"] names them.
+OPT_IN = ["résumé.txt", "b.json", "deep/er/notes.txt", "__pycache__/cache.json", "requirements/base.txt",
+          "build/CMakeCache.txt", "opencode.json", "crush.json", "global.json", "conanfile.txt"]  # fmt: skip
 
 NAMED = [
     "HEAD", "config", "objects/ab/cdef01", "refs/heads/main", "description", ".git/config", ".git/HEAD", ".pdbrc",
@@ -71,7 +76,7 @@ def generated(seed: int, count: int) -> list[str]:
     return [rng.choice(kinds)() for _ in range(count)]
 
 
-REFUSED = NAMED + generated(32, 60)
+REFUSED = NAMED + OPT_IN + generated(32, 60)
 
 
 def host(argv: list[str], cwd: Path, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
@@ -110,8 +115,31 @@ def plain(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def mounted(project, plain):
-    km, kc = start_kernel([f"--SandboxKernel.mounts=['{project}:/out:rw', '{plain}:/plain:rw']"])
+def opted(tmp_path_factory):
+    return tmp_path_factory.mktemp("opted")
+
+
+@pytest.fixture(scope="module")
+def capped(tmp_path_factory):
+    return tmp_path_factory.mktemp("capped")
+
+
+QUOTA = 1_000_000
+OPTED_LIMITS = {
+    "/opted": {"suffixes": [".csv", ".json", ".txt"]},
+    "/capped": {"max_file_bytes": 1000, "max_growth_bytes": QUOTA},
+}
+
+
+@pytest.fixture(scope="module")
+def mounted(project, plain, opted, capped):
+    folders = f"'{project}:/out:rw', '{plain}:/plain:rw', '{opted}:/opted:rw', '{capped}:/capped:rw'"
+    km, kc = start_kernel(
+        [
+            f"--SandboxKernel.mounts=[{folders}]",
+            f"--SandboxKernel.mount_limits={json.dumps(OPTED_LIMITS)}",
+        ]
+    )
     yield km, kc
     stop_kernel(km, kc)
 
@@ -382,3 +410,71 @@ def test_a_forged_call_past_the_driver_is_refused_by_the_supervisor(mounted, pla
     run = execute(kc, f"import pyodide_js, pyodide.code\npyodide.code.run_js({js!r})(pyodide_js.FS)")
     assert value(run) == "'ErrnoError 2'", run.content  # Emscripten's EACCES
     assert not (plain / "HEAD").exists()
+
+
+def test_json_and_txt_reach_the_host_only_from_a_mount_whose_suffixes_name_them(mounted, plain, opted):
+    _, kc = mounted
+    run = execute(kc, "open('/plain/notes.json', 'w').write('{}')\nopen('/plain/notes.json').read()")
+    assert value(run) == "'{}'" and not (plain / "notes.json").exists()
+    told = run.stream("stderr")
+    assert "/plain/notes.json stays inside the sandbox" in told and "not host data by default" in told, told
+    assert '"suffixes": [".json", ".txt"' in told, told  # how to opt in
+    run = execute(
+        kc,
+        "open('/opted/notes.json', 'w').write('{}')\nimport os\nos.makedirs('/opted/sub', exist_ok=True)\nopen('/opted/sub/a.txt', 'w').write('t')",
+    )
+    assert run.content["status"] == "ok", run.content
+    assert (opted / "notes.json").read_text() == "{}" and (opted / "sub" / "a.txt").read_text() == "t"  # opted in
+    execute(kc, "open('/opted/package.json', 'w').write('{}')\nopen('/opted/requirements.txt', 'w').write('x')")
+    assert not (opted / "package.json").exists() and not (opted / "requirements.txt").exists()  # tool names: never
+    run = execute(kc, "open('/opted/x.log', 'w')")  # the mount's suffixes narrow the table
+    assert run.content["ename"] == "PermissionError" and "must end in .csv, .json, .txt" in run.content["evalue"]
+
+
+def test_the_suffixes_setting_only_narrows_the_table_or_adds_an_opt_in_suffix(tmp_path):
+    from sandbox_kernel.sandbox.mounts import MountError, parse
+
+    with pytest.raises(MountError, match=r"\.py is not a data suffix.*opt-in suffix: \.json, \.txt"):
+        parse(f"{tmp_path}:/o:rw", tmp_path, {"/o": {"suffixes": [".csv", ".py"]}})
+    assert parse(f"{tmp_path}:/o:rw", tmp_path, {"/o": {"suffixes": ["JSON", ".csv"]}}).suffixes == (".json", ".csv")
+    assert parse(f"{tmp_path}:/o:rw", tmp_path, {"/o": {"suffixes": [".py"], "host_writes": "any"}}).suffixes
+
+
+CMAKE_PROJECT = "cmake_minimum_required(VERSION 3.10)\nproject(p NONE)\n"
+
+
+@pytest.mark.skipif(shutil.which("cmake") is None, reason="cmake is not installed (the host program to fool)")
+def test_cmake_runs_no_include_the_guest_planted_through_its_cache(mounted, plain, tmp_path):
+    """F1: CMakeCache.txt names any file as an include, whatever its suffix; `cmake --build` re-runs it."""
+    _, kc = mounted
+
+    def configure(folder: Path) -> Path:
+        folder.mkdir()
+        (folder / "CMakeLists.txt").write_text(CMAKE_PROJECT)
+        assert host(["cmake", "-S", ".", "-B", "build"], folder).returncode == 0
+        return folder / "build"
+
+    def attack(build: Path, mark: Path) -> tuple[str, str]:
+        cache = f"CMAKE_PROJECT_INCLUDE:FILEPATH={build}/notes.txt\n"
+        return f"execute_process(COMMAND touch {mark})\n", cache
+
+    control, control_build = marker(), configure(tmp_path / "control")
+    include, cache = attack(control_build, control)
+    (control_build / "notes.txt").write_text(include)
+    with (control_build / "CMakeCache.txt").open("a") as f:
+        f.write(cache)
+    (tmp_path / "control" / "CMakeLists.txt").touch()
+    host(["cmake", "--build", "build"], tmp_path / "control")
+    assert control.exists(), "the control must fire"
+
+    mark, build = marker(), configure(plain / "cmake")
+    include, cache = attack(build, mark)
+    code = (
+        f"open('/plain/cmake/build/notes.txt', 'w').write({include!r})\n"
+        f"open('/plain/cmake/build/CMakeCache.txt', 'a').write({cache!r})"
+    )
+    assert execute(kc, code).content["status"] == "ok"
+    assert not (build / "notes.txt").exists() and "CMAKE_PROJECT_INCLUDE" not in (build / "CMakeCache.txt").read_text()
+    (plain / "cmake" / "CMakeLists.txt").touch()
+    host(["cmake", "--build", "build"], plain / "cmake")
+    assert not mark.exists(), "LEAK: cmake ran the guest's include"
