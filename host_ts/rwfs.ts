@@ -484,19 +484,40 @@ export function writableFS(FS: EmFS, client: FileClient, tell: Telling): Ops {
     },
   };
 
-  /** Copy the upper file at `from` to the host file `to` through the file service (it checks it again). */
+  let partials = 0;
+  /** A fresh data name beside `to` for its bytes on the way in: `to`'s suffix, a name the policy lets through. */
+  function partialName(o: MountOpts, to: string[]): string[] {
+    const name = to[to.length - 1];
+    const dot = name.lastIndexOf(".");
+    const tag = `sandbox-partial-${Date.now().toString(36)}-${(partials++).toString(36)}`;
+    const beside = [...to.slice(0, -1), `${name.slice(0, dot)}.${tag}${name.slice(dot)}`];
+    if (name.length < 180 && hostWritable(beside, false, o.hostWrites, o.suffixes) === null) return beside;
+    return [...to.slice(0, -1), `${tag}${name.slice(dot)}`];
+  }
+
+  /**
+   * Copy the upper file at `from` to the host file `to` through the file service (it checks it again), as "write a
+   * temporary file, then rename it" does: the bytes go to a fresh host file beside `to`, which is then renamed over
+   * it. On any failure that file is removed and `to` is as it was (the caller keeps the guest's source).
+   */
   function copyOut(o: MountOpts, from: string[], to: string[]): void {
     const data = FS.readFile(upperPath(o, from)) as Uint8Array;
     materialize(o, to.slice(0, -1));
-    if (hostMode(o, to) === null) call({ op: "mknod", mount: o.index, path: to, mode: 0o644, dir: false });
-    const handle = Number(call({ op: "open", mount: o.index, path: to, flags: O_WRONLY }).answer.handle);
+    const partial = partialName(o, to);
+    call({ op: "mknod", mount: o.index, path: partial, mode: 0o644, dir: false });
     try {
-      call({ op: "setattr", handle, size: 0 });
-      for (let done = 0; done < data.length; done += MAX_CHUNK) {
-        call({ op: "write", handle, position: done }, data.subarray(done, done + MAX_CHUNK));
+      const handle = Number(call({ op: "open", mount: o.index, path: partial, flags: O_WRONLY }).answer.handle);
+      try {
+        for (let done = 0; done < data.length; done += MAX_CHUNK) {
+          call({ op: "write", handle, position: done }, data.subarray(done, done + MAX_CHUNK));
+        }
+      } finally {
+        client.call({ op: "close", handle });
       }
-    } finally {
-      call({ op: "close", handle });
+      call({ op: "rename", mount: o.index, path: partial, to });
+    } catch (err) {
+      client.call({ op: "unlink", mount: o.index, path: partial }); // the refusal's reason stays the one told
+      throw err;
     }
   }
 

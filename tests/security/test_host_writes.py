@@ -478,3 +478,24 @@ def test_cmake_runs_no_include_the_guest_planted_through_its_cache(mounted, plai
     (plain / "cmake" / "CMakeLists.txt").touch()
     host(["cmake", "--build", "build"], plain / "cmake")
     assert not mark.exists(), "LEAK: cmake ran the guest's include"
+
+
+def test_a_refused_rename_over_a_host_file_leaves_it_and_the_source_as_they_were(mounted, capped):
+    """F2: the bytes go to a fresh file beside the destination, renamed over it only once all are written."""
+    _, kc = mounted
+    (capped / "precious.csv").write_bytes(b"p" * 500)
+    code = (
+        "import os\nopen('/capped/t.bin', 'wb').write(b'n' * 2000)\n"  # stays in the layer (not a data suffix)
+        "try:\n    os.replace('/capped/t.bin', '/capped/precious.csv')\nexcept OSError as e:\n    err = str(e)\n"
+        "err, os.path.getsize('/capped/t.bin'), open('/capped/precious.csv', 'rb').read() == b'p' * 500"
+    )
+    err, size, same = eval(value(execute(kc, code)))
+    assert "at most 1000 bytes" in err and "max_file_bytes" in err, err
+    assert (size, same) == (2000, True)
+    assert (capped / "precious.csv").read_bytes() == b"p" * 500
+    assert sorted(p.name for p in capped.iterdir()) == ["precious.csv"]  # no partial file left
+    code = "open('/capped/t2.bin', 'wb').write(b'ok')\nos.replace('/capped/t2.bin', '/capped/precious.csv')"
+    assert execute(kc, code).content["status"] == "ok"
+    assert (capped / "precious.csv").read_bytes() == b"ok"
+    assert sorted(p.name for p in capped.iterdir()) == ["precious.csv"]
+    (capped / "precious.csv").unlink()
