@@ -113,6 +113,7 @@ export interface Telling {
 }
 
 const readHostFile = Deno.readFileSync; // captured before guest code runs
+const statHostFile = Deno.statSync;
 const { stringify, parse } = JSON;
 
 /** The driver, for `FS.mount(driver, opts, guestPath)`. */
@@ -275,8 +276,12 @@ export function writableFS(FS: EmFS, client: FileClient, tell: Telling): Ops {
     if (!FS.isFile(mode)) throw new FS.ErrnoError(EXDEV);
     let data: Uint8Array;
     try {
+      // The size first: reading a file past the layer's limit into memory would end the sandbox.
+      const size = statHostFile(hostPath(o, p)).size;
+      if (size > o.maxGrowthBytes) tooLarge(o, p, size);
       data = readHostFile(hostPath(o, p));
     } catch (err) {
+      if (err instanceof FS.ErrnoError) throw err;
       throw errno(String((err as { code?: unknown })?.code ?? "ENOENT")); // gone from the host meanwhile
     }
     if (data.length > o.maxGrowthBytes) tooLarge(o, p, data.length);
@@ -287,7 +292,8 @@ export function writableFS(FS: EmFS, client: FileClient, tell: Telling): Ops {
   function tooLarge(o: MountOpts, p: string[], size: number): never {
     tell.refused(
       `files inside the sandbox's layer over ${o.guest} may be at most ${o.maxGrowthBytes} bytes (SandboxKernel.` +
-        `mount_limits[${stringify(o.guest)}]["max_growth_bytes"]); this would make ${guestPath(o, p)} ${size} bytes`,
+        `mount_limits[${stringify(o.guest)}]["max_growth_bytes"]); this would make ${guestPath(o, p)} ${size} bytes ` +
+        "(a host file that may not be changed there is copied into that layer to be written)",
     );
     throw new FS.ErrnoError(EFBIG);
   }

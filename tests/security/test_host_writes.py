@@ -592,3 +592,21 @@ def test_a_forged_rename_onto_itself_gives_nothing_back(mounted, quota):
     assert "max_growth_bytes" in eval(value(run))
     assert sum(p.stat().st_size for p in quota.iterdir()) <= QUOTA
     quota_empty_after(kc, quota)
+
+
+def test_writing_a_host_file_too_big_for_the_layer_is_refused_before_it_is_read(mounted, plain):
+    """F5: copying a 1.5 GB host file up read it all first (the sandbox was killed); the size is checked first."""
+    _, kc = mounted
+    big = plain / "mid.bin"
+    with big.open("wb") as f:
+        f.truncate(1500 << 20)  # sparse: costs no disk
+    try:
+        code = "kept = 1\ntry:\n    open('/plain/mid.bin', 'ab').write(b'x')\nexcept OSError as e:\n    err = str(e)\nerr"
+        run = execute(kc, code)
+        assert run.content["status"] == "ok", run.content
+        err = eval(value(run))
+        assert "max_growth_bytes" in err and "1073741824 bytes" in err, err
+        assert value(execute(kc, "kept")) == "1"  # the same sandbox
+        assert big.stat().st_size == 1500 << 20
+    finally:
+        big.unlink()
