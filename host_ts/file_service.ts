@@ -330,6 +330,8 @@ export class FileService {
     if (this.handles.size >= MAX_HANDLES) throw new Refused("EMFILE", `more than ${MAX_HANDLES} files open`);
     const append = (flags & O_APPEND) !== 0;
     const file = Deno.openSync(t.host, { read: access === O_RDWR, write: true, append });
+    // The guest's bytes are never executable on the host, even in a file that was (host_writes 'any' too).
+    if ((info.mode ?? 0) & 0o7111) Deno.chmodSync(t.host, (info.mode ?? 0) & 0o666);
     const handle = this.nextHandle++;
     this.handles.set(handle, { file, target: t, append, offset: append ? -1 : 0, ino: inode(file.statSync()) });
     return { handle };
@@ -416,7 +418,15 @@ export class FileService {
     }
     if (req.mode !== undefined && req.mode !== null) {
       if (!t.parts.length) throw new Refused("EBUSY", `the mode of ${t.guest} itself cannot be changed`);
-      Deno.chmodSync(t.host, safeMode(count(req.mode, "mode"), info.isDirectory));
+      const mode = safeMode(count(req.mode, "mode"), info.isDirectory);
+      if (info.isDirectory && mode !== (info.mode ?? 0) % 0o1000) {
+        throw new Refused(
+          "EPERM",
+          `changing the mode of the folder ${t.guest} is refused: the sandbox does not change the modes of host ` +
+            "folders (a folder it makes gets its mode when it is made, without group or world write)",
+        );
+      }
+      Deno.chmodSync(t.host, mode);
     }
     if (req.atime !== undefined || req.mtime !== undefined) {
       const atime = req.atime === undefined ? info.atime : new Date(count(req.atime, "time"));

@@ -113,10 +113,10 @@ export function badPath(parts: unknown): string | null {
   return total > 4096 ? "a path longer than 4096 characters" : null;
 }
 
-/** The mode a file or folder the guest creates or changes gets: no setuid/setgid/sticky, no world-write, and
- * files are not executable (a host program must never find a guest-made executable). */
+/** The mode a file or folder the guest creates or changes gets: no setuid/setgid/sticky, no group or world
+ * write, and files are not executable (a host program must never find a guest-made executable). */
 export function safeMode(mode: number, directory: boolean): number {
-  const permissions = mode & 0o777 & ~0o002;
+  const permissions = mode & 0o777 & ~0o022;
   return directory ? permissions : permissions & ~0o111;
 }
 

@@ -111,10 +111,10 @@ Deno.test("paths are plain names only", () => {
   }
 });
 
-Deno.test("modes lose setuid, world-write and (files) execute", () => {
-  assert.deepEqual(safeMode(0o6777, false), 0o664);
+Deno.test("modes lose setuid, group and world write and (files) execute", () => {
+  assert.deepEqual(safeMode(0o6777, false), 0o644);
   assert.deepEqual(safeMode(0o755, false), 0o644);
-  assert.deepEqual(safeMode(0o1777, true), 0o775);
+  assert.deepEqual(safeMode(0o1777, true), 0o755);
   assert.deepEqual(safeMode(0o700, true), 0o700);
 });
 

@@ -106,8 +106,8 @@ def test_files_the_guest_makes_get_the_usual_umask_quietly(notebook_folder):
         assert (notebook_folder / "app.log").stat().st_mode & 0o777 == 0o644
         assert (notebook_folder / "made").stat().st_mode & 0o777 == 0o755
         run = execute(kc, "os.chmod('app.log', 0o4777)\noct(os.stat('app.log').st_mode)")  # asked for explicitly
-        assert value(run) == "'0o100664'"  # no setuid, no world-write, not executable: as the host holds it
-        assert (notebook_folder / "app.log").stat().st_mode & 0o7777 == 0o664
+        assert value(run) == "'0o100644'"  # no setuid, no group or world write, not executable: as the host holds it
+        assert (notebook_folder / "app.log").stat().st_mode & 0o7777 == 0o644
     finally:
         stop_kernel(km, kc)
 

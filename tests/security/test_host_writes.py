@@ -601,7 +601,9 @@ def test_writing_a_host_file_too_big_for_the_layer_is_refused_before_it_is_read(
     with big.open("wb") as f:
         f.truncate(1500 << 20)  # sparse: costs no disk
     try:
-        code = "kept = 1\ntry:\n    open('/plain/mid.bin', 'ab').write(b'x')\nexcept OSError as e:\n    err = str(e)\nerr"
+        code = (
+            "kept = 1\ntry:\n    open('/plain/mid.bin', 'ab').write(b'x')\nexcept OSError as e:\n    err = str(e)\nerr"
+        )
         run = execute(kc, code)
         assert run.content["status"] == "ok", run.content
         err = eval(value(run))
@@ -610,3 +612,27 @@ def test_writing_a_host_file_too_big_for_the_layer_is_refused_before_it_is_read(
         assert big.stat().st_size == 1500 << 20
     finally:
         big.unlink()
+
+
+def test_host_folder_modes_stay_and_file_modes_lose_write_for_others_and_exec(mounted, plain):
+    """F4, F7: chmod of the user's folders is refused; file modes are capped; a write drops an old exec bit."""
+    _, kc = mounted
+    (plain / "src").mkdir(mode=0o755)
+    (plain / "src" / "mod.py").write_text("X = 1\n")
+    (plain / "base.csv").write_text("a\n")
+    (plain / "base.csv").chmod(0o644)
+    (plain / "run.csv").write_text("#!/bin/sh\necho user\n")
+    (plain / "run.csv").chmod(0o755)
+    try:
+        run = execute(kc, "import os\nos.chmod('/plain/src', 0)")
+        assert run.content["ename"] == "PermissionError", run.content
+        assert "the sandbox does not change the modes of host folders" in run.content["evalue"]
+        assert (plain / "src").stat().st_mode & 0o7777 == 0o755
+        run = execute(kc, "os.chmod('/plain/base.csv', 0o4777)\nopen('/plain/run.csv', 'w').write('#!/bin/sh\\nid\\n')")
+        assert run.content["status"] == "ok", run.content
+        assert (plain / "base.csv").stat().st_mode & 0o7777 == 0o644  # no setuid, group write, exec
+        assert (plain / "run.csv").stat().st_mode & 0o7777 == 0o644  # the guest's bytes are no program
+    finally:
+        shutil.rmtree(plain / "src")
+        (plain / "base.csv").unlink()
+        (plain / "run.csv").unlink()
