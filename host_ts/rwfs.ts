@@ -5,8 +5,8 @@
  * the same predicate the supervisor applies) in a read-write mount: it goes to the supervisor's file service over
  * the file channel, which checks it again and answers with an errno code (and, for a refusal, the reason, which the
  * guest's Python glue puts into the exception it raises). Everything else (a `helpers.py`, `.git/`, a read-only
- * mount's every write) goes into the upper layer: a plain MEMFS tree at `/.sandbox_overlay/<mount index>/upper`,
- * with deleted host entries listed in `/.sandbox_overlay/<mount index>/whiteouts.json`, so a checkpoint keeps it
+ * mount's every write) goes into the upper layer: a plain MEMFS tree at `/.sandbox_overlay/<guest path, URI-encoded>/upper`,
+ * with deleted host entries listed in `/.sandbox_overlay/<guest path, URI-encoded>/whiteouts.json`, so a checkpoint keeps it
  * like any of the sandbox's own files. Lookups try the upper layer first, then the host; listings merge; a write to
  * a host file that may not be changed copies it up first. The user is told once per file (`notice`).
  */
@@ -149,7 +149,10 @@ export function writableFS(FS: EmFS, client: FileClient, tell: Telling): Ops {
 
   // ---- the two layers ------------------------------------------------------------------------------------
 
-  const upperPath = (o: MountOpts, p: string[]) => [`${OVERLAY_ROOT}/${o.index}/upper`, ...p].join("/");
+  // Keyed by the mount's guest path, not its place in the list: a checkpoint restored with other mounts (or in
+  // another order) puts each folder's layer back over the folder at that path.
+  const layer = (o: MountOpts) => `${OVERLAY_ROOT}/${encodeURIComponent(o.guest)}`;
+  const upperPath = (o: MountOpts, p: string[]) => [`${layer(o)}/upper`, ...p].join("/");
   const hostPath = (o: MountOpts, p: string[]) => [o.root, ...p].join("/");
 
   function upperStat(o: MountOpts, p: string[]): Stat | null {
@@ -170,8 +173,8 @@ export function writableFS(FS: EmFS, client: FileClient, tell: Telling): Ops {
   }
 
   // Whiteouts: host paths deleted in the sandbox (kept on the host). A file in MEMFS, so checkpoints keep it.
-  const whiteouts = new Map<number, { key: string; paths: Set<string> }>();
-  const whiteoutFile = (o: MountOpts) => `${OVERLAY_ROOT}/${o.index}/whiteouts.json`;
+  const whiteouts = new Map<string, { key: string; paths: Set<string> }>();
+  const whiteoutFile = (o: MountOpts) => `${layer(o)}/whiteouts.json`;
 
   function whiteoutSet(o: MountOpts): Set<string> {
     let key = "none";
@@ -181,7 +184,7 @@ export function writableFS(FS: EmFS, client: FileClient, tell: Telling): Ops {
     } catch {
       // none yet
     }
-    const known = whiteouts.get(o.index);
+    const known = whiteouts.get(o.guest);
     if (known?.key === key) return known.paths;
     let paths = new Set<string>();
     if (key !== "none") {
@@ -192,16 +195,16 @@ export function writableFS(FS: EmFS, client: FileClient, tell: Telling): Ops {
         // unreadable: none
       }
     }
-    whiteouts.set(o.index, { key, paths });
+    whiteouts.set(o.guest, { key, paths });
     return paths;
   }
 
   function whiteOut(o: MountOpts, p: string[]): void {
     const paths = whiteoutSet(o);
     paths.add(p.join("/"));
-    FS.mkdirTree(`${OVERLAY_ROOT}/${o.index}`);
+    FS.mkdirTree(layer(o));
     FS.writeFile(whiteoutFile(o), stringify([...paths]));
-    whiteouts.delete(o.index); // re-read (with its new key) on the next use
+    whiteouts.delete(o.guest); // re-read (with its new key) on the next use
     tell.notice(
       `sandbox: deleting ${guestPath(o, p)} stays inside the sandbox: the host folder keeps the file ` +
         "(it is not a data file the sandbox may change there).",

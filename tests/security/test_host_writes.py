@@ -636,3 +636,18 @@ def test_host_folder_modes_stay_and_file_modes_lose_write_for_others_and_exec(mo
         shutil.rmtree(plain / "src")
         (plain / "base.csv").unlink()
         (plain / "run.csv").unlink()
+
+
+def test_a_checkpoint_restored_with_other_mounts_puts_each_layer_over_its_own_folder(tmp_path):
+    """F8: the layer was keyed by the mount's index, so swapped mounts got each other's files and whiteouts."""
+    cx, cy = tmp_path / "cx", tmp_path / "cy"
+    for folder, name in ((cx, "userx.py"), (cy, "usery.py")):
+        folder.mkdir()
+        (folder / name).write_text("U = 1\n")
+    with Sandbox(mounts=[f"{cx}:/a:rw", f"{cy}:/b:rw"]) as sb:
+        assert sb.run("import os\nopen('/a/evil.py', 'w').write('E = 1')\nos.remove('/a/userx.py')").ok
+        cp = sb.checkpoint()
+    with Sandbox.from_checkpoint(cp, mounts=[f"{cy}:/b:rw", f"{cx}:/a:rw"]) as sb2:
+        listed = sb2.run("import os\nsorted(os.listdir('/a')), sorted(os.listdir('/b'))").text
+        assert listed == "(['evil.py'], ['usery.py'])", listed
+    assert sorted(p.name for p in cx.iterdir()) == ["userx.py"] and sorted(p.name for p in cy.iterdir()) == ["usery.py"]
