@@ -532,6 +532,25 @@ export function writableFS(FS: EmFS, client: FileClient, tell: Telling): Ops {
 
   const upperOf = (stream: EmStream) => stream.upper as EmStream;
 
+  /** Refuse a write through a stream whose file moved to the other layer (renamed between a host data name and
+   * a name that stays inside) since it was opened: POSIX keeps the handle on the moved file; here the bytes would
+   * go to a copy no name holds any more. */
+  function stillThere(stream: EmStream): void {
+    const o = opts(stream.node);
+    const p = parts(stream.node);
+    const upper = upperStat(o, p) as (Stat & { ino?: number }) | null;
+    const moved = stream.upper // (a file removed while open takes writes, as POSIX's does)
+      ? (upper ? upper.ino !== (upperOf(stream).node as unknown as { id: number }).id : hostMode(o, p) !== null)
+      : upper !== null;
+    if (!moved) return;
+    tell.refused(
+      `writing ${guestPath(o, p)} is refused: the file was moved between the host folder and the sandbox's layer ` +
+        "since it was opened (a rename to or from a name that stays inside the sandbox), so this handle no longer " +
+        "reaches it; open it again by its name",
+    );
+    throw new FS.ErrnoError(EXDEV);
+  }
+
   const streamOps: Ops = {
     open(stream: EmStream) {
       const o = opts(stream.node);
@@ -586,6 +605,7 @@ export function writableFS(FS: EmFS, client: FileClient, tell: Telling): Ops {
       return done;
     },
     write(stream: EmStream, buffer: Bytes, offset: number, length: number, position: number) {
+      stillThere(stream);
       if (stream.upper) {
         const o = opts(stream.node);
         if (position + length > o.maxGrowthBytes) tooLarge(o, parts(stream.node), position + length);

@@ -651,3 +651,23 @@ def test_a_checkpoint_restored_with_other_mounts_puts_each_layer_over_its_own_fo
         listed = sb2.run("import os\nsorted(os.listdir('/a')), sorted(os.listdir('/b'))").text
         assert listed == "(['evil.py'], ['usery.py'])", listed
     assert sorted(p.name for p in cx.iterdir()) == ["userx.py"] and sorted(p.name for p in cy.iterdir()) == ["usery.py"]
+
+
+@pytest.mark.parametrize(("first", "then"), [("w.py", "w.csv"), ("v.csv", "v.py")])
+def test_a_write_through_a_handle_whose_file_moved_to_the_other_layer_raises(mounted, plain, first, then):
+    """F6: a rename between a host data name and a name that stays inside moves the file to the other layer; the
+    open handle's later writes were lost without an error."""
+    _, kc = mounted
+    code = (
+        f"import os\nf = open('/plain/{first}', 'w')\nf.write('first\\n'); f.flush()\n"
+        f"os.rename('/plain/{first}', '/plain/{then}')\n"
+        "try:\n    f.write('second\\n'); f.flush()\n    err = None\nexcept OSError as e:\n    err = str(e)\n"
+        "try:\n    f.close()\nexcept OSError:\n    pass\n"
+        f"err, open('/plain/{then}').read()"
+    )
+    run = execute(kc, code)
+    assert run.content["status"] == "ok", run.content
+    err, text = eval(value(run))
+    assert err is not None and "was moved between the host folder and the sandbox's layer" in err, err
+    assert text == "first\n"
+    execute(kc, f"os.remove('/plain/{then}')")
