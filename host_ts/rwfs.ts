@@ -12,7 +12,7 @@
  */
 import { type FileClient, MAX_CHUNK } from "./file_channel.ts";
 import type { FileOp } from "./protocol.ts";
-import { hostWritable, type HostWrites, OPT_IN_SUFFIXES, safeMode } from "./write_policy.ts";
+import { hostWritable, type HostWrites, MAX_DEPTH, OPT_IN_SUFFIXES, safeMode } from "./write_policy.ts";
 
 export const OVERLAY_ROOT = "/.sandbox_overlay";
 const O_ACCMODE = 3;
@@ -223,6 +223,7 @@ export function writableFS(FS: EmFS, client: FileClient, tell: Telling): Ops {
    * host when it is written: an empty folder stays inside the sandbox). */
   function whyNotHost(o: MountOpts, p: string[], directory: boolean): string | null {
     if (!o.writable) return `${o.guest} is a read-only mount`;
+    if (p.length > MAX_DEPTH) return `the path is too deep for the host folder (at most ${MAX_DEPTH} names)`;
     const why = hostWritable(p, directory, o.hostWrites, o.suffixes);
     if (why) return why;
     if (hidden(o, p) || upperStat(o, p)) return "it replaces a file inside the sandbox";

@@ -101,9 +101,13 @@ export function hostWritable(
   return directory ? null : badFile(parts[parts.length - 1] ?? "", suffixes);
 }
 
+/** The most names a path inside a mount may have to reach the host (deeper ones stay inside the sandbox). */
+export const MAX_DEPTH = 256;
+
 /** Why `parts` is not a path inside a mount (a component that is empty, '.', '..' or holds '/' or NUL), or null. */
 export function badPath(parts: unknown): string | null {
-  if (!Array.isArray(parts) || parts.length > 256) return "not a list of path components";
+  if (!Array.isArray(parts)) return "not a list of path components";
+  if (parts.length > MAX_DEPTH) return `a path too deep (at most ${MAX_DEPTH} names from the mount's folder)`;
   let total = 0;
   for (const part of parts) {
     if (typeof part !== "string" || part === "" || part === "." || part === "..") return "an empty, '.' or '..' name";

@@ -671,3 +671,21 @@ def test_a_write_through_a_handle_whose_file_moved_to_the_other_layer_raises(mou
     assert err is not None and "was moved between the host folder and the sandbox's layer" in err, err
     assert text == "first\n"
     execute(kc, f"os.remove('/plain/{then}')")
+
+
+def test_notices_are_capped_per_cell_and_a_too_deep_path_stays_inside(mounted, plain):
+    """F9: one notice per file flooded the cell (2,239 lines for a loop); a 300-deep path left 256 empty folders
+    on the host and an error that did not say why."""
+    _, kc = mounted
+    run = execute(kc, "import os\nos.makedirs('/plain/many', exist_ok=True)\n"
+                      "for i in range(20):\n    open(f'/plain/many/f{i}.bin', 'w').write('x')")  # fmt: skip
+    assert run.content["status"] == "ok", run.content
+    lines = run.stream("stderr").splitlines()
+    assert len([line for line in lines if "stays inside the sandbox" in line]) == 5, lines
+    assert lines[-1].startswith("sandbox: and 15 more files stayed inside the sandbox"), lines
+    assert not (plain / "many").exists()
+    deep = "/".join(["d"] * 257)
+    run = execute(kc, f"os.makedirs('/plain/{deep}')\nopen('/plain/{deep}/x.csv', 'w').write('a')\n"
+                      f"open('/plain/{deep}/x.csv').read()")  # fmt: skip
+    assert value(run) == "'a'" and "too deep for the host folder (at most 256 names)" in run.stream("stderr")
+    assert not (plain / "d").exists()  # no empty folders left on the host
