@@ -39,6 +39,7 @@ interface Target {
 interface Handle {
   file: Deno.FsFile;
   target: Target;
+  ino: string; // "dev:ino" of the open file: its bytes are given back only once no name and no handle holds it
   append: boolean;
   offset: number; // where the file's own cursor is (-1: unknown), so a sequential write or read needs no seek
 }
@@ -57,6 +58,11 @@ function lstat(path: string): Deno.FileInfo | null {
   } catch {
     return null;
   }
+}
+
+/** A file's identity on the host ("" when unknown). */
+function inode(info: Deno.FileInfo | null): string {
+  return info ? `${info.dev}:${info.ino}` : "";
 }
 
 function count(value: unknown, what: string): number {
@@ -148,12 +154,8 @@ export class FileService {
         return await this.write(this.handleOf(req.handle), count(req.position, "position"), payload);
       case "fstat":
         return { size: this.handleOf(req.handle).file.statSync().size };
-      case "close": {
-        const h = this.handleOf(req.handle);
-        this.handles.delete(Number(req.handle));
-        h.file.close();
-        return {};
-      }
+      case "close":
+        return await this.close(Number(req.handle), this.handleOf(req.handle));
       case "setattr":
         return await this.setattr(req);
       case "unlink":
@@ -202,7 +204,7 @@ export class FileService {
   /** Refuse a change to `t` that is not a plain data file (or, with `directory`, folder) of the allowlist, or that
    * goes through a symlink or into a virtual environment. */
   private mayChange(t: Target, directory: boolean): void {
-    const why = hostWritable(t.parts, directory, t.mount.hostWrites);
+    const why = hostWritable(t.parts, directory, t.mount.hostWrites, t.mount.suffixes);
     if (why) {
       throw new Refused(
         "EACCES",
@@ -328,9 +330,32 @@ export class FileService {
     if (this.handles.size >= MAX_HANDLES) throw new Refused("EMFILE", `more than ${MAX_HANDLES} files open`);
     const append = (flags & O_APPEND) !== 0;
     const file = Deno.openSync(t.host, { read: access === O_RDWR, write: true, append });
+    // The guest's bytes are never executable on the host, even in a file that was (host_writes 'any' too).
+    if ((info.mode ?? 0) & 0o7111) Deno.chmodSync(t.host, (info.mode ?? 0) & 0o666);
     const handle = this.nextHandle++;
-    this.handles.set(handle, { file, target: t, append, offset: append ? -1 : 0 });
+    this.handles.set(handle, { file, target: t, append, offset: append ? -1 : 0, ino: inode(file.statSync()) });
     return { handle };
+  }
+
+  /** Whether a handle holds the file `info` (then removing its last name frees nothing yet). */
+  private heldOpen(info: Deno.FileInfo): boolean {
+    const ino = inode(info);
+    for (const h of this.handles.values()) if (h.ino === ino) return true;
+    return false;
+  }
+
+  /** Give back the bytes of a file whose last name went away (now, or when its last handle closes). */
+  private async freed(t: Target, info: Deno.FileInfo): Promise<void> {
+    if (!info.isFile || (info.nlink ?? 1) > 1 || this.heldOpen(info)) return;
+    await this.grow(t, -info.size);
+  }
+
+  private async close(id: number, h: Handle): Promise<unknown> {
+    const info = h.file.statSync();
+    this.handles.delete(id);
+    h.file.close();
+    if (info.nlink === 0) await this.freed(h.target, { ...info, nlink: 1 });
+    return {};
   }
 
   private async write(h: Handle, position: number, data: Uint8Array): Promise<unknown> {
@@ -376,7 +401,11 @@ export class FileService {
   private async setattr(req: Request): Promise<unknown> {
     const handle = req.handle === undefined ? null : this.handleOf(req.handle);
     const t = handle ? handle.target : this.target(req.mount, req.path, true);
-    const info = Deno.lstatSync(t.host);
+    // Through a handle: its own file (the name it was opened by may be another file now, or none).
+    const info = handle ? handle.file.statSync() : Deno.lstatSync(t.host);
+    if (handle && (req.mode ?? req.atime ?? req.mtime) !== undefined && inode(lstat(t.host)) !== handle.ino) {
+      throw new Refused("EIO", `${t.guest} was moved or removed since it was opened: change its mode by its name`);
+    }
     if (t.parts.length) this.mayChange(t, info.isDirectory);
     if (info.isSymlink) throw new Refused("EACCES", `changing ${t.guest} is refused: it is a symbolic link`);
     if (req.size !== undefined && req.size !== null) {
@@ -389,7 +418,15 @@ export class FileService {
     }
     if (req.mode !== undefined && req.mode !== null) {
       if (!t.parts.length) throw new Refused("EBUSY", `the mode of ${t.guest} itself cannot be changed`);
-      Deno.chmodSync(t.host, safeMode(count(req.mode, "mode"), info.isDirectory));
+      const mode = safeMode(count(req.mode, "mode"), info.isDirectory);
+      if (info.isDirectory && mode !== (info.mode ?? 0) % 0o1000) {
+        throw new Refused(
+          "EPERM",
+          `changing the mode of the folder ${t.guest} is refused: the sandbox does not change the modes of host ` +
+            "folders (a folder it makes gets its mode when it is made, without group or world write)",
+        );
+      }
+      Deno.chmodSync(t.host, mode);
     }
     if (req.atime !== undefined || req.mtime !== undefined) {
       const atime = req.atime === undefined ? info.atime : new Date(count(req.atime, "time"));
@@ -405,7 +442,7 @@ export class FileService {
     if (directory && !info.isDirectory) throw new Refused("ENOTDIR");
     if (!directory && info.isDirectory) throw new Refused("EISDIR");
     Deno.removeSync(t.host);
-    if (info.isFile) await this.grow(t, -info.size);
+    await this.freed(t, info);
     return {};
   }
 
@@ -416,7 +453,9 @@ export class FileService {
       for (const entry of Deno.readDirSync(host)) {
         if (++seen > MAX_MOVED) throw new Refused("EXDEV", `${from.guest} holds too many entries to move`);
         const inside = [...parts, entry.name];
-        const why = entry.isSymlink ? "a symbolic link" : hostWritable(inside, entry.isDirectory, "data");
+        const why = entry.isSymlink
+          ? "a symbolic link"
+          : hostWritable(inside, entry.isDirectory, "data", to.mount.suffixes);
         if (why) {
           throw new Refused(
             "EXDEV",
@@ -438,8 +477,9 @@ export class FileService {
     if (info.isDirectory && from.mount.hostWrites === "data") this.mayMoveFolder(from, to);
     if (info.isFile) this.maySuffix(to);
     const replaced = lstat(to.host);
+    if (replaced && inode(replaced) === inode(info)) return {}; // the same file (rename(2): nothing to do)
     Deno.renameSync(from.host, to.host);
-    if (replaced?.isFile) await this.grow(to, -replaced.size);
+    if (replaced) await this.freed(to, replaced);
     return {};
   }
 }

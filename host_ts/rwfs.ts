@@ -5,14 +5,14 @@
  * the same predicate the supervisor applies) in a read-write mount: it goes to the supervisor's file service over
  * the file channel, which checks it again and answers with an errno code (and, for a refusal, the reason, which the
  * guest's Python glue puts into the exception it raises). Everything else (a `helpers.py`, `.git/`, a read-only
- * mount's every write) goes into the upper layer: a plain MEMFS tree at `/.sandbox_overlay/<mount index>/upper`,
- * with deleted host entries listed in `/.sandbox_overlay/<mount index>/whiteouts.json`, so a checkpoint keeps it
+ * mount's every write) goes into the upper layer: a plain MEMFS tree at `/.sandbox_overlay/<guest path, URI-encoded>/upper`,
+ * with deleted host entries listed in `/.sandbox_overlay/<guest path, URI-encoded>/whiteouts.json`, so a checkpoint keeps it
  * like any of the sandbox's own files. Lookups try the upper layer first, then the host; listings merge; a write to
  * a host file that may not be changed copies it up first. The user is told once per file (`notice`).
  */
 import { type FileClient, MAX_CHUNK } from "./file_channel.ts";
 import type { FileOp } from "./protocol.ts";
-import { hostWritable, type HostWrites, safeMode } from "./write_policy.ts";
+import { hostWritable, type HostWrites, MAX_DEPTH, OPT_IN_SUFFIXES, safeMode } from "./write_policy.ts";
 
 export const OVERLAY_ROOT = "/.sandbox_overlay";
 const O_ACCMODE = 3;
@@ -38,6 +38,7 @@ export interface MountOpts {
   guest: string;
   writable: boolean;
   hostWrites: HostWrites;
+  suffixes: string[]; // the mount's own `suffixes` (".json"): an opt-in suffix is host data only when named here
   maxGrowthBytes: number; // also the largest file the upper layer takes
 }
 
@@ -112,6 +113,7 @@ export interface Telling {
 }
 
 const readHostFile = Deno.readFileSync; // captured before guest code runs
+const statHostFile = Deno.statSync;
 const { stringify, parse } = JSON;
 
 /** The driver, for `FS.mount(driver, opts, guestPath)`. */
@@ -147,7 +149,10 @@ export function writableFS(FS: EmFS, client: FileClient, tell: Telling): Ops {
 
   // ---- the two layers ------------------------------------------------------------------------------------
 
-  const upperPath = (o: MountOpts, p: string[]) => [`${OVERLAY_ROOT}/${o.index}/upper`, ...p].join("/");
+  // Keyed by the mount's guest path, not its place in the list: a checkpoint restored with other mounts (or in
+  // another order) puts each folder's layer back over the folder at that path.
+  const layer = (o: MountOpts) => `${OVERLAY_ROOT}/${encodeURIComponent(o.guest)}`;
+  const upperPath = (o: MountOpts, p: string[]) => [`${layer(o)}/upper`, ...p].join("/");
   const hostPath = (o: MountOpts, p: string[]) => [o.root, ...p].join("/");
 
   function upperStat(o: MountOpts, p: string[]): Stat | null {
@@ -168,8 +173,8 @@ export function writableFS(FS: EmFS, client: FileClient, tell: Telling): Ops {
   }
 
   // Whiteouts: host paths deleted in the sandbox (kept on the host). A file in MEMFS, so checkpoints keep it.
-  const whiteouts = new Map<number, { key: string; paths: Set<string> }>();
-  const whiteoutFile = (o: MountOpts) => `${OVERLAY_ROOT}/${o.index}/whiteouts.json`;
+  const whiteouts = new Map<string, { key: string; paths: Set<string> }>();
+  const whiteoutFile = (o: MountOpts) => `${layer(o)}/whiteouts.json`;
 
   function whiteoutSet(o: MountOpts): Set<string> {
     let key = "none";
@@ -179,7 +184,7 @@ export function writableFS(FS: EmFS, client: FileClient, tell: Telling): Ops {
     } catch {
       // none yet
     }
-    const known = whiteouts.get(o.index);
+    const known = whiteouts.get(o.guest);
     if (known?.key === key) return known.paths;
     let paths = new Set<string>();
     if (key !== "none") {
@@ -190,16 +195,16 @@ export function writableFS(FS: EmFS, client: FileClient, tell: Telling): Ops {
         // unreadable: none
       }
     }
-    whiteouts.set(o.index, { key, paths });
+    whiteouts.set(o.guest, { key, paths });
     return paths;
   }
 
   function whiteOut(o: MountOpts, p: string[]): void {
     const paths = whiteoutSet(o);
     paths.add(p.join("/"));
-    FS.mkdirTree(`${OVERLAY_ROOT}/${o.index}`);
+    FS.mkdirTree(layer(o));
     FS.writeFile(whiteoutFile(o), stringify([...paths]));
-    whiteouts.delete(o.index); // re-read (with its new key) on the next use
+    whiteouts.delete(o.guest); // re-read (with its new key) on the next use
     tell.notice(
       `sandbox: deleting ${guestPath(o, p)} stays inside the sandbox: the host folder keeps the file ` +
         "(it is not a data file the sandbox may change there).",
@@ -218,7 +223,8 @@ export function writableFS(FS: EmFS, client: FileClient, tell: Telling): Ops {
    * host when it is written: an empty folder stays inside the sandbox). */
   function whyNotHost(o: MountOpts, p: string[], directory: boolean): string | null {
     if (!o.writable) return `${o.guest} is a read-only mount`;
-    const why = hostWritable(p, directory, o.hostWrites);
+    if (p.length > MAX_DEPTH) return `the path is too deep for the host folder (at most ${MAX_DEPTH} names)`;
+    const why = hostWritable(p, directory, o.hostWrites, o.suffixes);
     if (why) return why;
     if (hidden(o, p) || upperStat(o, p)) return "it replaces a file inside the sandbox";
     return null;
@@ -234,7 +240,7 @@ export function writableFS(FS: EmFS, client: FileClient, tell: Telling): Ops {
 
   /** Whether an existing host entry at `p` may be changed on the host. */
   const hostChangeable = (o: MountOpts, p: string[], directory: boolean) =>
-    o.writable && hostWritable(p, directory, o.hostWrites) === null;
+    o.writable && hostWritable(p, directory, o.hostWrites, o.suffixes) === null;
 
   const told = new Set<string>();
   function staysInside(o: MountOpts, p: string[], why: string): void {
@@ -247,9 +253,15 @@ export function writableFS(FS: EmFS, client: FileClient, tell: Telling): Ops {
         `folder take any file: SandboxKernel.mount_limits = {${stringify(o.guest)}: {"host_writes": "any"}} ` +
         `(docs/security.md, "Host folders are default-deny").`
       : " To take it out: download it (the agent API's download(), or download_file over MCP: docs/agents.md).";
+    const optIn = o.writable && OPT_IN_SUFFIXES.some((s) => path.toLowerCase().endsWith(s))
+      ? ` To let this folder take ${OPT_IN_SUFFIXES.join(" and ")} files (tools may read them as settings or code): ` +
+        `SandboxKernel.mount_limits = {${stringify(o.guest)}: {"suffixes": [${
+          OPT_IN_SUFFIXES.map((s) => stringify(s)).join(", ")
+        }, ".csv", ...]}}.`
+      : "";
     tell.notice(
       `sandbox: ${path} stays inside the sandbox, not in the host folder (${why}; only plain data files such as ` +
-        `.csv, .json, .parquet, .png reach the host).${out}`,
+        `.csv, .parquet, .png reach the host).${optIn}${out}`,
     );
   }
 
@@ -268,8 +280,12 @@ export function writableFS(FS: EmFS, client: FileClient, tell: Telling): Ops {
     if (!FS.isFile(mode)) throw new FS.ErrnoError(EXDEV);
     let data: Uint8Array;
     try {
+      // The size first: reading a file past the layer's limit into memory would end the sandbox.
+      const size = statHostFile(hostPath(o, p)).size;
+      if (size > o.maxGrowthBytes) tooLarge(o, p, size);
       data = readHostFile(hostPath(o, p));
     } catch (err) {
+      if (err instanceof FS.ErrnoError) throw err;
       throw errno(String((err as { code?: unknown })?.code ?? "ENOENT")); // gone from the host meanwhile
     }
     if (data.length > o.maxGrowthBytes) tooLarge(o, p, data.length);
@@ -280,7 +296,8 @@ export function writableFS(FS: EmFS, client: FileClient, tell: Telling): Ops {
   function tooLarge(o: MountOpts, p: string[], size: number): never {
     tell.refused(
       `files inside the sandbox's layer over ${o.guest} may be at most ${o.maxGrowthBytes} bytes (SandboxKernel.` +
-        `mount_limits[${stringify(o.guest)}]["max_growth_bytes"]); this would make ${guestPath(o, p)} ${size} bytes`,
+        `mount_limits[${stringify(o.guest)}]["max_growth_bytes"]); this would make ${guestPath(o, p)} ${size} bytes ` +
+        "(a host file that may not be changed there is copied into that layer to be written)",
     );
     throw new FS.ErrnoError(EFBIG);
   }
@@ -477,23 +494,63 @@ export function writableFS(FS: EmFS, client: FileClient, tell: Telling): Ops {
     },
   };
 
-  /** Copy the upper file at `from` to the host file `to` through the file service (it checks it again). */
+  let partials = 0;
+  /** A fresh data name beside `to` for its bytes on the way in: `to`'s suffix, a name the policy lets through. */
+  function partialName(o: MountOpts, to: string[]): string[] {
+    const name = to[to.length - 1];
+    const dot = name.lastIndexOf(".");
+    const tag = `sandbox-partial-${Date.now().toString(36)}-${(partials++).toString(36)}`;
+    const beside = [...to.slice(0, -1), `${name.slice(0, dot)}.${tag}${name.slice(dot)}`];
+    if (name.length < 180 && hostWritable(beside, false, o.hostWrites, o.suffixes) === null) return beside;
+    return [...to.slice(0, -1), `${tag}${name.slice(dot)}`];
+  }
+
+  /**
+   * Copy the upper file at `from` to the host file `to` through the file service (it checks it again), as "write a
+   * temporary file, then rename it" does: the bytes go to a fresh host file beside `to`, which is then renamed over
+   * it. On any failure that file is removed and `to` is as it was (the caller keeps the guest's source).
+   */
   function copyOut(o: MountOpts, from: string[], to: string[]): void {
     const data = FS.readFile(upperPath(o, from)) as Uint8Array;
     materialize(o, to.slice(0, -1));
-    if (hostMode(o, to) === null) call({ op: "mknod", mount: o.index, path: to, mode: 0o644, dir: false });
-    const handle = Number(call({ op: "open", mount: o.index, path: to, flags: O_WRONLY }).answer.handle);
+    const partial = partialName(o, to);
+    call({ op: "mknod", mount: o.index, path: partial, mode: 0o644, dir: false });
     try {
-      call({ op: "setattr", handle, size: 0 });
-      for (let done = 0; done < data.length; done += MAX_CHUNK) {
-        call({ op: "write", handle, position: done }, data.subarray(done, done + MAX_CHUNK));
+      const handle = Number(call({ op: "open", mount: o.index, path: partial, flags: O_WRONLY }).answer.handle);
+      try {
+        for (let done = 0; done < data.length; done += MAX_CHUNK) {
+          call({ op: "write", handle, position: done }, data.subarray(done, done + MAX_CHUNK));
+        }
+      } finally {
+        client.call({ op: "close", handle });
       }
-    } finally {
-      call({ op: "close", handle });
+      call({ op: "rename", mount: o.index, path: partial, to });
+    } catch (err) {
+      client.call({ op: "unlink", mount: o.index, path: partial }); // the refusal's reason stays the one told
+      throw err;
     }
   }
 
   const upperOf = (stream: EmStream) => stream.upper as EmStream;
+
+  /** Refuse a write through a stream whose file moved to the other layer (renamed between a host data name and
+   * a name that stays inside) since it was opened: POSIX keeps the handle on the moved file; here the bytes would
+   * go to a copy no name holds any more. */
+  function stillThere(stream: EmStream): void {
+    const o = opts(stream.node);
+    const p = parts(stream.node);
+    const upper = upperStat(o, p) as (Stat & { ino?: number }) | null;
+    const moved = stream.upper // (a file removed while open takes writes, as POSIX's does)
+      ? (upper ? upper.ino !== (upperOf(stream).node as unknown as { id: number }).id : hostMode(o, p) !== null)
+      : upper !== null;
+    if (!moved) return;
+    tell.refused(
+      `writing ${guestPath(o, p)} is refused: the file was moved between the host folder and the sandbox's layer ` +
+        "since it was opened (a rename to or from a name that stays inside the sandbox), so this handle no longer " +
+        "reaches it; open it again by its name",
+    );
+    throw new FS.ErrnoError(EXDEV);
+  }
 
   const streamOps: Ops = {
     open(stream: EmStream) {
@@ -549,6 +606,7 @@ export function writableFS(FS: EmFS, client: FileClient, tell: Telling): Ops {
       return done;
     },
     write(stream: EmStream, buffer: Bytes, offset: number, length: number, position: number) {
+      stillThere(stream);
       if (stream.upper) {
         const o = opts(stream.node);
         if (position + length > o.maxGrowthBytes) tooLarge(o, parts(stream.node), position + length);

@@ -13,6 +13,7 @@ import { BLOB, GUEST_EVENT, type GuestEventType, STDERR, STDOUT, type WorkerEven
 import { mountGuestFolders, PACKAGES_SITE, PREIMPORT } from "./snapshot_layout.ts";
 import { restoringSparsely } from "./sparse_restore.ts";
 import { FileClient } from "./file_channel.ts";
+import { noticeCap } from "./notice_cap.ts";
 import { type EmFS, type EmNode, type MountOpts, OVERLAY_ROOT, writableFS } from "./rwfs.ts";
 import type { FromWorker, Progress, ToWorker, WorkerInit } from "./messages.ts";
 import { wasmBytes, withMemoryAtLeast } from "./wasm_memory.ts";
@@ -70,6 +71,7 @@ interface Attribution {
   // The request that scheduled the JS timer callback now running (0: none). Its output goes to that request, which
   // the kernel drops once the request is over: a leftover timer never prints into a later cell.
   timerOrigin: number;
+  cellEnded?: () => void; // what is said at the end of each request (the count of notices left out)
 }
 
 /** The glue's calls into the guest's Python (sandbox_guest.api), looked up once it is attached. */
@@ -97,7 +99,9 @@ async function start(init: WorkerInit): Promise<void> {
   refuseSockets((pyodide as unknown as { _module: Parameters<typeof refuseSockets>[0] })._module);
   setUpOutput(pyodide, links, requests);
   mountGuestCode(pyodide, init);
-  const refusals = mountHostFolders(pyodide, init, (text) => links.ring.writeText(STDERR, requests.currentId, text));
+  const notices = noticeCap((text) => links.ring.writeText(STDERR, requests.currentId, text), () => requests.currentId);
+  requests.cellEnded = notices.end;
+  const refusals = mountHostFolders(pyodide, init, notices.say);
   registerHostModule(pyodide, links, requests, refusals);
   const guest = attachGuest(pyodide, restored, init.packagesSite ? PACKAGES_SITE : null, links.ring);
   serveRequests(pyodide, guest, links, requests);
@@ -248,8 +252,8 @@ function mountHostFolders(pyodide: Pyodide, init: WorkerInit, notice: (text: str
   pyodide.FS.mkdirTree(OVERLAY_ROOT); // before the glue lists the sandbox's own top folders
   for (const [index, mount] of init.mounts.entries()) {
     pyodide.FS.mkdirTree(mount.guest);
-    const { host: root, guest, writable, hostWrites, maxGrowthBytes } = mount;
-    const opts: MountOpts = { root, index, guest, writable, hostWrites, maxGrowthBytes };
+    const { host: root, guest, writable, hostWrites, suffixes, maxGrowthBytes } = mount;
+    const opts: MountOpts = { root, index, guest, writable, hostWrites, suffixes, maxGrowthBytes };
     pyodide.FS.mount(overlay, opts, guest);
   }
   applyUmask(pyodide.FS);
@@ -393,6 +397,7 @@ function serveRequests(pyodide: Pyodide, guest: Guest, links: Links, requests: A
       }
     }
     busy = false;
+    requests.cellEnded?.();
     requests.currentId = 0;
     // The request is over when the run has resolved here, never when guest code says so.
     report({ type: "replied", id, reply: typeof reply === "string" ? reply : "", wasmBytes: wasmBytes() });

@@ -35,11 +35,19 @@ function matcher(pattern: string): RegExp {
 
 const FILE_NAME = new RegExp(table.file_name, "u");
 const FOLDER_NAME = new RegExp(table.folder_name, "u");
-const SUFFIXES: Map<string, RegExp[]> = new Map(
-  Object.entries(table.suffixes).map(([suffix, entry]) => [suffix, entry.tool_names.map(matcher)]),
+interface SuffixRule {
+  tools: RegExp[];
+  optIn: boolean; // host data only where the mount's `suffixes` names it
+}
+const SUFFIXES: Map<string, SuffixRule> = new Map(
+  Object.entries(table.suffixes).map((
+    [suffix, entry],
+  ) => [suffix, { tools: entry.tool_names.map(matcher), optIn: (entry as { opt_in?: boolean }).opt_in === true }]),
 );
-/** The data suffixes, as the docs and messages name them (".csv", ...). */
-export const DATA_SUFFIXES: string[] = [...SUFFIXES.keys()].map((s) => `.${s}`);
+/** The data suffixes that reach the host by default, as the docs and messages name them (".csv", ...). */
+export const DATA_SUFFIXES: string[] = [...SUFFIXES].filter(([, r]) => !r.optIn).map(([s]) => `.${s}`);
+/** The suffixes a mount must name in its `suffixes` to let them reach the host (".json", ".txt"). */
+export const OPT_IN_SUFFIXES: string[] = [...SUFFIXES].filter(([, r]) => r.optIn).map(([s]) => `.${s}`);
 
 /** Whether a name is exactly as written: NFC, nothing a file system or tool would drop or fold away. */
 function plain(name: string): boolean {
@@ -53,38 +61,53 @@ function badFolder(name: string): string | null {
     "with letters, digits, '_', '-' and inner spaces only: no dot-names, no dots such as x.dist-info)";
 }
 
-/** Why a file name may not be written to a host folder, or null. */
-function badFile(name: string): string | null {
+/** Why a file name may not be written to a host folder, or null (`suffixes`: the mount's, as ".json"). */
+function badFile(name: string, suffixes: readonly string[]): string | null {
   if (!plain(name) || !FILE_NAME.test(name)) {
     return `${JSON.stringify(name)} is not a plain data file name (a name of letters, digits and ` +
       "'_ .,()+=@-', not starting with a dot, ending in a data suffix)";
   }
   const suffix = name.slice(name.lastIndexOf(".") + 1).toLowerCase();
-  const tools = SUFFIXES.get(suffix);
-  if (!tools) return `".${suffix}" is not a data suffix`;
+  const rule = SUFFIXES.get(suffix);
+  if (!rule) return `".${suffix}" is not a data suffix`;
   const folded = fold(name);
-  if (tools.some((t) => t.test(folded))) return `${JSON.stringify(name)} is a file that tools read as settings`;
+  if (rule.tools.some((t) => t.test(folded))) return `${JSON.stringify(name)} is a file that tools read as settings`;
+  // With the mount's own `suffixes`, a suffix it does not name is refused by the file service (suffixAllowed).
+  if (rule.optIn && !suffixes.length) {
+    return `".${suffix}" files are not host data by default (tools read many of them as settings or code); a ` +
+      `mount takes them only when its mount_limits[...]["suffixes"] names ".${suffix}"`;
+  }
   return null;
 }
 
 /**
  * Why `parts` (a path inside a mount) may not be written to the host folder, or null when it may: the file (or,
  * with `directory`, the folder) name and every folder on the way, under `mode` ("any": every name; the file
- * service's symlink, mode and size rules still apply).
+ * service's symlink, mode and size rules still apply) and the mount's `suffixes` (an opt-in suffix such as
+ * ".json" is host data only when they name it; a suffix they do not name is the file service's refusal).
  */
-export function hostWritable(parts: readonly string[], directory: boolean, mode: HostWrites = "data"): string | null {
+export function hostWritable(
+  parts: readonly string[],
+  directory: boolean,
+  mode: HostWrites = "data",
+  suffixes: readonly string[] = [],
+): string | null {
   if (mode === "any") return null;
   const folders = directory ? parts : parts.slice(0, -1);
   for (const folder of folders) {
     const bad = badFolder(folder);
     if (bad) return bad;
   }
-  return directory ? null : badFile(parts[parts.length - 1] ?? "");
+  return directory ? null : badFile(parts[parts.length - 1] ?? "", suffixes);
 }
+
+/** The most names a path inside a mount may have to reach the host (deeper ones stay inside the sandbox). */
+export const MAX_DEPTH = 256;
 
 /** Why `parts` is not a path inside a mount (a component that is empty, '.', '..' or holds '/' or NUL), or null. */
 export function badPath(parts: unknown): string | null {
-  if (!Array.isArray(parts) || parts.length > 256) return "not a list of path components";
+  if (!Array.isArray(parts)) return "not a list of path components";
+  if (parts.length > MAX_DEPTH) return `a path too deep (at most ${MAX_DEPTH} names from the mount's folder)`;
   let total = 0;
   for (const part of parts) {
     if (typeof part !== "string" || part === "" || part === "." || part === "..") return "an empty, '.' or '..' name";
@@ -94,14 +117,14 @@ export function badPath(parts: unknown): string | null {
   return total > 4096 ? "a path longer than 4096 characters" : null;
 }
 
-/** The mode a file or folder the guest creates or changes gets: no setuid/setgid/sticky, no world-write, and
- * files are not executable (a host program must never find a guest-made executable). */
+/** The mode a file or folder the guest creates or changes gets: no setuid/setgid/sticky, no group or world
+ * write, and files are not executable (a host program must never find a guest-made executable). */
 export function safeMode(mode: number, directory: boolean): number {
-  const permissions = mode & 0o777 & ~0o002;
+  const permissions = mode & 0o777 & ~0o022;
   return directory ? permissions : permissions & ~0o111;
 }
 
-/** Whether a file name ends in one of `suffixes` (none: any name). */
+/** Whether a file name ends in one of `suffixes` (".csv", lower case; none: any name). */
 export function suffixAllowed(name: string, suffixes: readonly string[]): boolean {
   if (!suffixes.length) return true;
   const lower = name.toLowerCase();

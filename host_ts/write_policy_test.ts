@@ -1,15 +1,21 @@
 import assert from "node:assert/strict";
-import { badPath, DATA_SUFFIXES, fold, hostWritable, safeMode, suffixAllowed } from "./write_policy.ts";
+import {
+  badPath,
+  DATA_SUFFIXES,
+  fold,
+  hostWritable,
+  OPT_IN_SUFFIXES,
+  safeMode,
+  suffixAllowed,
+} from "./write_policy.ts";
 
 const ALLOWED: string[][] = [
   ["results.csv"],
   ["X.CSV"],
   ["data", "2024", "run_1 final.parquet"],
   ["plots", "fig-1.png"],
-  ["résumé.txt"],
   ["out", "log.jsonl"],
   ["report (v2).pdf"],
-  ["notes.json"],
   ["arr.npy"],
 ];
 
@@ -70,6 +76,20 @@ Deno.test("only plain data files of the table reach the host", () => {
   assert.equal(hostWritable(REFUSED[REFUSED.length - 1], false), null);
 });
 
+Deno.test("json and txt reach the host only from a mount whose suffixes name them, tool names never", () => {
+  for (const name of ["notes.json", "résumé.txt", "CMakeCache.txt", "opencode.json", "base.txt"]) {
+    const parts = name === "base.txt" ? ["requirements", name] : [name];
+    assert.match(hostWritable(parts, false) ?? "", /not host data by default.*"suffixes"/, name);
+    assert.equal(hostWritable(parts, false, "data", [".json", ".txt"]), null, name);
+  }
+  assert.equal(typeof hostWritable(["package.json"], false, "data", [".json"]), "string");
+  assert.equal(typeof hostWritable(["requirements.txt"], false, "data", [".txt"]), "string");
+  // A mount's suffixes that leave .json out: the file service's suffix refusal, not the layer.
+  assert.equal(hostWritable(["notes.json"], false, "data", [".csv"]), null);
+  assert.ok(OPT_IN_SUFFIXES.includes(".json") && OPT_IN_SUFFIXES.includes(".txt"));
+  assert.ok(!DATA_SUFFIXES.includes(".json") && !DATA_SUFFIXES.includes(".txt"));
+});
+
 Deno.test("folder names are plain: no dots, no dot-names, no outer spaces", () => {
   for (const ok of [["data"], ["data", "run 2"], ["a_b-c"], ["__pycache__"]]) {
     assert.equal(hostWritable(ok, true), null);
@@ -91,10 +111,10 @@ Deno.test("paths are plain names only", () => {
   }
 });
 
-Deno.test("modes lose setuid, world-write and (files) execute", () => {
-  assert.deepEqual(safeMode(0o6777, false), 0o664);
+Deno.test("modes lose setuid, group and world write and (files) execute", () => {
+  assert.deepEqual(safeMode(0o6777, false), 0o644);
   assert.deepEqual(safeMode(0o755, false), 0o644);
-  assert.deepEqual(safeMode(0o1777, true), 0o775);
+  assert.deepEqual(safeMode(0o1777, true), 0o755);
   assert.deepEqual(safeMode(0o700, true), 0o700);
 });
 

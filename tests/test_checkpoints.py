@@ -222,14 +222,14 @@ def test_the_magics_in_a_notebook(kc):
 
 
 def test_mounted_files_are_the_users_and_stay_as_they_are(tmp_path):
-    (tmp_path / "shared.txt").write_text("before")
+    (tmp_path / "shared.csv").write_text("before")
     with Sandbox(mounts=[f"{tmp_path}:/data:rw"]) as sb:
         sb.run("open('/tmp/own.txt', 'w').write('mine')")
         cp = sb.checkpoint()
         assert cp.contents["files"] == 1  # /tmp/own.txt, not the mount's file
-        sb.run("open('/data/shared.txt', 'w').write('after')")
+        sb.run("open('/data/shared.csv', 'w').write('after')")
         sb.restore(cp)
-        assert sb.run("open('/data/shared.txt').read(), open('/tmp/own.txt').read()").text == "('after', 'mine')"
+        assert sb.run("open('/data/shared.csv').read(), open('/tmp/own.txt').read()").text == "('after', 'mine')"
 
 
 def test_a_checkpoint_over_the_limit_is_refused_and_nothing_is_lost():

@@ -83,9 +83,9 @@ def test_checkpoint_and_restore_through_the_gateway(mcp: Client) -> None:
 
 
 def test_files_move_within_the_gateway_machines_mounts(mcp: Client, gateway: KernelGateway) -> None:
-    assert mcp.text("upload_file", path="/data/notes.txt", content="héllo\n") == "Wrote 7 bytes to /data/notes.txt."
-    assert (gateway.folder / "data" / "notes.txt").read_bytes() == "héllo\n".encode()
-    assert mcp.text("download_file", path="/data/notes.txt") == "héllo\n"
+    assert mcp.text("upload_file", path="/data/notes.csv", content="héllo\n") == "Wrote 7 bytes to /data/notes.csv."
+    assert (gateway.folder / "data" / "notes.csv").read_bytes() == "héllo\n".encode()
+    assert mcp.text("download_file", path="/data/notes.csv") == "héllo\n"
     assert "is not a file path inside a mount" in mcp.error("download_file", path="/etc/passwd")
 
 

@@ -226,10 +226,10 @@ def test_a_cell_error_is_a_tool_error_with_the_to_llm_text(mcp: Client) -> None:
 
 def test_upload_and_download_inside_the_mounts(mcp: Client, folders: tuple[Path, Path]) -> None:
     rw, _ = folders
-    assert mcp.text("upload_file", path="/data/notes.txt", content="héllo\n") == "Wrote 7 bytes to /data/notes.txt."
-    assert (rw / "notes.txt").read_bytes() == "héllo\n".encode()
-    assert mcp.text("run_python", code="open('/data/notes.txt').read()") == "Out: 'héllo\\n'"
-    assert mcp.text("download_file", path="/data/notes.txt") == "héllo\n"
+    assert mcp.text("upload_file", path="/data/notes.csv", content="héllo\n") == "Wrote 7 bytes to /data/notes.csv."
+    assert (rw / "notes.csv").read_bytes() == "héllo\n".encode()
+    assert mcp.text("run_python", code="open('/data/notes.csv').read()") == "Out: 'héllo\\n'"
+    assert mcp.text("download_file", path="/data/notes.csv") == "héllo\n"
     assert mcp.text("download_file", path="/ro/table.csv") == "a,b\n1,2\n"
 
     blob = bytes(range(256))
@@ -396,8 +396,8 @@ def test_ask_and_deny_skills_are_refused_without_an_approver(mcp: Client) -> Non
 def test_a_cancelled_call_interrupts_its_cell(mcp: Client, folders: tuple[Path, Path]) -> None:
     """The client gives up on a cell that runs forever: the server interrupts it, so the next call runs at once,
     long before the cell_timeout (60 s) would have stopped it."""
-    started = folders[0] / "started.txt"  # a data file: it reaches the host
-    code = "open('/data/started.txt', 'w').close()\nwhile True:\n    pass"
+    started = folders[0] / "started.csv"  # a data file: it reaches the host
+    code = "open('/data/started.csv', 'w').close()\nwhile True:\n    pass"
     call = asyncio.run_coroutine_threadsafe(mcp.session.call_tool("run_python", {"code": code}), mcp.loop)
     deadline = time.monotonic() + WAIT
     while not started.exists():  # the cell is running

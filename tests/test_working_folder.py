@@ -50,15 +50,15 @@ def test_working_folder_is_the_notebooks_folder(notebook_folder, mode):
     try:
         assert value(execute(kc, "import os; os.getcwd()")) == "'/work'"
         assert value(execute(kc, "open('data.csv').read()")) == repr("a,b\n1,2\n")
-        run = execute(kc, "open('out.txt', 'w').write('made in the sandbox')")
+        run = execute(kc, "open('out.csv', 'w').write('made in the sandbox')")
         if mode == "rw":
-            assert (notebook_folder / "out.txt").read_text() == "made in the sandbox"
+            assert (notebook_folder / "out.csv").read_text() == "made in the sandbox"
         else:  # the write works inside the sandbox; the host folder is unchanged, and the user is told
             assert run.content["status"] == "ok", run.content
-            assert "/work/out.txt stays inside the sandbox" in run.stream("stderr")
+            assert "/work/out.csv stays inside the sandbox" in run.stream("stderr")
             assert "/work is a read-only mount" in run.stream("stderr")
-            assert value(execute(kc, "open('out.txt').read()")) == "'made in the sandbox'"
-            assert not (notebook_folder / "out.txt").exists()
+            assert value(execute(kc, "open('out.csv').read()")) == "'made in the sandbox'"
+            assert not (notebook_folder / "out.csv").exists()
         # After a restart the sandbox is back in the same folder.
         kc.execute("import os; os._exit(1)")
         execute(kc, "1")  # reports the restart
@@ -106,8 +106,8 @@ def test_files_the_guest_makes_get_the_usual_umask_quietly(notebook_folder):
         assert (notebook_folder / "app.log").stat().st_mode & 0o777 == 0o644
         assert (notebook_folder / "made").stat().st_mode & 0o777 == 0o755
         run = execute(kc, "os.chmod('app.log', 0o4777)\noct(os.stat('app.log').st_mode)")  # asked for explicitly
-        assert value(run) == "'0o100664'"  # no setuid, no world-write, not executable: as the host holds it
-        assert (notebook_folder / "app.log").stat().st_mode & 0o7777 == 0o664
+        assert value(run) == "'0o100644'"  # no setuid, no group or world write, not executable: as the host holds it
+        assert (notebook_folder / "app.log").stat().st_mode & 0o7777 == 0o644
     finally:
         stop_kernel(km, kc)
 
@@ -176,13 +176,13 @@ def test_project_folder_shows_the_folder_above_with_the_working_folder_in_its_pl
         assert value(execute(kc, "import os; os.getcwd()")) == "'/project/notebooks'"
         assert value(execute(kc, "open('../data.txt').read()")) == "'from above'"
         assert value(execute(kc, "%run ../tools.py\nTOOL")) == "'ran'"
-        run = execute(kc, "open('made.txt', 'w').write('here')")  # the working folder stays rw
+        run = execute(kc, "open('made.csv', 'w').write('here')")  # the working folder stays rw
         assert run.content["status"] == "ok", run.content
-        assert (project / "notebooks" / "made.txt").read_text() == "here"
-        run = execute(kc, "open('../made.txt', 'w')")  # the project folder is read-only: it stays inside
+        assert (project / "notebooks" / "made.csv").read_text() == "here"
+        run = execute(kc, "open('../made.csv', 'w')")  # the project folder is read-only: it stays inside
         assert run.content["status"] == "ok", run.content
         assert "/project is a read-only mount" in run.stream("stderr")
-        assert not (project / "made.txt").exists()
+        assert not (project / "made.csv").exists()
         run = execute(kc, "open('../../x.txt')")
         assert "goes above /project, the folder SandboxKernel.project_folder shows" in run.content["evalue"]
     finally:

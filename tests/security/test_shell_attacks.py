@@ -84,8 +84,8 @@ def test_tool_files_in_an_rw_mount_stay_inside_the_sandbox_for_the_shell(sandbox
     assert not (root / "rw" / "Makefile").exists()
     assert out == "'x'", out  # the shell reads it back inside the sandbox
     assert "/out/Makefile stays inside the sandbox" in told and '"host_writes": "any"' in told, told
-    shell_out(kc, "echo fine > /out/result.txt")
-    assert (root / "rw" / "result.txt").read_text() == "fine\n"
+    shell_out(kc, "echo fine > /out/result.csv")
+    assert (root / "rw" / "result.csv").read_text() == "fine\n"
 
 
 def test_curl_reaches_only_allow_net(sandbox, listener):

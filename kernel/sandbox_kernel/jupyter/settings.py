@@ -71,7 +71,8 @@ class SandboxSettings(LoggingConfigurable):
         "rw folder reach the host; the rest stays inside the sandbox (mount_limits' host_writes).",
     ).tag(config=True)
     mount_limits = Dict(
-        help="Per guest mount path: {'suffixes': ['.csv', ...], 'max_file_bytes': N, 'max_total_bytes': N, "
+        help="Per guest mount path: {'suffixes': ['.csv', ...] (narrows the data suffixes; the one way to let "
+        "'.json' and '.txt' reach the host), 'max_file_bytes': N, 'max_total_bytes': N, "
         "'max_growth_bytes': N (default 1 GiB, apparent sizes), 'host_writes': 'data' (default: only plain data "
         "files reach the host; the rest stays inside the sandbox) or 'any' (every file: the user's risk)}, "
         "checked by the supervisor on every write there (docs/security.md, 'Host folders are default-deny')."
@@ -194,7 +195,7 @@ class SandboxSettings(LoggingConfigurable):
         help="Mount the kernel's working folder (in JupyterLab: the notebook's folder) at /work, read-only ('ro') or "
         "read-write ('rw'), and make it the guest's working folder, so that open('data.csv') finds the file next "
         "to the notebook. 'off': the guest sees no host file unless `mounts` names it. Writes: with 'rw' only plain "
-        "data files (.csv, .json, .parquet, .png, ...) reach the folder; anything else, and every write with 'ro', "
+        "data files (.csv, .parquet, .png, ...) reach the folder; anything else, and every write with 'ro', "
         "stays inside the sandbox (docs/security.md, 'Host folders are default-deny'). Never your home folder or / "
         "(put the notebook in a project folder); secret folders in it (.ssh, .env, ...) stay hidden.",
     ).tag(config=True)

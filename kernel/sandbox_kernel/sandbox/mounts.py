@@ -69,7 +69,7 @@ def parse(spec: str, base: Path, limits: dict[str, dict[str, Any]] | None = None
         raise MountError(
             f"mount_limits[{str(guest_path)!r}]: unknown keys {sorted(unknown)}; use {', '.join(LIMIT_KEYS)}"
         )
-    suffixes = tuple(str(s).lower() for s in extra.get("suffixes", ()))
+    suffixes = _suffixes(str(guest_path), extra.get("suffixes", ()), extra.get("host_writes", "data"))
     sizes = {key: extra.get(key) for key in ("max_file_bytes", "max_total_bytes", "max_growth_bytes")}
     for key, value in sizes.items():
         if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value <= 0):
@@ -87,12 +87,40 @@ def parse(spec: str, base: Path, limits: dict[str, dict[str, Any]] | None = None
     )  # fmt: skip
 
 
-def default_max_growth_bytes() -> int:
-    """host_ts/host_writes.json's default growth quota (the file the supervisor reads too)."""
+def _table() -> dict[str, Any]:
     from sandbox_kernel import paths
 
-    table = json.loads((paths.host_dir() / "host_writes.json").read_text())
-    return int(table["default_max_growth_bytes"])
+    return dict(json.loads((paths.host_dir() / "host_writes.json").read_text()))
+
+
+def default_max_growth_bytes() -> int:
+    """host_ts/host_writes.json's default growth quota (the file the supervisor reads too)."""
+    return int(_table()["default_max_growth_bytes"])
+
+
+def _suffixes(guest: str, value: Any, host_writes: Any) -> tuple[str, ...]:
+    """A mount's `suffixes` as ".csv" names. Under host_writes "data" they may only narrow host_writes.json's
+    table, and they are the one way to let an opt-in suffix (".json", ".txt") reach the host."""
+    if isinstance(value, str) or not isinstance(value, list | tuple):
+        raise MountError(f"mount_limits[{guest!r}]['suffixes'] must be a list such as ['.csv', '.json']")
+    names = []
+    for item in value:
+        text = str(item).strip().lower().lstrip(".")
+        if not text or not text.isalnum():
+            raise MountError(f"mount_limits[{guest!r}]['suffixes']: {item!r} is not a file suffix such as '.csv'")
+        names.append(f".{text}")
+    if host_writes == "data":
+        table = _table()["suffixes"]
+        unknown = [n for n in names if n[1:] not in table]
+        if unknown:
+            opt_in = sorted(f".{k}" for k, v in table.items() if v.get("opt_in"))
+            raise MountError(
+                f"mount_limits[{guest!r}]['suffixes']: {', '.join(unknown)} is not a data suffix of "
+                "host_ts/host_writes.json; 'suffixes' only narrows that table (or adds an opt-in suffix: "
+                f"{', '.join(opt_in)}); to take any file, set 'host_writes': 'any' (docs/security.md, "
+                "'Host folders are default-deny')"
+            )
+    return tuple(names)
 
 
 def escaping_symlinks(mount: Mount) -> list[str]:
