@@ -419,11 +419,12 @@ export class FileService {
     if (req.mode !== undefined && req.mode !== null) {
       if (!t.parts.length) throw new Refused("EBUSY", `the mode of ${t.guest} itself cannot be changed`);
       const mode = safeMode(count(req.mode, "mode"), info.isDirectory);
-      if (info.isDirectory && mode !== (info.mode ?? 0) % 0o1000) {
+      if (info.isDirectory && (mode & 0o700) !== 0o700) {
         throw new Refused(
           "EPERM",
-          `changing the mode of the folder ${t.guest} is refused: the sandbox does not change the modes of host ` +
-            "folders (a folder it makes gets its mode when it is made, without group or world write)",
+          `changing the mode of the folder ${t.guest} to ${mode.toString(8).padStart(3, "0")} is refused: the ` +
+            "sandbox does not take its owner's access to a host folder away (modes that keep rwx for the owner " +
+            "are allowed, without group or world write)",
         );
       }
       Deno.chmodSync(t.host, mode);

@@ -215,7 +215,7 @@ EXITS: tuple[Exit, ...] = (
              ("tests/security/test_mounts.py::test_setuid_bits_set_by_the_guest_do_not_stay_on_the_host",
               "tests/security/test_host_writes.py::test_a_sparse_terabyte_is_refused_by_the_growth_quota",
               "tests/security/test_host_writes.py::test_truncating_through_a_handle_counts_its_own_file_not_the_name_it_was_opened_by",
-              "tests/security/test_host_writes.py::test_host_folder_modes_stay_and_file_modes_lose_write_for_others_and_exec")),
+              "tests/security/test_host_writes.py::test_host_folders_keep_their_owners_access_and_file_modes_lose_write_for_others_and_exec")),
             ("unlink", "a data file's path (the user's other files are hidden by a whiteout, kept on the host)",
              ("tests/security/test_host_writes.py::test_the_users_own_code_is_copied_up_and_deleting_it_keeps_the_"
               "host_copy", *_MOUNT_WRITES)),

@@ -343,17 +343,16 @@ def test_the_users_module_wins_over_what_the_guest_wrote_beside_it(mounted, proj
 
 
 def test_pylint_runs_no_init_hook_the_guest_wrote(mounted, project, tmp_path):
-    if shutil.which("pylint") is None:
-        pytest.skip("pylint is not installed on this machine (the .pylintrc init-hook attack needs it)")
+    pytest.importorskip("pylint", reason="pylint is in the test extras; without it the init-hook attack cannot run")
     _, kc = mounted
     rc = lambda m: {".pylintrc": f'[MAIN]\ninit-hook=\'open({str(m)!r}, "w").write("x")\'\n'}  # noqa: E731
     control = marker()
     plant_on_host(tmp_path, {**rc(control), "m.py": "x = 1\n"})
-    host(["pylint", "m.py"], tmp_path)
+    host([sys.executable, "-m", "pylint", "m.py"], tmp_path)
     assert control.exists(), "the control must fire"
     mark = marker()
     plant_in_guest(kc, "/out", rc(mark))
-    host(["pylint", "helpers.py"], project)
+    host([sys.executable, "-m", "pylint", "helpers.py"], project)
     assert not mark.exists(), "LEAK: pylint ran the guest's init-hook"
 
 
@@ -614,8 +613,8 @@ def test_writing_a_host_file_too_big_for_the_layer_is_refused_before_it_is_read(
         big.unlink()
 
 
-def test_host_folder_modes_stay_and_file_modes_lose_write_for_others_and_exec(mounted, plain):
-    """F4, F7: chmod of the user's folders is refused; file modes are capped; a write drops an old exec bit."""
+def test_host_folders_keep_their_owners_access_and_file_modes_lose_write_for_others_and_exec(mounted, plain):
+    """F4, F7: chmod that takes the owner's access to a folder away is refused; file modes are capped; a write drops an old exec bit."""
     _, kc = mounted
     (plain / "src").mkdir(mode=0o755)
     (plain / "src" / "mod.py").write_text("X = 1\n")
@@ -626,14 +625,20 @@ def test_host_folder_modes_stay_and_file_modes_lose_write_for_others_and_exec(mo
     try:
         run = execute(kc, "import os\nos.chmod('/plain/src', 0)")
         assert run.content["ename"] == "PermissionError", run.content
-        assert "the sandbox does not change the modes of host folders" in run.content["evalue"]
+        assert "does not take its owner's access to a host folder away" in run.content["evalue"]
         assert (plain / "src").stat().st_mode & 0o7777 == 0o755
+        # shutil.copytree copies a folder's mode: one that keeps the owner's access is applied, less group write.
+        copy = "import shutil\nos.mkdir('/tmp/t', 0o775)\nopen('/tmp/t/a.csv', 'w').write('x')\n"
+        run = execute(kc, copy + "shutil.copytree('/tmp/t', '/plain/copied')")
+        assert run.content["status"] == "ok", run.content
+        assert (plain / "copied").stat().st_mode & 0o7777 == 0o755
         run = execute(kc, "os.chmod('/plain/base.csv', 0o4777)\nopen('/plain/run.csv', 'w').write('#!/bin/sh\\nid\\n')")
         assert run.content["status"] == "ok", run.content
         assert (plain / "base.csv").stat().st_mode & 0o7777 == 0o644  # no setuid, group write, exec
         assert (plain / "run.csv").stat().st_mode & 0o7777 == 0o644  # the guest's bytes are no program
     finally:
         shutil.rmtree(plain / "src")
+        shutil.rmtree(plain / "copied", ignore_errors=True)
         (plain / "base.csv").unlink()
         (plain / "run.csv").unlink()
 
