@@ -324,7 +324,7 @@ class SandboxKernel(SandboxSettings, Kernel):
         if not isinstance(code, str):
             return replies.empty_complete(0, "code is not a string")
         pos = len(code) if cursor_pos is None else cursor_pos
-        if type(pos) is not int or not 0 <= pos <= len(code):
+        if not replies.within(pos, len(code)):
             return replies.empty_complete(len(code), f"cursor_pos is not a position within the code (0..{len(code)})")
         empty = replies.empty_complete(pos, replies.NO_ANSWER)
         answer = asyncio.ensure_future(self._complete_in_sandbox(code, pos, empty))
@@ -353,11 +353,9 @@ class SandboxKernel(SandboxSettings, Kernel):
             "omit_sections": list(omit_sections),
             "max_bytes": self.max_output_bytes,
         }
-        refused = {"sandbox_kernel": {"cut": replies.NO_ANSWER}}
-        reply = await self._runner.simple_request(
-            "inspect", payload, {"status": "ok", "found": False, "data": {}, "metadata": refused}
-        )
-        return replies.bound_inspect(reply, self._runner.sanitizer, self.max_output_bytes)
+        none = {"status": "ok", "found": False, "data": {}, "metadata": {replies.NOTE: {"cut": replies.NO_ANSWER}}}
+        reply = await self._runner.simple_request("inspect", payload, none)
+        return reply if reply is none else replies.bound_inspect(reply, self._runner.sanitizer, self.max_output_bytes)
 
     async def do_is_complete(self, code: str) -> dict[str, Any]:
         reply = await self._runner.simple_request("is_complete", {"code": code}, {"status": "unknown"})

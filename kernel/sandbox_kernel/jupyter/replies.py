@@ -32,7 +32,8 @@ def _utf8(text: str) -> int:
     return len(text.encode("utf-8", "surrogatepass"))
 
 
-def _within(value: Any, length: int) -> bool:
+def within(value: Any, length: int) -> bool:
+    """Whether `value` is a cursor position in a text of `length` characters (an int, not a bool)."""
     return type(value) is int and 0 <= value <= length
 
 
@@ -46,7 +47,7 @@ def bound_complete(reply: dict[str, Any], code: str, pos: int, max_bytes: int) -
     """The guest's complete_reply as it may go to the frontend."""
     start: Any = reply.get("cursor_start")
     end: Any = reply.get("cursor_end")
-    if not (_within(start, len(code)) and _within(end, len(code)) and start <= end):
+    if not (within(start, len(code)) and within(end, len(code)) and start <= end):
         return empty_complete(pos, f"the sandbox's cursor_start/cursor_end do not lie within the code (0..{len(code)})")
     raw = reply.get("matches")
     matches: list[Any] = raw if isinstance(raw, list) else []
@@ -88,7 +89,7 @@ def _completion_type(item: Any, match: str, length: int) -> dict[str, Any] | Non
     end: Any = item.get("end")
     text = item.get("text", match)
     kind, signature = item.get("type") or "<unknown>", item.get("signature") or ""
-    if not (_within(start, length) and _within(end, length) and start <= end):
+    if not (within(start, length) and within(end, length) and start <= end):
         return None
     if not (isinstance(text, str) and len(text) <= MAX_MATCH_CHARS and isinstance(kind, str)):
         return None
@@ -117,8 +118,7 @@ def bound_inspect(reply: dict[str, Any], sanitizer: OutputSanitizer, max_bytes: 
             value = "".join(value)
         if isinstance(value, str):
             texts[mime] = value
-    note = (reply.get("metadata") or {}).get(NOTE) if reply.get("data") == {} else None
-    metadata: dict[str, Any] = {NOTE: {"cut": NO_ANSWER}} if note == {"cut": NO_ANSWER} else {}
+    metadata: dict[str, Any] = {}
     dropped = sorted(set(data) - set(texts))
     if dropped:
         metadata[NOTE] = {"dropped": dropped[:32]}
