@@ -149,9 +149,11 @@ export class FileService {
       case "mknod":
         return this.mknod(this.target(req.mount, req.path), req.dir === true, count(req.mode, "mode"));
       case "open":
-        return this.open(this.target(req.mount, req.path), count(req.flags, "flags"));
-      case "write":
-        return await this.write(this.handleOf(req.handle), count(req.position, "position"), payload);
+        return await this.open(this.target(req.mount, req.path), count(req.flags, "flags"));
+      case "write": {
+        const whole = req.whole === undefined ? payload.length : count(req.whole, "whole");
+        return await this.write(this.handleOf(req.handle), count(req.position, "position"), payload, whole);
+      }
       case "fstat":
         return { size: this.handleOf(req.handle).file.statSync().size };
       case "close":
@@ -275,10 +277,20 @@ export class FileService {
    * then count it. */
   private async grow(t: Target, delta: number, check = true): Promise<void> {
     if (delta === 0) return;
-    const grown = this.grown.get(t.index) ?? 0;
+    const { grown, used } = await this.counts(t);
+    if (check) this.mayGrow(t, delta, grown, used);
+    this.grown.set(t.index, grown + delta);
+    if (used !== null) this.used.set(t.index, Math.max(0, used + delta));
+  }
+
+  private async counts(t: Target): Promise<{ grown: number; used: number | null }> {
     const tracked = this.used.get(t.index);
-    const used = tracked === undefined ? null : await tracked;
-    if (check && delta > 0 && used !== null && used + delta > (t.mount.maxTotalBytes as number)) {
+    return { grown: this.grown.get(t.index) ?? 0, used: tracked === undefined ? null : await tracked };
+  }
+
+  /** Refuse growing the mount's files by `delta` past max_total_bytes or max_growth_bytes (counting nothing). */
+  private mayGrow(t: Target, delta: number, grown: number, used: number | null): void {
+    if (delta > 0 && used !== null && used + delta > (t.mount.maxTotalBytes as number)) {
       throw new Refused(
         "ENOSPC",
         `${t.mount.guest} may hold at most ${t.mount.maxTotalBytes} bytes of files (SandboxKernel.` +
@@ -287,7 +299,7 @@ export class FileService {
       );
     }
     const quota = t.mount.maxGrowthBytes;
-    if (check && delta > 0 && grown + delta > quota) {
+    if (delta > 0 && grown + delta > quota) {
       throw new Refused(
         "ENOSPC",
         `the sandbox may add at most ${quota} bytes to ${t.mount.guest} (apparent sizes: a sparse file counts at ` +
@@ -295,8 +307,20 @@ export class FileService {
           `it has added ${grown}, and this would add ${delta} more (${t.guest})`,
       );
     }
-    this.grown.set(t.index, grown + delta);
-    if (used !== null) this.used.set(t.index, Math.max(0, used + delta));
+  }
+
+  /**
+   * How many more bytes the file of `h` (now `size` bytes) may grow by before a limit refuses a write: the guest's
+   * glue lets writes wait in Python's buffers only while they fit, so the write that crosses a limit is the one
+   * that fails. Exact for one file being written; others written meanwhile share max_total_bytes and the quota.
+   */
+  private async room(h: Handle, size: number): Promise<number> {
+    const t = h.target;
+    const { grown, used } = await this.counts(t);
+    let room = t.mount.maxGrowthBytes - grown;
+    if (t.mount.maxFileBytes !== null) room = Math.min(room, t.mount.maxFileBytes - size);
+    if (used !== null) room = Math.min(room, (t.mount.maxTotalBytes as number) - used);
+    return Math.max(0, room);
   }
 
   // ---- the calls -----------------------------------------------------------------------------------------
@@ -313,7 +337,7 @@ export class FileService {
     return { mode: Deno.lstatSync(t.host).mode };
   }
 
-  private open(t: Target, flags: number): unknown {
+  private async open(t: Target, flags: number): Promise<unknown> {
     const access = flags & O_ACCMODE;
     if (access === 0) throw new Refused("EINVAL", "the sandbox opens files for reading itself");
     this.mayChange(t, false);
@@ -333,8 +357,9 @@ export class FileService {
     // The guest's bytes are never executable on the host, even in a file that was (host_writes 'any' too).
     if ((info.mode ?? 0) & 0o7111) Deno.chmodSync(t.host, (info.mode ?? 0) & 0o666);
     const handle = this.nextHandle++;
-    this.handles.set(handle, { file, target: t, append, offset: append ? -1 : 0, ino: inode(file.statSync()) });
-    return { handle };
+    const h: Handle = { file, target: t, append, offset: append ? -1 : 0, ino: inode(file.statSync()) };
+    this.handles.set(handle, h);
+    return { handle, room: await this.room(h, info.size) };
   }
 
   /** Whether a handle holds the file `info` (then removing its last name frees nothing yet). */
@@ -358,10 +383,16 @@ export class FileService {
     return {};
   }
 
-  private async write(h: Handle, position: number, data: Uint8Array): Promise<unknown> {
+  /** Write `data` at `position`; `whole`: the bytes of the guest's whole write() this chunk starts (checked
+   * against the limits before its first chunk lands, so a refused write() leaves none of its bytes). */
+  private async write(h: Handle, position: number, data: Uint8Array, whole: number): Promise<unknown> {
     const size = h.file.statSync().size;
     const end = h.append ? size + data.length : Math.max(size, position + data.length);
-    this.maySize(h.target, end);
+    const ahead = Math.max(whole, data.length);
+    const wholeEnd = h.append ? size + ahead : Math.max(size, position + ahead);
+    this.maySize(h.target, wholeEnd);
+    const { grown, used } = await this.counts(h.target);
+    this.mayGrow(h.target, wholeEnd - size, grown, used);
     await this.grow(h.target, end - size);
     this.seek(h, position);
     let written = 0;
@@ -370,7 +401,7 @@ export class FileService {
     } finally {
       h.offset = h.append ? -1 : h.offset + written;
     }
-    return { written };
+    return { written, room: await this.room(h, Math.max(end, size)) };
   }
 
   /** Put the file's cursor at `position` (append handles write at the end whatever it is). */
@@ -434,7 +465,8 @@ export class FileService {
       const mtime = req.mtime === undefined ? info.mtime : new Date(count(req.mtime, "time"));
       Deno.utimeSync(t.host, atime ?? new Date(), mtime ?? new Date());
     }
-    return { mode: Deno.lstatSync(t.host).mode };
+    const mode = Deno.lstatSync(t.host).mode;
+    return handle ? { mode, room: await this.room(handle, handle.file.statSync().size) } : { mode };
   }
 
   private async remove(t: Target, directory: boolean): Promise<unknown> {

@@ -58,6 +58,7 @@ export interface EmStream {
   position: number;
   shared: { refcount?: number };
   handle?: number; // a host file open for writing in the supervisor
+  room?: number; // bytes the file may still grow by before a limit refuses a write (the guest's glue reads it)
   upper?: EmStream; // the upper layer's file, opened through FS
   stream_ops?: Ops;
 }
@@ -341,7 +342,8 @@ export function writableFS(FS: EmFS, client: FileClient, tell: Telling): Ops {
     return out;
   }
 
-  function setattr(node: EmNode, attr: Attr, handle?: number): void {
+  function setattr(node: EmNode, attr: Attr, stream?: EmStream): void {
+    const handle = stream?.handle;
     const o = opts(node);
     const p = parts(node);
     const changes = change(attr);
@@ -356,6 +358,7 @@ export function writableFS(FS: EmFS, client: FileClient, tell: Telling): Ops {
       const target = handle !== undefined ? { handle } : at(node, p);
       const { answer } = call({ op: "setattr", ...target, ...changes });
       if (typeof answer.mode === "number") node.mode = answer.mode;
+      if (stream && typeof answer.room === "number") stream.room = answer.room;
       return;
     }
     if (!upperStat(o, p)) {
@@ -562,6 +565,7 @@ export function writableFS(FS: EmFS, client: FileClient, tell: Telling): Ops {
         if (hostChangeable(o, p, false)) {
           const { answer } = call({ op: "open", ...at(stream.node, p), flags: stream.flags });
           stream.handle = Number(answer.handle);
+          if (typeof answer.room === "number") stream.room = answer.room;
           stream.shared.refcount = 1;
           return;
         }
@@ -574,6 +578,7 @@ export function writableFS(FS: EmFS, client: FileClient, tell: Telling): Ops {
         staysInside(o, p, whyNotHost(o, p, false) ?? "it was changed inside the sandbox");
       }
       stream.upper = FS.open(upperPath(o, p), stream.flags & ~(O_CREAT | O_EXCL | O_TRUNC | O_APPEND));
+      stream.room = o.maxGrowthBytes - FS.lstat(upperPath(o, p)).size;
       stream.shared.refcount = 1;
     },
     close(stream: EmStream) {
@@ -590,7 +595,7 @@ export function writableFS(FS: EmFS, client: FileClient, tell: Telling): Ops {
       return nodeOps.getattr(stream.node);
     },
     setattr(stream: EmStream, attr: Attr) {
-      setattr(stream.node, attr, stream.handle);
+      setattr(stream.node, attr, stream);
     },
     read(stream: EmStream, buffer: Bytes, offset: number, length: number, position: number) {
       if (stream.upper) return FS.read(stream.upper, buffer, offset, length, position);
@@ -610,14 +615,24 @@ export function writableFS(FS: EmFS, client: FileClient, tell: Telling): Ops {
       if (stream.upper) {
         const o = opts(stream.node);
         if (position + length > o.maxGrowthBytes) tooLarge(o, parts(stream.node), position + length);
-        return FS.write(stream.upper, buffer, offset, length, position);
+        const written = FS.write(stream.upper, buffer, offset, length, position);
+        stream.room = o.maxGrowthBytes - (position + written);
+        return written;
       }
       if (stream.handle === undefined) throw new FS.ErrnoError(EBADF);
       let done = 0;
       while (done < length) {
         const chunk = view(buffer, offset + done, Math.min(length - done, MAX_CHUNK));
-        const { answer } = call({ op: "write", handle: stream.handle, position: position + done }, chunk);
+        // `whole`: the rest of this write(), so the supervisor refuses it before any of its bytes land.
+        const request = {
+          op: "write" as const,
+          handle: stream.handle,
+          position: position + done,
+          whole: length - done,
+        };
+        const { answer } = call(request, chunk);
         const written = Number(answer.written);
+        if (typeof answer.room === "number") stream.room = answer.room;
         if (!(written > 0)) break;
         done += written;
       }

@@ -331,6 +331,12 @@ function registerHostModule(pyodide: Pyodide, links: Links, requests: Attributio
     take_refusal(): string | undefined {
       return refusals.take();
     },
+    /** How many bytes the host file open as `fd` may still grow by before a mount limit refuses a write, as of
+     * its last write that reached the host (undefined: not a file of a host folder open for writing). */
+    file_room(fd: number): number | undefined {
+      const stream = (pyodide.FS as unknown as { getStream(fd: number): { room?: unknown } | null }).getStream(fd);
+      return typeof stream?.room === "number" ? stream.room : undefined;
+    },
     /** Sleep without spinning; true when an interrupt cut it short. */
     sleep(ms: number): boolean {
       const end = now() + ms;

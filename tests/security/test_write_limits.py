@@ -1,0 +1,103 @@
+"""Writes past a mount limit fail in the cell, at the write() that crosses it.
+
+Promise (docs/security.md, "Writes past a limit fail at the write"): a write that would take a host file past
+mount_limits' max_file_bytes, or its folder past max_total_bytes or max_growth_bytes, raises OSError in the cell at
+that write() (not at a close that may come later, or a garbage collection that only prints "Exception ignored"),
+with the limit and the setting that raises it; none of the refused write's bytes reach the host, and nothing fails
+again when the file is closed.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from conftest import execute, start_kernel, stop_kernel, value
+
+LIMITS = {
+    "/capped": {"max_file_bytes": 1000},
+    "/total": {"max_total_bytes": 3000},
+    "/grow": {"max_growth_bytes": 2000},
+}
+
+
+@pytest.fixture(scope="module")
+def folders(tmp_path_factory):
+    made = {name: tmp_path_factory.mktemp(name) for name in ("capped", "total", "grow")}
+    (made["total"] / "there.csv").write_bytes(b"t" * 2000)  # counted when the sandbox starts
+    return made
+
+
+@pytest.fixture(scope="module")
+def kc(folders):
+    mounts = ", ".join(f"'{path}:/{name}:rw'" for name, path in folders.items())
+    km, kc = start_kernel([f"--SandboxKernel.mounts=[{mounts}]", f"--SandboxKernel.mount_limits={json.dumps(LIMITS)}"])
+    yield kc
+    stop_kernel(km, kc)
+
+
+def test_an_unclosed_write_past_max_file_bytes_fails_at_the_write(kc, folders):
+    run = execute(kc, "open('/capped/never_closed.csv', 'w').write('x' * 2000)")
+    assert run.content["status"] == "error", run.content
+    assert run.content["ename"] == "OSError"
+    assert run.content["evalue"] == (
+        '[Errno 22] files in /capped may be at most 1000 bytes (SandboxKernel.mount_limits["/capped"]'
+        '["max_file_bytes"]); this would make /capped/never_closed.csv 2000 bytes'
+    )
+    assert "Exception ignored" not in run.stream("stderr"), run.stream("stderr")
+    assert (folders["capped"] / "never_closed.csv").read_bytes() == b""  # none of the refused write's bytes
+    # The kernel goes on, and a write that fits still works.
+    assert value(execute(kc, "open('/capped/never_closed.csv', 'w').write('y' * 1000)")) == "1000"
+    assert (folders["capped"] / "never_closed.csv").read_bytes() == b"y" * 1000
+
+
+@pytest.mark.parametrize("mode", ["w", "wb"])
+def test_small_writes_that_cross_max_file_bytes_fail_at_the_one_that_crosses(kc, folders, mode):
+    name = f"small_{mode}.csv"
+    piece = "'0123456789'" if mode == "w" else "b'0123456789'"
+    code = (
+        f"f = open('/capped/{name}', '{mode}')\ncount = 0\ntry:\n    for _ in range(200):\n"
+        f"        f.write({piece})\n        count += 1\nexcept OSError as e:\n    err = str(e)\nf.close()\ncount, err"
+    )
+    count, err = eval(value(execute(kc, code)))
+    assert count == 100  # the 101st write is the one that would make the file 1010 bytes
+    assert err == (
+        '[Errno 22] files in /capped may be at most 1000 bytes (SandboxKernel.mount_limits["/capped"]'
+        f'["max_file_bytes"]); this would make /capped/{name} 1010 bytes'
+    )
+    assert (folders["capped"] / name).read_bytes() == b"0123456789" * 100
+
+
+def test_a_file_open_across_cells_fails_in_the_cell_whose_write_crosses(kc, folders):
+    assert execute(kc, "f = open('/capped/across.csv', 'w')\nf.write('a' * 600)").content["status"] == "ok"
+    run = execute(kc, "f.write('b' * 600)")
+    assert run.content["status"] == "error", run.content
+    assert "this would make /capped/across.csv 1200 bytes" in run.content["evalue"], run.content
+    run = execute(kc, "f.close()")
+    assert run.content["status"] == "ok", run.content  # the refused bytes are not tried again
+    assert (folders["capped"] / "across.csv").read_bytes() == b"a" * 600
+
+
+def test_a_write_past_max_total_bytes_fails_at_the_write(kc, folders):
+    run = execute(kc, "open('/total/more.csv', 'w').write('m' * 1500)")
+    assert run.content["status"] == "error", run.content
+    assert run.content["evalue"] == (
+        '[Errno 51] /total may hold at most 3000 bytes of files (SandboxKernel.mount_limits["/total"]'
+        '["max_total_bytes"]); it holds 2000, and this would add 1500'
+    )
+    assert "Exception ignored" not in run.stream("stderr")
+    assert (folders["total"] / "more.csv").read_bytes() == b""
+
+
+def test_a_write_past_max_growth_bytes_fails_at_the_write(kc, folders):
+    code = "f = open('/grow/g.csv', 'wb')\nf.write(b'g' * 1500)\nf.write(b'h' * 1000)"
+    run = execute(kc, code)
+    assert run.content["status"] == "error", run.content
+    assert run.content["evalue"] == (
+        "[Errno 51] the sandbox may add at most 2000 bytes to /grow (apparent sizes: a sparse file counts at its "
+        'full length; SandboxKernel.mount_limits["/grow"]["max_growth_bytes"]); it has added 1500, and this would '
+        "add 1000 more (/grow/g.csv)"
+    )
+    assert execute(kc, "f.close()").content["status"] == "ok"
+    assert (folders["grow"] / "g.csv").read_bytes() == b"g" * 1500
