@@ -12,7 +12,7 @@
  */
 import { type FileClient, MAX_CHUNK } from "./file_channel.ts";
 import type { FileOp } from "./protocol.ts";
-import { hostWritable, type HostWrites, MAX_DEPTH, OPT_IN_SUFFIXES, safeMode } from "./write_policy.ts";
+import { hostWritable, type HostWrites, MAX_DEPTH, OPT_IN_SUFFIXES, partialName, safeMode } from "./write_policy.ts";
 
 export const OVERLAY_ROOT = "/.sandbox_overlay";
 const O_ACCMODE = 3;
@@ -279,6 +279,9 @@ export function writableFS(FS: EmFS, client: FileClient, tell: Telling): Ops {
       return;
     }
     if (!FS.isFile(mode)) throw new FS.ErrnoError(EXDEV);
+    // A data file may be open for writing here, its bytes written aside until closed: a setattr by its name with
+    // no change has the supervisor put them at its name first (file_service.ts `settle`).
+    if (hostChangeable(o, p, false)) call({ op: "setattr", mount: o.index, path: p });
     let data: Uint8Array;
     try {
       // The size first: reading a file past the layer's limit into memory would end the sandbox.
@@ -321,6 +324,23 @@ export function writableFS(FS: EmFS, client: FileClient, tell: Telling): Ops {
 
   // ---- the driver ----------------------------------------------------------------------------------------
 
+  // Emscripten's FS.open truncates a file opened with O_TRUNC by its name before the stream opens: for a host file
+  // that truncate is left to the supervisor's open (it writes the file aside from empty, so the host keeps the
+  // old bytes until the new ones are complete). `opening`: the flags of the FS.open under way.
+  let opening = 0;
+  let truncating: EmNode | null = null;
+  const realOpen = FS.open;
+  FS.open = (path: string, flags: number, mode?: number): EmStream => {
+    const outer = [opening, truncating] as const;
+    opening = typeof flags === "number" ? flags : 0;
+    truncating = null;
+    try {
+      return realOpen(path, flags, mode);
+    } finally {
+      [opening, truncating] = outer;
+    }
+  };
+
   const driver: Ops = {
     mount(mount: { opts: MountOpts }) {
       return driver.createNode(null, "/", NODEFS.getMode(mount.opts.root), 0);
@@ -350,6 +370,10 @@ export function writableFS(FS: EmFS, client: FileClient, tell: Telling): Ops {
     if (!Object.keys(changes).length) return; // chown and the like: nothing to do
     const directory = FS.isDir(node.mode);
     if (!upperStat(o, p) && hostChangeable(o, p, directory)) {
+      if (handle === undefined && (opening & O_TRUNC) && changes.size === 0 && Object.keys(changes).length === 1) {
+        truncating = node; // open(..., "w"): the file is written aside from empty, its name keeps it till then
+        return;
+      }
       // A mode the host would not change (the chmod Emscripten makes after creating a file, mostly): no call.
       const { mode, ...rest } = changes;
       if (mode !== undefined && !Object.keys(rest).length && safeMode(mode, directory) === (node.mode & 0o7777)) {
@@ -499,14 +523,8 @@ export function writableFS(FS: EmFS, client: FileClient, tell: Telling): Ops {
 
   let partials = 0;
   /** A fresh data name beside `to` for its bytes on the way in: `to`'s suffix, a name the policy lets through. */
-  function partialName(o: MountOpts, to: string[]): string[] {
-    const name = to[to.length - 1];
-    const dot = name.lastIndexOf(".");
-    const tag = `sandbox-partial-${Date.now().toString(36)}-${(partials++).toString(36)}`;
-    const beside = [...to.slice(0, -1), `${name.slice(0, dot)}.${tag}${name.slice(dot)}`];
-    if (name.length < 180 && hostWritable(beside, false, o.hostWrites, o.suffixes) === null) return beside;
-    return [...to.slice(0, -1), `${tag}${name.slice(dot)}`];
-  }
+  const partialBeside = (o: MountOpts, to: string[]) =>
+    partialName(to, `${Date.now().toString(36)}-${(partials++).toString(36)}`, o.hostWrites, o.suffixes);
 
   /**
    * Copy the upper file at `from` to the host file `to` through the file service (it checks it again), as "write a
@@ -516,7 +534,7 @@ export function writableFS(FS: EmFS, client: FileClient, tell: Telling): Ops {
   function copyOut(o: MountOpts, from: string[], to: string[]): void {
     const data = FS.readFile(upperPath(o, from)) as Uint8Array;
     materialize(o, to.slice(0, -1));
-    const partial = partialName(o, to);
+    const partial = partialBeside(o, to);
     call({ op: "mknod", mount: o.index, path: partial, mode: 0o644, dir: false });
     try {
       const handle = Number(call({ op: "open", mount: o.index, path: partial, flags: O_WRONLY }).answer.handle);
@@ -563,7 +581,9 @@ export function writableFS(FS: EmFS, client: FileClient, tell: Telling): Ops {
       if (!upperStat(o, p)) {
         if (!writing || FS.isDir(stream.node.mode)) return NODEFS.stream_ops.open(stream);
         if (hostChangeable(o, p, false)) {
-          const { answer } = call({ op: "open", ...at(stream.node, p), flags: stream.flags });
+          const flags = stream.flags | (truncating === stream.node ? O_TRUNC : 0);
+          truncating = null;
+          const { answer } = call({ op: "open", ...at(stream.node, p), flags });
           stream.handle = Number(answer.handle);
           if (typeof answer.room === "number") stream.room = answer.room;
           stream.shared.refcount = 1;
@@ -592,7 +612,10 @@ export function writableFS(FS: EmFS, client: FileClient, tell: Telling): Ops {
       stream.shared.refcount = (stream.shared.refcount ?? 1) + 1;
     },
     getattr(stream: EmStream) {
-      return nodeOps.getattr(stream.node);
+      const stat = nodeOps.getattr(stream.node);
+      if (stream.handle === undefined) return stat;
+      // A host file open for writing is written aside until it is closed: its size is that file's.
+      return { ...stat, size: Number(call({ op: "fstat", handle: stream.handle }).answer.size) };
     },
     setattr(stream: EmStream, attr: Attr) {
       setattr(stream.node, attr, stream);

@@ -10,10 +10,12 @@ again when the file is closed.
 from __future__ import annotations
 
 import json
+import os
+import signal
 
 import pytest
 
-from conftest import execute, start_kernel, stop_kernel, value
+from conftest import execute, once_running, sandbox_pids, start_kernel, stop_kernel, value
 
 LIMITS = {
     "/capped": {"max_file_bytes": 1000},
@@ -101,3 +103,51 @@ def test_a_write_past_max_growth_bytes_fails_at_the_write(kc, folders):
     )
     assert execute(kc, "f.close()").content["status"] == "ok"
     assert (folders["grow"] / "g.csv").read_bytes() == b"g" * 1500
+
+
+# ---- a file reaches the host whole or as it was ---------------------------------------------------------------
+
+
+@pytest.fixture
+def out_kernel(tmp_path):
+    km, kc = start_kernel([f"--SandboxKernel.mounts=['{tmp_path}:/out:rw']"])
+    yield km, kc, tmp_path
+    stop_kernel(km, kc)
+
+
+def test_a_file_open_across_cells_reaches_the_host_whole_when_closed(out_kernel):
+    _, kc, folder = out_kernel
+    (folder / "table.csv").write_text("old\n")
+    code = (
+        "f = open('/out/table.csv', 'w')\nf.write('new,1\\n' * 100_000)\nf.flush()\nimport os\n"
+        "os.fstat(f.fileno()).st_size, os.path.getsize('/out/table.csv'), open('/out/table.csv').read()"
+    )
+    # The handle has the file being written; its name, in the sandbox as on the host, the old one until it is closed.
+    assert value(execute(kc, code)) == "(600000, 4, 'old\\n')"
+    assert (folder / "table.csv").read_text() == "old\n"
+    assert value(execute(kc, "f.write('new,2\\n')\nf.close()\nos.listdir('/out')")) == "['table.csv']"
+    assert (folder / "table.csv").read_text() == "new,1\n" * 100_000 + "new,2\n"
+    assert sorted(p.name for p in folder.iterdir()) == ["table.csv"]  # the file written aside was renamed over it
+
+
+def test_a_sandbox_killed_mid_write_leaves_the_previous_file_whole(out_kernel):
+    km, kc, folder = out_kernel
+    old = b"previous,content\n" * 1000
+    (folder / "big.csv").write_bytes(old)
+    code = (
+        "f = open('/out/big.csv', 'wb')\nchunk = b'n' * (1 << 20)\nfor _ in range(8):\n    f.write(chunk)\n"
+        "f.flush()\nprint('writing', flush=True)\nwhile True:\n    f.write(chunk)\n    f.flush()"
+    )
+    partial: list[int] = []
+
+    def kill() -> None:
+        partial.extend(p.stat().st_size for p in folder.glob("big.sandbox-partial-*.csv"))  # mid-write: bytes aside
+        for pid in sandbox_pids(km.provisioner.pid):  # type: ignore[attr-defined]
+            os.kill(pid, signal.SIGKILL)
+
+    run = execute(kc, code, timeout=120, on_output=once_running(kill))
+    assert run.content["status"] == "error", run.content  # the sandbox was lost with the cell
+    assert partial and partial[0] >= 8 << 20, partial  # the control: the kill came while the bytes were going aside
+    assert (folder / "big.csv").read_bytes() == old  # never part-written
+    left = sorted(p.name for p in folder.iterdir() if p.name != "big.csv")
+    assert all(name.startswith("big.sandbox-partial-") and name.endswith(".csv") for name in left), left

@@ -175,6 +175,13 @@ def _bound(data: Any) -> int:
         return 0  # not a buffer: the file's own write raises TypeError
 
 
+def _bare(error: builtins.OSError) -> builtins.OSError:
+    """`error` without what it was raised through (its frames would keep the file they hold open)."""
+    error.__traceback__ = error.__context__ = error.__cause__ = None
+    error.__suppress_context__ = True
+    return error
+
+
 class ExplainedFile:
     """A file on a read-write mount: a write the host refuses (size limits) raises with the host's reason, at the
     write() that crosses the limit. Python's buffers would keep such a write until a flush or close (or, for a file
@@ -192,11 +199,14 @@ class ExplainedFile:
         except (builtins.OSError, ValueError, AttributeError):
             return None
 
-    def _write_now(self, data: Any) -> Any:
-        """Write `data` and flush it to the host, where the limits are checked exactly: a refusal raises here, and
-        a write the host refused keeps none of its bytes in Python's buffers (nothing fails again at close)."""
-        __tracebackhide__ = True
-        self._call("flush")
+    def _write_now(self, data: Any) -> builtins.OSError | None:
+        """Write `data` and flush it to the host, where the limits are checked exactly: the host's refusal is
+        returned (with no traceback: nothing in it holds this file, so a file nobody names closes as usual), and a
+        write the host refused keeps none of its bytes in Python's buffers (nothing fails again at close)."""
+        try:
+            self._call("flush")
+        except builtins.OSError as exc:
+            return _bare(exc)
         binary = getattr(self._file, "buffer", None)
         if binary is None:  # a binary file: its bytes as they are
             raw, encoded = self._file, bytes(memoryview(data))
@@ -216,12 +226,12 @@ class ExplainedFile:
                     break
                 done += written
         except builtins.OSError as exc:
-            raise explained(exc) from None
+            return _bare(explained(exc))
         finally:
             if target is not raw:
                 raw.seek(0, os.SEEK_CUR)  # the buffered layer learns where the raw file is now
             self._room, self._pending = self._read_room(), 0
-        return len(data)
+        return None
 
     _newline: str | None = None
 
@@ -239,7 +249,11 @@ class ExplainedFile:
         if self._room is None or self._pending + bound <= self._room:
             self._pending += bound
             return self._call("write", data)
-        return self._write_now(data)
+        error = self._write_now(data)
+        if error is None:
+            return len(data)
+        del self, data  # the traceback keeps this frame: it must not keep the file open
+        raise error
 
     def writelines(self, lines: Any) -> Any:
         __tracebackhide__ = True
