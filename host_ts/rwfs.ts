@@ -12,7 +12,15 @@
  */
 import { type FileClient, MAX_CHUNK } from "./file_channel.ts";
 import type { FileOp } from "./protocol.ts";
-import { hostWritable, type HostWrites, MAX_DEPTH, OPT_IN_SUFFIXES, partialName, safeMode } from "./write_policy.ts";
+import {
+  hostWritable,
+  type HostWrites,
+  isPartialName,
+  MAX_DEPTH,
+  OPT_IN_SUFFIXES,
+  partialName,
+  safeMode,
+} from "./write_policy.ts";
 
 export const OVERLAY_ROOT = "/.sandbox_overlay";
 const O_ACCMODE = 3;
@@ -424,7 +432,8 @@ export function writableFS(FS: EmFS, client: FileClient, tell: Telling): Ops {
       const names = new Set<string>([".", ".."]);
       if (FS.isDir(hostMode(o, p) ?? 0)) {
         for (const name of NODEFS.node_ops.readdir(node) as string[]) {
-          if (!hidden(o, [...p, name])) names.add(name);
+          // (a file's bytes on their way in, file_service.ts `aside`: not a file of the folder yet)
+          if (!hidden(o, [...p, name]) && !isPartialName(name)) names.add(name);
         }
       }
       if (upperStat(o, p)) { for (const name of FS.readdir(upperPath(o, p))) names.add(name); }

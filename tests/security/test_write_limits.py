@@ -120,10 +120,13 @@ def test_a_file_open_across_cells_reaches_the_host_whole_when_closed(out_kernel)
     (folder / "table.csv").write_text("old\n")
     code = (
         "f = open('/out/table.csv', 'w')\nf.write('new,1\\n' * 100_000)\nf.flush()\nimport os\n"
-        "os.fstat(f.fileno()).st_size, os.path.getsize('/out/table.csv'), open('/out/table.csv').read()"
+        "os.fstat(f.fileno()).st_size, os.path.getsize('/out/table.csv'), open('/out/table.csv').read(), "
+        "os.listdir('/out')"
     )
-    # The handle has the file being written; its name, in the sandbox as on the host, the old one until it is closed.
-    assert value(execute(kc, code)) == "(600000, 4, 'old\\n')"
+    # The handle has the file being written; its name, in the sandbox as on the host, the old one until it is closed
+    # (and the file beside it that takes the bytes is not listed).
+    assert value(execute(kc, code)) == "(600000, 4, 'old\\n', ['table.csv'])"
+    assert len(list(folder.glob("table.sandbox-partial-*.csv"))) == 1  # the control: it is there, on the host
     assert (folder / "table.csv").read_text() == "old\n"
     assert value(execute(kc, "f.write('new,2\\n')\nf.close()\nos.listdir('/out')")) == "['table.csv']"
     assert (folder / "table.csv").read_text() == "new,1\n" * 100_000 + "new,2\n"
