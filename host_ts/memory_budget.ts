@@ -47,6 +47,11 @@ export class MemoryBudget {
     return false;
   }
 
+  /** Whether `bytes` more for files fit as counted now (no recount). */
+  fitsNow(bytes: number): boolean {
+    return this.files + bytes + this.wasmBytes() <= this.limitBytes;
+  }
+
   /** Whether wasm memory may grow to `bytes` in all. */
   mayGrowWasm(bytes: number): boolean {
     if (bytes + this.files <= this.limitBytes) return true;
@@ -173,19 +178,17 @@ export function budgetMemfs(FS: BudgetFS, budget: MemoryBudget, enospc: number):
     }
   }
 
-  /** Make room for `needed` bytes in `node`: with slack as MEMFS's own growth, or exactly when only that fits. */
+  /**
+   * Make room for `needed` bytes in `node`: with slack as MEMFS's own growth while that fits as counted, else exactly
+   * (near the limit the files are then recounted only when even that does not fit, not at every write).
+   */
   function expand(node: MemNode, needed: number): void {
     const contents = node.contents as Uint8Array;
     const capacity = contents.length;
     if (capacity >= needed) return;
-    const used = node.usedBytes ?? 0;
     const slack = Math.max(needed, (capacity * (capacity < IN_PLACE_BYTES ? 2 : 1.125)) >>> 0, capacity ? 256 : 0);
-    try {
-      setCapacity(node, slack, used);
-    } catch (err) {
-      if (slack === needed) throw err;
-      setCapacity(node, needed, used);
-    }
+    const before = ours.has(contents.buffer) ? held(contents) : 0;
+    setCapacity(node, budget.fitsNow(slack - before) ? slack : needed, node.usedBytes ?? 0);
   }
 
   /** truncate/ftruncate (and open's O_TRUNC): the storage is exactly `size` bytes after it, as in MEMFS. */

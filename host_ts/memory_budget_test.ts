@@ -65,7 +65,8 @@ function fakeFS(): BudgetFS & { MEMFS: MemFS; make(parent: MemNode, name: string
 
 function budgeted(limitMib: number, wasm = 0) {
   const FS = fakeFS();
-  const budget = new MemoryBudget(limitMib * MIB, () => wasm, () => countMemfs(FS));
+  const counted = { times: 0 };
+  const budget = new MemoryBudget(limitMib * MIB, () => wasm, () => (counted.times++, countMemfs(FS)));
   budgetMemfs(FS, budget, ENOSPC);
   const write = (node: MemNode, bytes: number, at = node.usedBytes ?? 0) =>
     (FS.MEMFS.ops_table!.file.stream.write as (...args: unknown[]) => number)(
@@ -75,7 +76,7 @@ function budgeted(limitMib: number, wasm = 0) {
       bytes,
       at,
     );
-  return { FS, budget, write };
+  return { FS, budget, write, counted };
 }
 
 /** The errno of the ErrnoError `f` throws. */
@@ -170,4 +171,21 @@ Deno.test("wasm memory grows only within what the files leave of the budget", ()
   files = MIB; // the recount finds files deleted
   assert.deepEqual(memory.grow(16), 32);
   assert.deepEqual(memory.buffer.byteLength, 3 * MIB);
+});
+
+Deno.test("filling the files to the limit counts them exactly once, when the last write does not fit", () => {
+  const { FS, write, counted } = budgeted(32);
+  const file = FS.make(FS.root, "fill", FILE);
+  const more = FS.make(FS.root, "more", FILE);
+  assert.equal(counted.times, 1); // at the start
+  let written = 0;
+  assert.deepEqual(
+    errnoOf(() => {
+      for (;;) written += write(file, MIB / 4);
+    }),
+    ENOSPC,
+  );
+  assert.equal(counted.times, 2);
+  assert.equal(written, 32 * MIB - MIB / 4); // all but the last quarter: the nodes take 1.5 KiB of it
+  assert.equal(write(more, MIB / 8), MIB / 8); // what is left still takes a smaller write
 });
