@@ -47,6 +47,11 @@ export class MemoryBudget {
     return false;
   }
 
+  /** The bytes the files hold, counted exactly now. */
+  filesNow(): number {
+    return (this.files = this.countFiles());
+  }
+
   /** Whether `bytes` more for files fit as counted now (no recount). */
   fitsNow(bytes: number): boolean {
     return this.files + bytes + this.wasmBytes() <= this.limitBytes;

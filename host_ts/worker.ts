@@ -355,6 +355,10 @@ function registerHostModule(
     files_full(): string | undefined {
       return budget?.takeRefusal();
     },
+    /** The MiB the in-memory files hold now, counted exactly (0: no budget), for the guest's MemoryError. */
+    files_mib(): number {
+      return budget ? Math.round(budget.filesNow() / 2 ** 20) : 0;
+    },
     /** Sleep without spinning; true when an interrupt cut it short. */
     sleep(ms: number): boolean {
       const end = now() + ms;
