@@ -125,6 +125,22 @@ def take_refusal() -> str | None:
     return why if isinstance(why, str) else None
 
 
+def files_full() -> str | None:
+    """Why the memory budget refused the last change to the in-memory files (once), or None."""
+    if _js is None:
+        return None
+    why = _js.files_full()
+    return why if isinstance(why, str) else None
+
+
+def files_mib() -> int:
+    """The MiB the sandbox's in-memory files hold now (0: unknown)."""
+    if _js is None:
+        return 0
+    held = _js.files_mib()
+    return held if isinstance(held, int) else 0
+
+
 def shell(request: str, python: Any) -> Any:
     """The worker's shell run of `request` (JSON): a JS Promise of the result's JSON, for run_sync."""
     return _js.shell(request, python)

@@ -32,6 +32,8 @@ class FakeHost:
         self.answers = list(answers or [])
         self.max_event_bytes = max_event_bytes
         self.refusals: list[str] = []
+        self.files_full_reasons: list[str] = []
+        self.files_held_mib = 3  # what `files_mib` answers: the in-memory files of a fresh sandbox  # what `files_full` answers, in order (memory_budget.ts's refusals)
         self.interrupt_sleep = False
         self.log: list[tuple[Any, ...]] = []
         self.on_write: Callable[[str], None] | None = None
@@ -69,6 +71,14 @@ class FakeHost:
     def take_refusal(self) -> str | None:
         self.log.append(("take_refusal",))
         return self.refusals.pop(0) if self.refusals else None
+
+    def files_full(self) -> str | None:
+        self.log.append(("files_full",))
+        return self.files_full_reasons.pop(0) if self.files_full_reasons else None
+
+    def files_mib(self) -> int:
+        self.log.append(("files_mib",))
+        return self.files_held_mib
 
     def sleep(self, ms: float) -> bool:
         self.log.append(("sleep", ms))
