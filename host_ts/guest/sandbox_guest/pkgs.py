@@ -261,39 +261,47 @@ async def _from_pyodide_index(specs: list[str]) -> tuple[set[str], dict[str, str
     return loaded, unfetched
 
 
-class LockFilesMissing(PackageLoadError):
-    """Files of Pyodide's index that micropip chose (the requirements of a wheel) could not be fetched."""
+class _ReachableLock(dict):  # type: ignore[type-arg]
+    """Pyodide's lock file as micropip looks a requirement up in it (`get`, while it resolves, before it installs
+    anything): an entry whose files the host cannot fetch is absent, so micropip takes the package index's wheel;
+    the reasons are kept in `unfetched` (for the message if the index lacks it too)."""
 
-    def __init__(self, unfetched: dict[str, str]) -> None:
-        super().__init__("\n".join(unfetched.values()))
+    def __init__(self, lock: dict[str, Any], unfetched: dict[str, str]) -> None:
+        super().__init__(lock)
         self.unfetched = unfetched
+        self.fetched: set[str] = set()
+
+    def get(self, name: Any, default: Any = None) -> Any:
+        if name not in self or name in self.unfetched:
+            return default
+        if name not in self.fetched:
+            reply = _host.request({"type": Event.LOAD_PACKAGES, "packages": [str(name)]})  # fetched, not yet loaded
+            if not isinstance(reply, dict) or "error" in reply:
+                error = reply.get("error") if isinstance(reply, dict) else None
+                self.unfetched[str(name)] = str(error.get("message") if isinstance(error, dict) else "no answer")
+                return default
+            self.fetched.add(name)
+        return super().get(name, default)
 
 
 @contextlib.contextmanager
-def _micropip_lock_view(skip: set[str]) -> Iterator[None]:
-    """micropip's view of Pyodide's lock file during one install: without the packages in `skip` (their files could
-    not be fetched: micropip then takes the package index's wheel, as SandboxKernel.packages does on the host), and
-    with its loads of the others through the host, which fetches their files first (LockFilesMissing if it cannot:
-    else Pyodide would only print "Failed to load" and micropip would go on as if it had them)."""
+def _micropip_lock_view(unfetched: dict[str, str]) -> Iterator[None]:
+    """During one micropip.install: micropip sees Pyodide's lock file without the entries whose files the host cannot
+    fetch (`_ReachableLock`; `unfetched` grows with them), and loads the others through the host, with Pyodide's
+    notes on stderr (micropip alone would print "Failed to load ..." and go on as if it had them)."""
     from micropip._compat import compatibility_layer as layer  # micropip 0.11.1's seam to Pyodide (pinned)
 
     saved = layer.lockfile_packages, layer.loadPackage
 
     async def load_through_host(names: Any, *options: Any) -> None:
-        wanted = [str(name) for name in (names.to_py() if hasattr(names, "to_py") else names)]
-        _, unfetched = await _from_pyodide_index(wanted)
-        if unfetched:
-            raise LockFilesMissing(unfetched)
+        await load_packages({"packages": [str(name) for name in (names.to_py() if hasattr(names, "to_py") else names)]})
 
-    layer.lockfile_packages = {name: entry for name, entry in saved[0].items() if name not in skip}
+    layer.lockfile_packages = _ReachableLock(saved[0], unfetched)
     layer.loadPackage = staticmethod(load_through_host)
     try:
         yield
     finally:
         layer.lockfile_packages, layer.loadPackage = saved
-
-
-MAX_LOCK_RETRIES = 20  # micropip runs again at most this often, each time without more of the lock's unfetched files
 
 
 async def _micropip_install(
@@ -303,21 +311,26 @@ async def _micropip_install(
     (`unfetched` grows with those found on the way); a failure says which package, why and what to set."""
     import micropip
 
-    for _ in range(MAX_LOCK_RETRIES):
-        try:
-            with _micropip_lock_view(set(unfetched)):
-                await micropip.install(specs, index_urls=index_urls, pre=pre)
-            return
-        except LockFilesMissing as missing:
-            if not set(missing.unfetched) - set(unfetched):
-                raise PackageLoadError(str(missing)) from None
-            unfetched.update(missing.unfetched)  # again, with those from the package index
-        except Exception as exc:
-            # micropip says "Can't fetch metadata ... make sure you have entered a correct package name" for any
-            # failed fetch: an untrusted certificate is told as such.
-            untrusted = await untrusted_certificate(index_urls)
-            raise PackageLoadError(untrusted or _not_on_the_index(exc, specs, index_urls, unfetched)) from None
-    raise PackageLoadError("\n".join(unfetched.values()))
+    try:
+        with _micropip_lock_view(unfetched):
+            await micropip.install(specs, index_urls=index_urls, pre=pre)
+    except PackageLoadError:
+        raise
+    except Exception as exc:
+        # micropip says "Can't fetch metadata ... make sure you have entered a correct package name" for any
+        # failed fetch: an untrusted certificate is told as such.
+        untrusted = await untrusted_certificate(index_urls)
+        raise PackageLoadError(untrusted or _not_on_the_index(exc, specs, index_urls, unfetched)) from None
+
+
+def _micropips_index(index_urls: list[str] | None) -> list[str]:
+    """The package index micropip used: the line's, else its own default (micropip.set_index_urls may change it)."""
+    if index_urls:
+        return index_urls
+    import micropip
+
+    manager = getattr(micropip, "_package_manager_singleton", None)
+    return [str(url) for url in getattr(manager, "index_urls", None) or DEFAULT_INDEXES[:1]]
 
 
 def _not_on_the_index(
@@ -328,11 +341,11 @@ def _not_on_the_index(
     help_text = _pip_help_for(error, index_urls)
     if help_text.startswith("%pip needs network access") or not isinstance(error, ValueError):
         return help_text
-    where = ", ".join(index_urls or DEFAULT_INDEXES[:1])
+    where = ", ".join(_micropips_index(index_urls))
     said = " ".join(str(error).split("\n", 1)[0].split())
     named = [reason for name, reason in unfetched.items() if re.search(f"'{re.escape(name)}[^-_.a-z0-9]", said.lower())]
     if named:
-        return f"{' '.join(named)}\nThe package index ({where}) has no pure-Python wheel of it either: {said}"
+        return f"{' '.join(named)}\nThe package index ({where}) does not give it either: {said}"
     if "pure Python 3 wheel" not in said:
         return f"%pip install {' '.join(specs)}: {said.rstrip('.')} (package index: {where})."
     return (

@@ -373,7 +373,7 @@ def _fixes(name: str, file_name: str) -> str:
     if not file_name.endswith("-none-any.whl"):
         return f"{host_side}: {mirror}"
     return (
-        f"{name} is pure Python, so the package index's own wheel works as well: add {name!r} to "
+        f"{name} is pure Python, so a wheel from the package index (PyPI) works as well: add {name!r} to "
         f"SandboxKernel.packages (resolved on the host), or run `%pip install {name}` with pypi.org:443 and "
         f"files.pythonhosted.org:443 in SandboxKernel.allow_net (fetched by the sandbox). Or {mirror} "
         f"({host_side} to them.)"

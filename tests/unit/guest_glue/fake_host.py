@@ -258,7 +258,7 @@ class FakePyodide:
             if self.pip_error is not None:
                 raise self.pip_error
             names = [re.split(r"[<>=!~\[; ]", spec, maxsplit=1)[0].lower() for spec in specs]
-            from_lock = [name for name in names if index_urls is None and name in Layer.lockfile_packages]
+            from_lock = [name for name in names if index_urls is None and Layer.lockfile_packages.get(name)]
             self.installed.update(name for name in names if name not in from_lock)
             if from_lock:
                 await Layer.loadPackage(from_lock)

@@ -351,18 +351,23 @@ def test_a_lock_entry_whose_file_the_host_cannot_fetch_comes_from_the_package_in
     assert set(fake_pyodide.layer.lockfile_packages) == {"sbk-lockpure", "sbk-other"}  # micropip's own view, back
 
 
-def test_micropips_loads_from_the_lock_go_through_the_host_and_a_missing_file_means_the_index(
-    host, fake_pyodide, settings
-):
+def test_micropip_looks_in_the_lock_through_the_host_and_a_missing_file_means_the_index(host, fake_pyodide, settings):
+    """A lock entry micropip would choose (a requirement of a wheel, say) is fetched by the host while micropip
+    resolves, before it installs anything: one the host cannot fetch is not in micropip's view, so the index gives
+    it; one it can is loaded through the host (Pyodide's notes on stderr), never by micropip's own loadPackage."""
     settings["allow_net"] = ["pypi.org:443", "files.pythonhosted.org:443"]
-    fake_pyodide.lock["sbk-lockdep"] = {"version": "1.0"}
+    fake_pyodide.lock.update({"sbk-lockdep": {"version": "1.0"}, "sbk-fine": {"version": "1.0"}})
     refusal = {"error": {"type": "PackageError", "message": "sbk-lockdep could not be fetched"}}
-    host.answers = [{"value": []}, refusal]  # not asked for by name at first (as a dependency would not be)
+    host.answers = [{"value": []}, refusal]  # not given by name at first (as a requirement of a wheel would not be)
     assert asyncio.run(pkgs.pip_install(["sbk-lockdep"])) == "micropip"
-    assert [e.get("packages") for e in host.events()] == [["sbk-lockdep"], ["sbk-lockdep"]]  # micropip's, via the host
-    assert [r[0] for r in fake_pyodide.record] == ["micropip.install", "micropip.install"]  # again, without it
-    assert not [r for r in fake_pyodide.record if r[0] in ("micropip loadPackage", "loadPackage")]
-    assert fake_pyodide.installed == {"sbk-lockdep"}
+    assert [e.get("packages") for e in host.events()] == [["sbk-lockdep"], ["sbk-lockdep"]]
+    assert [r[0] for r in fake_pyodide.record] == ["micropip.install"]
+    assert fake_pyodide.installed == {"sbk-lockdep"}  # from the index
+    host.answers = [{"value": []}, {"value": ["sbk-fine"]}, {"value": ["sbk-fine"]}]
+    assert asyncio.run(pkgs.pip_install(["sbk-fine"])) == "micropip"
+    assert [e.get("packages") for e in host.events()[2:]] == [["sbk-fine"]] * 3  # asked, fetched, then loaded
+    assert [r[0] for r in fake_pyodide.record][1:] == ["micropip.install", "create_proxy", "loadPackage", "destroy"]
+    assert "sbk-fine" in fake_pyodide.installed
 
 
 def test_a_package_neither_index_can_give_names_it_why_and_the_setting(host, fake_pyodide, settings):
@@ -374,8 +379,8 @@ def test_a_package_neither_index_can_give_names_it_why_and_the_setting(host, fak
     with pytest.raises(pkgs.PackageLoadError) as caught:
         asyncio.run(pkgs.pip_install(["sbk-compiled"]))
     assert str(caught.value) == (
-        f"{reason}\nThe package index (https://pypi.org/simple) has no pure-Python wheel of it either: Can't find a "
-        "pure Python 3 wheel for: 'sbk-compiled'"
+        f"{reason}\nThe package index (https://pypi.org/simple) does not give it either: Can't find a pure Python 3 "
+        "wheel for: 'sbk-compiled'"
     )
 
 
