@@ -381,7 +381,7 @@ async def _install(specs: list[str], index_urls: list[str] | None, pre: bool) ->
         loaded, unfetched = await _from_pyodide_index(specs)
         rest = [spec for spec in specs if _canonical(spec) not in loaded]  # those Pyodide's index did not give
         sources = ["the Pyodide index"] if len(rest) < len(specs) else []
-        index_error = PackageLoadError("\n".join(unfetched.values())) if unfetched else None
+        index_error = PackageLoadError("\n".join(dict.fromkeys(unfetched.values()))) if unfetched else None
         if not rest:
             return "the Pyodide index"  # all installed: the package index is not needed
         if SETTINGS.get("wheelhouse"):
