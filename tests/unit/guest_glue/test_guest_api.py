@@ -285,7 +285,7 @@ def test_checkpoint_and_restore_failures_are_error_replies(fresh_guest, tmp_path
 def test_a_pip_replay_that_fails_again_says_so_on_stderr(guest):
     served = guest.handle(
         {"op": "pip_install", "specs": ["sbk-demo", "other"], "index_urls": None},
-        [{"error": {"type": "PackageError", "message": "not in the Pyodide index"}}],
+        [{"error": {"type": "PackageError", "message": "not in the Pyodide index"}}] * 3,  # both, then each
     )
     assert served.reply == {"status": "ok"}
     assert served.text(2) == "[after the restart, %pip install sbk-demo other failed again: not in the Pyodide index]\n"
