@@ -18,6 +18,7 @@ import { type EmFS, type EmNode, type MountOpts, OVERLAY_ROOT, writableFS } from
 import type { FromWorker, Progress, ToWorker, WorkerInit } from "./messages.ts";
 import { wasmBytes, withMemoryAtLeast } from "./wasm_memory.ts";
 import { type PythonCommand, Shell, type ShellRequest } from "./shell.ts";
+import { shellBytes } from "./shell_limits.ts";
 import { answerAsBrowser, refuseSockets } from "./node_paths.ts";
 
 const post: (message: FromWorker) => void = self.postMessage.bind(self);
@@ -319,6 +320,7 @@ function registerHostModule(pyodide: Pyodide, links: Links, requests: Attributio
         refusal: () => refusals.take(),
         interrupt,
         out: (stream, text) => ring.writeText(stream === "stderr" ? STDERR : STDOUT, tag(undefined), text),
+        memoryLimitMb: init.memoryLimitMb,
       }, python);
       shellState.running++;
       try {
@@ -327,6 +329,8 @@ function registerHostModule(pyodide: Pyodide, links: Links, requests: Attributio
         shellState.running--;
       }
     },
+    /** The most bytes a shell run takes (its script, environment and stdin) or holds at once (shell_limits.ts). */
+    shell_limit_bytes: shellBytes(init.memoryLimitMb),
     /** Why the supervisor refused the last change to a read-write mount (once; undefined: none since). */
     take_refusal(): string | undefined {
       return refusals.take();

@@ -315,6 +315,7 @@ def test_the_launch_plan_renders_the_init_message_with_the_files_keys(tmp_path):
         "replyBytes": 1 << 10,
         "maxFrameBytes": 1 << 20,
         "maxEventBytes": 1 << 19,
+        "memoryLimitMb": 1024,
     }
     assert json.loads(json.dumps(init)) == init
 

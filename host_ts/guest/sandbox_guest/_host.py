@@ -132,3 +132,8 @@ def take_refusal() -> str | None:
 def shell(request: str, python: Any) -> Any:
     """The worker's shell run of `request` (JSON): a JS Promise of the result's JSON, for run_sync."""
     return _js.shell(request, python)
+
+
+def shell_limit_bytes() -> int:
+    """The most bytes the worker's shell takes or holds at once (a share of memory_limit_mb: host_ts/shell_limits.ts)."""
+    return int(_js.shell_limit_bytes)

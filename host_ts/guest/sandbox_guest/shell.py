@@ -321,7 +321,7 @@ class SandboxShell(InteractiveShell):
             # An interrupt while the cell awaited: report it as ipykernel would.
             etype, evalue = KeyboardInterrupt, KeyboardInterrupt("Interrupted by user while awaiting")
             stb = [f"KeyboardInterrupt: {evalue}"]
-        if issubclass(etype, MemoryError):
+        if issubclass(etype, MemoryError) and "SandboxKernel." not in str(evalue):  # (the glue's own say which limit)
             from .guards import memory_message
 
             evalue = MemoryError(memory_message())
