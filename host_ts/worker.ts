@@ -19,6 +19,7 @@ import type { FromWorker, Progress, ToWorker, WorkerInit } from "./messages.ts";
 import { interpreterMemory, wasmBytes, withMemoryAtLeast } from "./wasm_memory.ts";
 import { type BudgetFS, budgetMemfs, budgetWasmGrow, countMemfs, MemoryBudget } from "./memory_budget.ts";
 import { type PythonCommand, Shell, type ShellRequest } from "./shell.ts";
+import { shellBytes } from "./shell_limits.ts";
 import { answerAsBrowser, refuseSockets } from "./node_paths.ts";
 
 const post: (message: FromWorker) => void = self.postMessage.bind(self);
@@ -339,6 +340,7 @@ function registerHostModule(
         refusal: () => refusals.take(),
         interrupt,
         out: (stream, text) => ring.writeText(stream === "stderr" ? STDERR : STDOUT, tag(undefined), text),
+        memoryLimitMb: init.memoryLimitMb,
       }, python);
       shellState.running++;
       try {
@@ -347,6 +349,8 @@ function registerHostModule(
         shellState.running--;
       }
     },
+    /** The most bytes a shell run takes (its script, environment and stdin) or holds at once (shell_limits.ts). */
+    shell_limit_bytes: shellBytes(init.memoryLimitMb),
     /** Why the supervisor refused the last change to a read-write mount (once; undefined: none since). */
     take_refusal(): string | undefined {
       return refusals.take();

@@ -29,5 +29,7 @@ def files_mib() -> int:
 def sleep(ms: float, /) -> bool:
     """Sleep without spinning; True when an interrupt cut it short."""
 
+shell_limit_bytes: int  # the most bytes the shell takes or holds at once (host_ts/shell_limits.ts)
+
 def shell(request: str, python: object, /) -> Awaitable[str]:
     """Run a shell script (just-bash): a JS Promise of the result's JSON; `python` runs `python3 ...` here."""

@@ -43,6 +43,9 @@ _pending: list[str] = []
 _pending_kind = STDOUT
 _pending_request = 0
 FLUSH_AT = 8192  # characters: a longer write is sent at once
+# Characters of stream text handed to JavaScript in one call: a string crosses into the worker's JS heap whole, so a
+# print() of 200 MB would need 200 MB of it at once (the JS heap is as large as memory_limit_mb: it ran out).
+JS_PIECE = 1 << 20
 
 
 def write(kind: int, text: str) -> None:
@@ -68,7 +71,8 @@ def flush_streams() -> None:
     if _pending:
         text = "".join(_pending)
         _pending.clear()
-        _js.write(_pending_kind, text, _pending_request)
+        for start in range(0, len(text), JS_PIECE):
+            _js.write(_pending_kind, text[start : start + JS_PIECE], _pending_request)
 
 
 def emit(event: dict[str, Any]) -> None:
@@ -144,3 +148,8 @@ def files_mib() -> int:
 def shell(request: str, python: Any) -> Any:
     """The worker's shell run of `request` (JSON): a JS Promise of the result's JSON, for run_sync."""
     return _js.shell(request, python)
+
+
+def shell_limit_bytes() -> int:
+    """The most bytes the worker's shell takes or holds at once (a share of memory_limit_mb: host_ts/shell_limits.ts)."""
+    return int(_js.shell_limit_bytes)

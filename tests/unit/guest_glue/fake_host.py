@@ -39,6 +39,7 @@ class FakeHost:
         self.log: list[tuple[Any, ...]] = []
         self.on_write: Callable[[str], None] | None = None
         self.shell_results: list[dict[str, Any]] = []  # what `shell` answers, in order (ShellResult's fields)
+        self.shell_limit_bytes = 16 << 20  # host_ts/shell_limits.ts at memory_limit_mb=1024
 
     # -- the JS functions -------------------------------------------------------------------------------------
     def write(self, kind: int, text: str, rid: int = 0) -> None:
