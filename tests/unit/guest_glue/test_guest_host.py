@@ -137,6 +137,8 @@ def test_the_fake_host_has_every_function_the_stub_declares():
         "wait_reply",
         "take_refusal",
         "file_room",
+        "files_full",
+        "files_mib",
         "sleep",
         "shell",
     }
