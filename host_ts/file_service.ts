@@ -13,10 +13,20 @@
 import type { FileMount } from "./messages.ts";
 import { type FileOp, isFileOp } from "./protocol.ts";
 import { MAX_CHUNK, type Message } from "./file_channel.ts";
-import { badPath, DATA_SUFFIXES, hostWritable, safeMode, suffixAllowed, VIRTUALENV_MARKER } from "./write_policy.ts";
+import {
+  badPath,
+  DATA_SUFFIXES,
+  hostWritable,
+  isPartialName,
+  partialName,
+  safeMode,
+  suffixAllowed,
+  VIRTUALENV_MARKER,
+} from "./write_policy.ts";
 
 const O_ACCMODE = 3;
 const O_RDWR = 2;
+const O_TRUNC = 512;
 const O_APPEND = 1024;
 const MAX_HANDLES = 256;
 const MAX_MOVED = 10_000; // entries a folder move looks at
@@ -42,6 +52,17 @@ interface Handle {
   ino: string; // "dev:ino" of the open file: its bytes are given back only once no name and no handle holds it
   append: boolean;
   offset: number; // where the file's own cursor is (-1: unknown), so a sequential write or read needs no seek
+  aside?: Aside; // the file is written aside, renamed over its name when its last handle closes
+}
+
+/** A host file being written: its bytes go to `partial` beside it, renamed over it when complete. */
+interface Aside {
+  partial: string; // host path
+  handles: number;
+  was: string; // "dev:ino" of the file at its name when this began: published only over that file
+  base: number; // the bytes the aside file began with (a copy of the file's: counted at its name already)
+  truncated: boolean; // the open truncated it: its bytes at its name were given back then (once only)
+  settled: boolean; // renamed over its name early (that name was moved or removed): written in place since
 }
 
 type Answer = { json: unknown; payload?: Uint8Array };
@@ -110,6 +131,8 @@ export class FileService {
   private folders = new Map<string, FolderFacts>();
   private handles = new Map<number, Handle>();
   private nextHandle = 1;
+  private asides = new Map<string, Aside>(); // by the host path of the file being written
+  private partials = 0;
   private used = new Map<number, number | Promise<number>>(); // bytes in each mount with max_total_bytes
   private grown = new Map<number, number>(); // net growth of each mount's apparent bytes in this sandbox
 
@@ -149,9 +172,11 @@ export class FileService {
       case "mknod":
         return this.mknod(this.target(req.mount, req.path), req.dir === true, count(req.mode, "mode"));
       case "open":
-        return this.open(this.target(req.mount, req.path), count(req.flags, "flags"));
-      case "write":
-        return await this.write(this.handleOf(req.handle), count(req.position, "position"), payload);
+        return await this.open(this.target(req.mount, req.path), count(req.flags, "flags"));
+      case "write": {
+        const whole = req.whole === undefined ? payload.length : count(req.whole, "whole");
+        return await this.write(this.handleOf(req.handle), count(req.position, "position"), payload, whole);
+      }
       case "fstat":
         return { size: this.handleOf(req.handle).file.statSync().size };
       case "close":
@@ -275,10 +300,20 @@ export class FileService {
    * then count it. */
   private async grow(t: Target, delta: number, check = true): Promise<void> {
     if (delta === 0) return;
-    const grown = this.grown.get(t.index) ?? 0;
+    const { grown, used } = await this.counts(t);
+    if (check) this.mayGrow(t, delta, grown, used);
+    this.grown.set(t.index, grown + delta);
+    if (used !== null) this.used.set(t.index, Math.max(0, used + delta));
+  }
+
+  private async counts(t: Target): Promise<{ grown: number; used: number | null }> {
     const tracked = this.used.get(t.index);
-    const used = tracked === undefined ? null : await tracked;
-    if (check && delta > 0 && used !== null && used + delta > (t.mount.maxTotalBytes as number)) {
+    return { grown: this.grown.get(t.index) ?? 0, used: tracked === undefined ? null : await tracked };
+  }
+
+  /** Refuse growing the mount's files by `delta` past max_total_bytes or max_growth_bytes (counting nothing). */
+  private mayGrow(t: Target, delta: number, grown: number, used: number | null): void {
+    if (delta > 0 && used !== null && used + delta > (t.mount.maxTotalBytes as number)) {
       throw new Refused(
         "ENOSPC",
         `${t.mount.guest} may hold at most ${t.mount.maxTotalBytes} bytes of files (SandboxKernel.` +
@@ -287,7 +322,7 @@ export class FileService {
       );
     }
     const quota = t.mount.maxGrowthBytes;
-    if (check && delta > 0 && grown + delta > quota) {
+    if (delta > 0 && grown + delta > quota) {
       throw new Refused(
         "ENOSPC",
         `the sandbox may add at most ${quota} bytes to ${t.mount.guest} (apparent sizes: a sparse file counts at ` +
@@ -295,8 +330,20 @@ export class FileService {
           `it has added ${grown}, and this would add ${delta} more (${t.guest})`,
       );
     }
-    this.grown.set(t.index, grown + delta);
-    if (used !== null) this.used.set(t.index, Math.max(0, used + delta));
+  }
+
+  /**
+   * How many more bytes the file of `h` (now `size` bytes) may grow by before a limit refuses a write: the guest's
+   * glue lets writes wait in Python's buffers only while they fit, so the write that crosses a limit is the one
+   * that fails. Exact for one file being written; others written meanwhile share max_total_bytes and the quota.
+   */
+  private async room(h: Handle, size: number): Promise<number> {
+    const t = h.target;
+    const { grown, used } = await this.counts(t);
+    let room = t.mount.maxGrowthBytes - grown;
+    if (t.mount.maxFileBytes !== null) room = Math.min(room, t.mount.maxFileBytes - size);
+    if (used !== null) room = Math.min(room, (t.mount.maxTotalBytes as number) - used);
+    return Math.max(0, room);
   }
 
   // ---- the calls -----------------------------------------------------------------------------------------
@@ -313,7 +360,7 @@ export class FileService {
     return { mode: Deno.lstatSync(t.host).mode };
   }
 
-  private open(t: Target, flags: number): unknown {
+  private async open(t: Target, flags: number): Promise<unknown> {
     const access = flags & O_ACCMODE;
     if (access === 0) throw new Refused("EINVAL", "the sandbox opens files for reading itself");
     this.mayChange(t, false);
@@ -329,12 +376,101 @@ export class FileService {
     if (!info.isFile) throw new Refused("EISDIR");
     if (this.handles.size >= MAX_HANDLES) throw new Refused("EMFILE", `more than ${MAX_HANDLES} files open`);
     const append = (flags & O_APPEND) !== 0;
-    const file = Deno.openSync(t.host, { read: access === O_RDWR, write: true, append });
     // The guest's bytes are never executable on the host, even in a file that was (host_writes 'any' too).
     if ((info.mode ?? 0) & 0o7111) Deno.chmodSync(t.host, (info.mode ?? 0) & 0o666);
+    const aside = isPartialName(t.parts[t.parts.length - 1])
+      ? undefined
+      : await this.aside(t, info, (flags & O_TRUNC) !== 0);
+    const file = Deno.openSync(aside?.partial ?? t.host, { read: access === O_RDWR, write: true, append });
     const handle = this.nextHandle++;
-    this.handles.set(handle, { file, target: t, append, offset: append ? -1 : 0, ino: inode(file.statSync()) });
-    return { handle };
+    const h: Handle = { file, target: t, append, offset: append ? -1 : 0, ino: inode(file.statSync()), aside };
+    this.handles.set(handle, h);
+    return { handle, room: await this.room(h, (flags & O_TRUNC) ? 0 : info.size) };
+  }
+
+  /**
+   * Where the bytes of `t` (now as `info`) go while it is open for writing: a data name beside it that starts as
+   * a copy of it (empty with `truncate`), shared by every handle to it, renamed over it when the last one closes
+   * (`publish`). So the host holds the file whole or as it was: never part-written, also when this process is
+   * killed mid-write (then a `*.sandbox-partial-*` file of the same suffix is left beside it).
+   */
+  private async aside(t: Target, info: Deno.FileInfo, truncate: boolean): Promise<Aside> {
+    const known = this.asides.get(t.host);
+    if (known && !known.settled && known.was === inode(info)) { // the same file open again: one aside file, as POSIX shares one file
+      known.handles++;
+      if (truncate) Deno.truncateSync(known.partial, 0);
+      return known;
+    }
+    const tag = `${Date.now().toString(36)}-${(this.partials++).toString(36)}`;
+    const parts = partialName(t.parts, tag, t.mount.hostWrites, t.mount.suffixes);
+    const partial = [t.mount.host, ...parts].join("/");
+    const mode = (info.mode ?? 0o644) & 0o666;
+    const file = Deno.openSync(partial, { write: true, createNew: true, mode });
+    try {
+      if (!truncate && info.size > 0) {
+        const source = Deno.openSync(t.host, { read: true });
+        try {
+          const chunk = new Uint8Array(MAX_CHUNK);
+          for (let n = source.readSync(chunk); n !== null; n = source.readSync(chunk)) {
+            for (let done = 0; done < n;) done += file.writeSync(chunk.subarray(done, n));
+          }
+        } finally {
+          source.close();
+        }
+      }
+      Deno.chmodSync(partial, mode);
+    } catch (err) {
+      Deno.removeSync(partial);
+      throw err;
+    } finally {
+      file.close();
+    }
+    const aside = {
+      partial,
+      handles: 1,
+      was: inode(info),
+      base: truncate ? 0 : info.size,
+      truncated: truncate,
+      settled: false,
+    };
+    this.asides.set(t.host, aside); // (one open before this, of a file since moved away, keeps its own)
+    if (truncate) await this.grow(t, -info.size, false); // the truncate the open makes, as in place
+    return aside;
+  }
+
+  /**
+   * Before the file at `host` (or, with `under`, any file below it) is moved, removed or changed by its name while
+   * it is being written aside: put what is written so far at its name, and write it in place from then on, as
+   * POSIX has the handles keep the file whatever happens to its name.
+   */
+  private settle(host: string, under = false): void {
+    for (const [path, aside] of [...this.asides]) {
+      if (path !== host && !(under && path.startsWith(`${host}/`))) continue;
+      this.asides.delete(path);
+      if (inode(lstat(path)) !== aside.was) continue; // its name holds another file now: publish() drops it
+      Deno.renameSync(aside.partial, path);
+      aside.settled = true;
+    }
+  }
+
+  /** The last handle of a file written aside closed: rename it over its name, unless that name is no longer the
+   * file it began as (removed or replaced meanwhile: then the bytes written go away with the handle, counted). */
+  private async publish(t: Target, aside: Aside, size: number): Promise<void> {
+    if (this.asides.get(t.host) === aside) this.asides.delete(t.host);
+    if (inode(lstat(t.host)) === aside.was) {
+      Deno.renameSync(aside.partial, t.host);
+      return;
+    }
+    Deno.removeSync(aside.partial);
+    await this.grow(t, -(size - aside.base), false);
+    if (size !== aside.base) {
+      throw new Refused(
+        "EIO",
+        `${t.guest} was renamed or removed while it was open for writing, so what was written through this handle ` +
+          "is dropped (a file being written reaches the host folder whole when it is closed, under the name it " +
+          "was opened by): close a file before renaming it",
+      );
+    }
   }
 
   /** Whether a handle holds the file `info` (then removing its last name frees nothing yet). */
@@ -347,6 +483,11 @@ export class FileService {
   /** Give back the bytes of a file whose last name went away (now, or when its last handle closes). */
   private async freed(t: Target, info: Deno.FileInfo): Promise<void> {
     if (!info.isFile || (info.nlink ?? 1) > 1 || this.heldOpen(info)) return;
+    const aside = this.asides.get(t.host);
+    if (aside?.truncated && aside.was === inode(info)) {
+      aside.truncated = false; // given back when it was opened to be written over
+      return;
+    }
     await this.grow(t, -info.size);
   }
 
@@ -354,14 +495,22 @@ export class FileService {
     const info = h.file.statSync();
     this.handles.delete(id);
     h.file.close();
-    if (info.nlink === 0) await this.freed(h.target, { ...info, nlink: 1 });
+    const aside = h.aside && !h.aside.settled ? h.aside : undefined;
+    if (aside && --aside.handles === 0) await this.publish(h.target, aside, info.size);
+    else if (!aside && info.nlink === 0) await this.freed(h.target, { ...info, nlink: 1 });
     return {};
   }
 
-  private async write(h: Handle, position: number, data: Uint8Array): Promise<unknown> {
+  /** Write `data` at `position`; `whole`: the bytes of the guest's whole write() this chunk starts (checked
+   * against the limits before its first chunk lands, so a refused write() leaves none of its bytes). */
+  private async write(h: Handle, position: number, data: Uint8Array, whole: number): Promise<unknown> {
     const size = h.file.statSync().size;
     const end = h.append ? size + data.length : Math.max(size, position + data.length);
-    this.maySize(h.target, end);
+    const ahead = Math.max(whole, data.length);
+    const wholeEnd = h.append ? size + ahead : Math.max(size, position + ahead);
+    this.maySize(h.target, wholeEnd);
+    const { grown, used } = await this.counts(h.target);
+    this.mayGrow(h.target, wholeEnd - size, grown, used);
     await this.grow(h.target, end - size);
     this.seek(h, position);
     let written = 0;
@@ -370,7 +519,7 @@ export class FileService {
     } finally {
       h.offset = h.append ? -1 : h.offset + written;
     }
-    return { written };
+    return { written, room: await this.room(h, Math.max(end, size)) };
   }
 
   /** Put the file's cursor at `position` (append handles write at the end whatever it is). */
@@ -402,8 +551,10 @@ export class FileService {
     const handle = req.handle === undefined ? null : this.handleOf(req.handle);
     const t = handle ? handle.target : this.target(req.mount, req.path, true);
     // Through a handle: its own file (the name it was opened by may be another file now, or none).
+    if (!handle) this.settle(t.host);
     const info = handle ? handle.file.statSync() : Deno.lstatSync(t.host);
-    if (handle && (req.mode ?? req.atime ?? req.mtime) !== undefined && inode(lstat(t.host)) !== handle.ino) {
+    const path = handle?.aside && !handle.aside.settled ? handle.aside.partial : t.host; // its mode goes with it
+    if (handle && (req.mode ?? req.atime ?? req.mtime) !== undefined && inode(lstat(path)) !== handle.ino) {
       throw new Refused("EIO", `${t.guest} was moved or removed since it was opened: change its mode by its name`);
     }
     if (t.parts.length) this.mayChange(t, info.isDirectory);
@@ -427,18 +578,20 @@ export class FileService {
             "are allowed, without group or world write)",
         );
       }
-      Deno.chmodSync(t.host, mode);
+      Deno.chmodSync(path, mode);
     }
     if (req.atime !== undefined || req.mtime !== undefined) {
       const atime = req.atime === undefined ? info.atime : new Date(count(req.atime, "time"));
       const mtime = req.mtime === undefined ? info.mtime : new Date(count(req.mtime, "time"));
-      Deno.utimeSync(t.host, atime ?? new Date(), mtime ?? new Date());
+      Deno.utimeSync(path, atime ?? new Date(), mtime ?? new Date());
     }
-    return { mode: Deno.lstatSync(t.host).mode };
+    const mode = Deno.lstatSync(path).mode;
+    return handle ? { mode, room: await this.room(handle, handle.file.statSync().size) } : { mode };
   }
 
   private async remove(t: Target, directory: boolean): Promise<unknown> {
     this.mayChange(t, directory);
+    if (!directory) this.settle(t.host);
     const info = Deno.lstatSync(t.host);
     if (directory && !info.isDirectory) throw new Refused("ENOTDIR");
     if (!directory && info.isDirectory) throw new Refused("EISDIR");
@@ -477,6 +630,8 @@ export class FileService {
     if (info.isSymlink) throw new Refused("EACCES", `moving ${from.guest} is refused: it is a symbolic link`);
     if (info.isDirectory && from.mount.hostWrites === "data") this.mayMoveFolder(from, to);
     if (info.isFile) this.maySuffix(to);
+    this.settle(from.host, info.isDirectory);
+    this.settle(to.host, true);
     const replaced = lstat(to.host);
     if (replaced && inode(replaced) === inode(info)) return {}; // the same file (rename(2): nothing to do)
     Deno.renameSync(from.host, to.host);

@@ -12,7 +12,15 @@
  */
 import { type FileClient, MAX_CHUNK } from "./file_channel.ts";
 import type { FileOp } from "./protocol.ts";
-import { hostWritable, type HostWrites, MAX_DEPTH, OPT_IN_SUFFIXES, safeMode } from "./write_policy.ts";
+import {
+  hostWritable,
+  type HostWrites,
+  isPartialName,
+  MAX_DEPTH,
+  OPT_IN_SUFFIXES,
+  partialName,
+  safeMode,
+} from "./write_policy.ts";
 
 export const OVERLAY_ROOT = "/.sandbox_overlay";
 const O_ACCMODE = 3;
@@ -58,6 +66,7 @@ export interface EmStream {
   position: number;
   shared: { refcount?: number };
   handle?: number; // a host file open for writing in the supervisor
+  room?: number; // bytes the file may still grow by before a limit refuses a write (the guest's glue reads it)
   upper?: EmStream; // the upper layer's file, opened through FS
   stream_ops?: Ops;
 }
@@ -278,6 +287,9 @@ export function writableFS(FS: EmFS, client: FileClient, tell: Telling): Ops {
       return;
     }
     if (!FS.isFile(mode)) throw new FS.ErrnoError(EXDEV);
+    // A data file may be open for writing here, its bytes written aside until closed: a setattr by its name with
+    // no change has the supervisor put them at its name first (file_service.ts `settle`).
+    if (hostChangeable(o, p, false)) call({ op: "setattr", mount: o.index, path: p });
     let data: Uint8Array;
     try {
       // The size first: reading a file past the layer's limit into memory would end the sandbox.
@@ -320,6 +332,23 @@ export function writableFS(FS: EmFS, client: FileClient, tell: Telling): Ops {
 
   // ---- the driver ----------------------------------------------------------------------------------------
 
+  // Emscripten's FS.open truncates a file opened with O_TRUNC by its name before the stream opens: for a host file
+  // that truncate is left to the supervisor's open (it writes the file aside from empty, so the host keeps the
+  // old bytes until the new ones are complete). `opening`: the flags of the FS.open under way.
+  let opening = 0;
+  let truncating: EmNode | null = null;
+  const realOpen = FS.open;
+  FS.open = (path: string, flags: number, mode?: number): EmStream => {
+    const outer = [opening, truncating] as const;
+    opening = typeof flags === "number" ? flags : 0;
+    truncating = null;
+    try {
+      return realOpen(path, flags, mode);
+    } finally {
+      [opening, truncating] = outer;
+    }
+  };
+
   const driver: Ops = {
     mount(mount: { opts: MountOpts }) {
       return driver.createNode(null, "/", NODEFS.getMode(mount.opts.root), 0);
@@ -341,13 +370,18 @@ export function writableFS(FS: EmFS, client: FileClient, tell: Telling): Ops {
     return out;
   }
 
-  function setattr(node: EmNode, attr: Attr, handle?: number): void {
+  function setattr(node: EmNode, attr: Attr, stream?: EmStream): void {
+    const handle = stream?.handle;
     const o = opts(node);
     const p = parts(node);
     const changes = change(attr);
     if (!Object.keys(changes).length) return; // chown and the like: nothing to do
     const directory = FS.isDir(node.mode);
     if (!upperStat(o, p) && hostChangeable(o, p, directory)) {
+      if (handle === undefined && (opening & O_TRUNC) && changes.size === 0 && Object.keys(changes).length === 1) {
+        truncating = node; // open(..., "w"): the file is written aside from empty, its name keeps it till then
+        return;
+      }
       // A mode the host would not change (the chmod Emscripten makes after creating a file, mostly): no call.
       const { mode, ...rest } = changes;
       if (mode !== undefined && !Object.keys(rest).length && safeMode(mode, directory) === (node.mode & 0o7777)) {
@@ -356,6 +390,7 @@ export function writableFS(FS: EmFS, client: FileClient, tell: Telling): Ops {
       const target = handle !== undefined ? { handle } : at(node, p);
       const { answer } = call({ op: "setattr", ...target, ...changes });
       if (typeof answer.mode === "number") node.mode = answer.mode;
+      if (stream && typeof answer.room === "number") stream.room = answer.room;
       return;
     }
     if (!upperStat(o, p)) {
@@ -397,7 +432,8 @@ export function writableFS(FS: EmFS, client: FileClient, tell: Telling): Ops {
       const names = new Set<string>([".", ".."]);
       if (FS.isDir(hostMode(o, p) ?? 0)) {
         for (const name of NODEFS.node_ops.readdir(node) as string[]) {
-          if (!hidden(o, [...p, name])) names.add(name);
+          // (a file's bytes on their way in, file_service.ts `aside`: not a file of the folder yet)
+          if (!hidden(o, [...p, name]) && !isPartialName(name)) names.add(name);
         }
       }
       if (upperStat(o, p)) { for (const name of FS.readdir(upperPath(o, p))) names.add(name); }
@@ -496,14 +532,8 @@ export function writableFS(FS: EmFS, client: FileClient, tell: Telling): Ops {
 
   let partials = 0;
   /** A fresh data name beside `to` for its bytes on the way in: `to`'s suffix, a name the policy lets through. */
-  function partialName(o: MountOpts, to: string[]): string[] {
-    const name = to[to.length - 1];
-    const dot = name.lastIndexOf(".");
-    const tag = `sandbox-partial-${Date.now().toString(36)}-${(partials++).toString(36)}`;
-    const beside = [...to.slice(0, -1), `${name.slice(0, dot)}.${tag}${name.slice(dot)}`];
-    if (name.length < 180 && hostWritable(beside, false, o.hostWrites, o.suffixes) === null) return beside;
-    return [...to.slice(0, -1), `${tag}${name.slice(dot)}`];
-  }
+  const partialBeside = (o: MountOpts, to: string[]) =>
+    partialName(to, `${Date.now().toString(36)}-${(partials++).toString(36)}`, o.hostWrites, o.suffixes);
 
   /**
    * Copy the upper file at `from` to the host file `to` through the file service (it checks it again), as "write a
@@ -513,7 +543,7 @@ export function writableFS(FS: EmFS, client: FileClient, tell: Telling): Ops {
   function copyOut(o: MountOpts, from: string[], to: string[]): void {
     const data = FS.readFile(upperPath(o, from)) as Uint8Array;
     materialize(o, to.slice(0, -1));
-    const partial = partialName(o, to);
+    const partial = partialBeside(o, to);
     call({ op: "mknod", mount: o.index, path: partial, mode: 0o644, dir: false });
     try {
       const handle = Number(call({ op: "open", mount: o.index, path: partial, flags: O_WRONLY }).answer.handle);
@@ -560,8 +590,11 @@ export function writableFS(FS: EmFS, client: FileClient, tell: Telling): Ops {
       if (!upperStat(o, p)) {
         if (!writing || FS.isDir(stream.node.mode)) return NODEFS.stream_ops.open(stream);
         if (hostChangeable(o, p, false)) {
-          const { answer } = call({ op: "open", ...at(stream.node, p), flags: stream.flags });
+          const flags = stream.flags | (truncating === stream.node ? O_TRUNC : 0);
+          truncating = null;
+          const { answer } = call({ op: "open", ...at(stream.node, p), flags });
           stream.handle = Number(answer.handle);
+          if (typeof answer.room === "number") stream.room = answer.room;
           stream.shared.refcount = 1;
           return;
         }
@@ -574,6 +607,7 @@ export function writableFS(FS: EmFS, client: FileClient, tell: Telling): Ops {
         staysInside(o, p, whyNotHost(o, p, false) ?? "it was changed inside the sandbox");
       }
       stream.upper = FS.open(upperPath(o, p), stream.flags & ~(O_CREAT | O_EXCL | O_TRUNC | O_APPEND));
+      stream.room = o.maxGrowthBytes - FS.lstat(upperPath(o, p)).size;
       stream.shared.refcount = 1;
     },
     close(stream: EmStream) {
@@ -587,10 +621,13 @@ export function writableFS(FS: EmFS, client: FileClient, tell: Telling): Ops {
       stream.shared.refcount = (stream.shared.refcount ?? 1) + 1;
     },
     getattr(stream: EmStream) {
-      return nodeOps.getattr(stream.node);
+      const stat = nodeOps.getattr(stream.node);
+      if (stream.handle === undefined) return stat;
+      // A host file open for writing is written aside until it is closed: its size is that file's.
+      return { ...stat, size: Number(call({ op: "fstat", handle: stream.handle }).answer.size) };
     },
     setattr(stream: EmStream, attr: Attr) {
-      setattr(stream.node, attr, stream.handle);
+      setattr(stream.node, attr, stream);
     },
     read(stream: EmStream, buffer: Bytes, offset: number, length: number, position: number) {
       if (stream.upper) return FS.read(stream.upper, buffer, offset, length, position);
@@ -610,14 +647,24 @@ export function writableFS(FS: EmFS, client: FileClient, tell: Telling): Ops {
       if (stream.upper) {
         const o = opts(stream.node);
         if (position + length > o.maxGrowthBytes) tooLarge(o, parts(stream.node), position + length);
-        return FS.write(stream.upper, buffer, offset, length, position);
+        const written = FS.write(stream.upper, buffer, offset, length, position);
+        stream.room = o.maxGrowthBytes - (position + written);
+        return written;
       }
       if (stream.handle === undefined) throw new FS.ErrnoError(EBADF);
       let done = 0;
       while (done < length) {
         const chunk = view(buffer, offset + done, Math.min(length - done, MAX_CHUNK));
-        const { answer } = call({ op: "write", handle: stream.handle, position: position + done }, chunk);
+        // `whole`: the rest of this write(), so the supervisor refuses it before any of its bytes land.
+        const request = {
+          op: "write" as const,
+          handle: stream.handle,
+          position: position + done,
+          whole: length - done,
+        };
+        const { answer } = call(request, chunk);
         const written = Number(answer.written);
+        if (typeof answer.room === "number") stream.room = answer.room;
         if (!(written > 0)) break;
         done += written;
       }

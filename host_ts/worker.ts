@@ -355,6 +355,12 @@ function registerHostModule(
     take_refusal(): string | undefined {
       return refusals.take();
     },
+    /** How many bytes the host file open as `fd` may still grow by before a mount limit refuses a write, as of
+     * its last write that reached the host (undefined: not a file of a host folder open for writing). */
+    file_room(fd: number): number | undefined {
+      const stream = (pyodide.FS as unknown as { getStream(fd: number): { room?: unknown } | null }).getStream(fd);
+      return typeof stream?.room === "number" ? stream.room : undefined;
+    },
     /** Why the memory budget last refused a change to the in-memory files (once; undefined: none since). */
     files_full(): string | undefined {
       return budget?.takeRefusal();

@@ -130,3 +130,33 @@ export function suffixAllowed(name: string, suffixes: readonly string[]): boolea
   const lower = name.toLowerCase();
   return suffixes.some((s) => lower.endsWith(s));
 }
+
+/** The tag of a name a file's bytes are written under before it is renamed over its destination. */
+export const PARTIAL_TAG = "sandbox-partial";
+const PARTIAL_NAME = new RegExp(`(?:^|\\.)${PARTIAL_TAG}-[0-9a-z]+-[0-9a-z]+\\.[^.]+$`);
+
+/**
+ * A data name beside `to` (a path inside a mount) for its bytes on the way in, tagged `tag` ("<time>-<count>" in
+ * base 36): `results.sandbox-partial-<tag>.csv`, or `sandbox-partial-<tag>.csv` when that name would not pass
+ * `hostWritable` (it must: the file service writes it under the same rules). Keeps `to`'s suffix, so a leftover
+ * one (a process killed mid-write) is inert data of the same kind, not a name any tool reads.
+ */
+export function partialName(
+  to: readonly string[],
+  tag: string,
+  mode: HostWrites = "data",
+  suffixes: readonly string[] = [],
+): string[] {
+  const name = to[to.length - 1] ?? "";
+  const dot = name.lastIndexOf(".");
+  const suffix = dot > 0 ? name.slice(dot) : ".partial";
+  const stem = dot > 0 ? name.slice(0, dot) : name;
+  const beside = [...to.slice(0, -1), `${stem}.${PARTIAL_TAG}-${tag}${suffix}`];
+  if (name.length < 180 && hostWritable(beside, false, mode, suffixes) === null) return beside;
+  return [...to.slice(0, -1), `${PARTIAL_TAG}-${tag}${suffix}`];
+}
+
+/** Whether a file name is one `partialName` makes. */
+export function isPartialName(name: string): boolean {
+  return PARTIAL_NAME.test(name);
+}

@@ -4,7 +4,9 @@ import {
   DATA_SUFFIXES,
   fold,
   hostWritable,
+  isPartialName,
   OPT_IN_SUFFIXES,
+  partialName,
   safeMode,
   suffixAllowed,
 } from "./write_policy.ts";
@@ -123,4 +125,18 @@ Deno.test("suffixes and folding", () => {
   assert.deepEqual(suffixAllowed("a.exe", [".csv"]), false);
   assert.deepEqual(suffixAllowed("anything", []), true);
   assert.deepEqual(fold(".Git.. "), ".git");
+});
+
+Deno.test("a file written aside gets a data name of its own suffix that the policy lets through", () => {
+  const beside = partialName(["runs", "results.csv"], "lx2k-0");
+  assert.deepEqual(beside, ["runs", "results.sandbox-partial-lx2k-0.csv"]);
+  assert.equal(hostWritable(beside, false), null);
+  assert.ok(isPartialName(beside[1]));
+  // A name too long (or one whose stem the policy would refuse beside it) gets the short form, still of its suffix.
+  const long = partialName([`${"a".repeat(200)}.png`], "1-2");
+  assert.deepEqual(long, ["sandbox-partial-1-2.png"]);
+  assert.equal(hostWritable(long, false), null);
+  for (const name of ["results.csv", "sandbox-partial.csv", "x.sandbox-partial-1.csv", "sandbox-partial-1-2"]) {
+    assert.ok(!isPartialName(name), name);
+  }
 });

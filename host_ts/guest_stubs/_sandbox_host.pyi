@@ -17,6 +17,9 @@ def send_blob(buffer: memoryview | bytes, rid: int = ..., /) -> bool:
 def wait_reply(n: int, /) -> str | None:
     """Block until the kernel answers request `n` (its JSON); None when interrupted."""
 
+def file_room(fd: int, /) -> float | None:
+    """Bytes the host file open as `fd` may still grow by before a mount limit refuses a write."""
+
 def take_refusal() -> str | None:
     """Why the supervisor refused the last change to a read-write mount (once), or None."""
 

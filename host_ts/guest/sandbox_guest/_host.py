@@ -129,6 +129,15 @@ def take_refusal() -> str | None:
     return why if isinstance(why, str) else None
 
 
+def file_room(fd: int) -> int | None:
+    """How many bytes the host file open as `fd` may still grow by before a mount limit refuses a write, as of its
+    last write that reached the host; None when it is not a host folder's file open for writing."""
+    if _js is None:
+        return None
+    room = _js.file_room(fd)
+    return int(room) if isinstance(room, (int, float)) else None
+
+
 def files_full() -> str | None:
     """Why the memory budget refused the last change to the in-memory files (once), or None."""
     if _js is None:

@@ -164,11 +164,76 @@ def explained(error: builtins.OSError) -> builtins.OSError:
     return kind(error.errno, why, error.filename)
 
 
+def _bound(data: Any) -> int:
+    """At most how many bytes writing `data` (text or a buffer) adds to a file (UTF-8's 4 bytes a character, with
+    room for a '\r' before each newline)."""
+    if isinstance(data, str):
+        return 4 * len(data) + 4
+    try:
+        return memoryview(data).nbytes
+    except TypeError:
+        return 0  # not a buffer: the file's own write raises TypeError
+
+
+def _bare(error: builtins.OSError) -> builtins.OSError:
+    """`error` without what it was raised through (its frames would keep the file they hold open)."""
+    error.__traceback__ = error.__context__ = error.__cause__ = None
+    error.__suppress_context__ = True
+    return error
+
+
 class ExplainedFile:
-    """A file on a read-write mount: a write the host refuses (size limits) raises with the host's reason."""
+    """A file on a read-write mount: a write the host refuses (size limits) raises with the host's reason, at the
+    write() that crosses the limit. Python's buffers would keep such a write until a flush or close (or, for a file
+    never closed, a garbage collection that only prints "Exception ignored"): so while the bytes written since the
+    host last answered may not fit the room it reported (`_host.file_room`), each write goes to the host at once."""
 
     def __init__(self, file: Any) -> None:
         self._file = file
+        self._pending = 0  # at most this many bytes written since the room was last read
+        self._room = self._read_room()
+
+    def _read_room(self) -> int | None:
+        try:
+            return _host.file_room(self._file.fileno())
+        except (builtins.OSError, ValueError, AttributeError):
+            return None
+
+    def _write_now(self, data: Any) -> builtins.OSError | None:
+        """Write `data` and flush it to the host, where the limits are checked exactly: the host's refusal is
+        returned (with no traceback: nothing in it holds this file, so a file nobody names closes as usual), and a
+        write the host refused keeps none of its bytes in Python's buffers (nothing fails again at close)."""
+        try:
+            self._call("flush")
+        except builtins.OSError as exc:
+            return _bare(exc)
+        binary = getattr(self._file, "buffer", None)
+        if binary is None:  # a binary file: its bytes as they are
+            raw, encoded = self._file, bytes(memoryview(data))
+        else:
+            self._file.write("")  # a str is checked here (TypeError for anything else)
+            encoded = data.encode(self._file.encoding, self._file.errors or "strict")
+            if "\n" in data and self._newline not in (None, "", "\n"):
+                encoded = data.replace("\n", self._newline).encode(self._file.encoding, self._file.errors or "strict")
+            raw = binary
+        target = getattr(raw, "raw", raw)
+        _host.take_refusal()
+        try:
+            view, done = memoryview(encoded), 0
+            while done < len(view):
+                written = target.write(view[done:])
+                if not written:
+                    break
+                done += written
+        except builtins.OSError as exc:
+            return _bare(explained(exc))
+        finally:
+            if target is not raw:
+                raw.seek(0, os.SEEK_CUR)  # the buffered layer learns where the raw file is now
+            self._room, self._pending = self._read_room(), 0
+        return None
+
+    _newline: str | None = None
 
     def _call(self, name: str, *args: Any) -> Any:
         __tracebackhide__ = True
@@ -180,15 +245,27 @@ class ExplainedFile:
 
     def write(self, data: Any) -> Any:
         __tracebackhide__ = True
-        return self._call("write", data)
+        bound = _bound(data)
+        if self._room is None or self._pending + bound <= self._room:
+            self._pending += bound
+            return self._call("write", data)
+        error = self._write_now(data)
+        if error is None:
+            return len(data)
+        del self, data  # the traceback keeps this frame: it must not keep the file open
+        raise error
 
     def writelines(self, lines: Any) -> Any:
         __tracebackhide__ = True
-        return self._call("writelines", lines)
+        for line in lines:
+            self.write(line)
 
     def flush(self) -> Any:
         __tracebackhide__ = True
-        return self._call("flush")
+        try:
+            return self._call("flush")
+        finally:
+            self._room, self._pending = self._read_room(), 0
 
     def truncate(self, *size: Any) -> Any:
         __tracebackhide__ = True
@@ -235,7 +312,10 @@ def _guard_open() -> None:
             path = _absolute(_text(file))
             mount = _mount_of(path)
             if mount is not None and mount.get("limited"):
-                return ExplainedFile(handle)
+                explaining = ExplainedFile(handle)
+                newline = kwargs.get("newline", args[3] if len(args) > 3 else None)
+                explaining._newline = newline if isinstance(newline, str) else None
+                return explaining
         return handle
 
     builtins.open = open

@@ -38,6 +38,7 @@ class FakeHost:
         self.interrupt_sleep = False
         self.log: list[tuple[Any, ...]] = []
         self.on_write: Callable[[str], None] | None = None
+        self.rooms: dict[int, float] = {}  # what `file_room` answers for an fd (none: not a host file)
         self.shell_results: list[dict[str, Any]] = []  # what `shell` answers, in order (ShellResult's fields)
         self.shell_limit_bytes = 16 << 20  # host_ts/shell_limits.ts at memory_limit_mb=1024
 
@@ -73,6 +74,10 @@ class FakeHost:
     def take_refusal(self) -> str | None:
         self.log.append(("take_refusal",))
         return self.refusals.pop(0) if self.refusals else None
+
+    def file_room(self, fd: int) -> float | None:
+        self.log.append(("file_room", fd))
+        return self.rooms.get(fd)
 
     def files_full(self) -> str | None:
         self.log.append(("files_full",))

@@ -165,6 +165,28 @@ def test_explained_file_raises_the_fresh_reason_not_a_stale_one(host):
     assert file.closed
 
 
+@pytest.mark.parametrize(("mode", "piece", "room", "buffered"), [("wb", b"abcd", 10, 2), ("w", "abcd", 30, 1)])
+def test_explained_file_buffers_writes_only_while_they_fit_the_hosts_room(host, tmp_path, mode, piece, room, buffered):
+    """A write waits in Python's buffer only while all written since the host's last answer surely fits the room it
+    reported (text: counted at 4 bytes a character, and 4 more); the one that may not goes to the host at once, so
+    the host's refusal (or not) is that write's."""
+    path = tmp_path / "out.csv"
+    real = open(path, mode)
+    host.rooms[real.fileno()] = room
+    file = guards.ExplainedFile(real)
+    for _ in range(buffered):
+        file.write(piece)
+    assert path.read_bytes() == b""  # still in Python's buffer
+    file.write(piece)  # may not fit: this one and all before it go to the host now
+    assert path.read_bytes() == b"abcd" * (buffered + 1)
+    assert file.tell() == 4 * (buffered + 1)  # the buffered layer knows where the file is
+    host.rooms[real.fileno()] = 1000  # the host's answer after that write: writes wait in the buffer once more
+    file.write(piece)
+    assert path.read_bytes() == b"abcd" * (buffered + 1)
+    file.close()
+    assert path.read_bytes() == b"abcd" * (buffered + 2)
+
+
 def test_explained_file_explains_a_refusal_on_closing_a_with_block(host):
     with pytest.raises(guards.OSError, match="over quota"):
         with guards.ExplainedFile(RefusingFile(host, "over quota")) as file:

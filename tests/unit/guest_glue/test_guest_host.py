@@ -136,6 +136,7 @@ def test_the_fake_host_has_every_function_the_stub_declares():
         "send_blob",
         "wait_reply",
         "take_refusal",
+        "file_room",
         "files_full",
         "files_mib",
         "sleep",
