@@ -18,6 +18,8 @@ export interface ShellLinks {
   errnoCodes: Record<string, number>;
   /** Why the rw-mount service refused the last change (once). */
   refusal(): string | undefined;
+  /** The guest's guards' words refusing a write to `path` ('' if they let it through): Python's, said by the shell. */
+  writeRefusal?(path: string): Promise<string>;
   /** Pyodide's interrupt word: non-zero once the kernel interrupts the request. */
   interrupt: Int32Array;
   /** Output for the request being served, as it is produced. */
@@ -206,7 +208,7 @@ export class Shell {
 /** Pyodide's file system, with the two sink paths of shell_stream.ts writing to the cell. */
 class SinkFs extends PyodideFs {
   constructor(private readonly links: ShellLinks, private readonly sinks: Record<string, "stdout" | "stderr">) {
-    super(links.fs, links.errnoCodes, links.refusal);
+    super(links.fs, links.errnoCodes, links.refusal, links.writeRefusal);
   }
   #sink(path: string, content: string | Uint8Array): boolean {
     const stream = this.sinks[path];

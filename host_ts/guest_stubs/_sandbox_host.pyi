@@ -23,5 +23,5 @@ def take_refusal() -> str | None:
 def sleep(ms: float, /) -> bool:
     """Sleep without spinning; True when an interrupt cut it short."""
 
-def shell(request: str, python: object, /) -> Awaitable[str]:
+def shell(request: str, python: object, write_refusal: object, /) -> Awaitable[str]:
     """Run a shell script (just-bash): a JS Promise of the result's JSON; `python` runs `python3 ...` here."""
