@@ -272,8 +272,8 @@ def test_files_outside_the_mounts_are_refused(mcp: Client, folders: tuple[Path, 
         f"Error executing tool download_file: OSError: /data/big.bin has {MAX_FILE_BYTES + 1} bytes, "
         f"more than the {MAX_FILE_BYTES} allowed"
     )
-    assert mcp.error("download_file", path="/data/missing.txt").startswith(
-        "Error executing tool download_file: OSError: FileNotFoundError: "
+    assert mcp.error("download_file", path="/data/missing.txt") == (
+        "Error executing tool download_file: no such file in the sandbox: /data/missing.txt"
     )
 
 
@@ -407,6 +407,18 @@ def test_a_cancelled_call_interrupts_its_cell(mcp: Client, folders: tuple[Path, 
     sent = time.monotonic()
     assert mcp.text("run_python", code="'next'") == "Out: 'next'"
     assert time.monotonic() - sent < 20
+
+
+def test_a_time_limit_is_said_once() -> None:
+    """The kernel's notice of the time limit (on stderr) and the error say the same: the result says it once."""
+    client = stdio("--SandboxKernel.cell_timeout=2")
+    try:
+        text = client.error("run_python", code="while True: pass")
+    finally:
+        client.close()
+    said = "SandboxTimeout: the cell ran past cell_timeout=2s and was interrupted; variables were kept."
+    assert text.startswith(f"[error] {said}\n") and text.endswith("\n[the cell was stopped: time limit]"), text
+    assert text.count("the cell ran past") == 1, text
 
 
 def test_restart_drops_state(mcp: Client) -> None:

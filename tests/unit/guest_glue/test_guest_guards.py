@@ -408,3 +408,24 @@ def test_install_guards_every_open_and_change_once(tmp_path):
                    "sockets (neither has Pyodide in a browser). It may fetch from the hosts of SandboxKernel.allow_net "
                    "with `await pyodide.http.pyfetch(url)`; allowed now: example.org"],
     }  # fmt: skip
+
+
+def test_the_shell_is_refused_in_the_words_python_is(limits):
+    """guards.write_refusal (what the shell's file system asks, pyodide_fs.ts) is check_path's refusal, word for word."""
+    with pytest.raises(OSError) as caught:
+        guards.check_path("/etc/zz", True)
+    assert guards.write_refusal("/etc/zz") == caught.value.strerror
+    assert caught.value.strerror.startswith("Read-only file system: '/etc/zz' is not in the sandbox")
+    assert guards.write_refusal("/tmp/fine") == guards.write_refusal("/data/x.csv") == ""  # let through
+    assert guards.write_refusal("relative") == ""  # the shell gives absolute paths
+
+
+def test_hints_name_settings_as_the_kernels_launcher_writes_them(limits, monkeypatch):
+    """Started by `sandbox-kernel run`: its flags, and --SandboxKernel.name=value for the rest; else the settings."""
+    assert guards.assigned("working_folder", "ro") == "SandboxKernel.working_folder = 'ro'"
+    monkeypatch.setattr(limits, "names", {"mounts": "--mount", "working_folder": "--working-folder"})
+    monkeypatch.setattr(limits, "other", "--SandboxKernel.{name}")
+    assert guards.assigned("working_folder", "ro") == "--working-folder ro"
+    assert guards.assigned("mounts", ["host_folder:/data"]) == "--mount host_folder:/data"
+    assert guards.assigned("project_folder", "..") == "--SandboxKernel.project_folder='..'"
+    assert guards.roots_text().startswith("Host folders visible here (--mount): ")
