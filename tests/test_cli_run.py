@@ -162,7 +162,7 @@ def test_a_file_that_cannot_be_read_and_a_bad_option_say_one_line(tmp_path):
     proc = cli("--mount", "/no/such/folder:/data", "-c", "1")
     assert proc.returncode == 2 and proc.stdout == "", proc.stderr
     (line,) = proc.stderr.splitlines()
-    assert line.startswith("sandbox-kernel run: bad setting: SandboxKernel.mounts") and "/no/such/folder" in line
+    assert line.startswith("sandbox-kernel run: bad setting: --mount: ") and "/no/such/folder" in line
 
 
 # ---- kernel settings, and the kernel's notes on stderr ------------------------------------------------------------

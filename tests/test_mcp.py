@@ -492,8 +492,9 @@ def test_bad_settings_are_reported_by_every_tool() -> None:
             text = client.error(tool, **arguments)
             assert text.startswith(
                 f"Error executing tool {tool}: the kernel's settings are wrong, so no code runs until they are "
-                "fixed and the kernel is restarted:\n- SandboxKernel.mounts, mount_limits, working_folder or "
-                "project_folder: mount '/no/such/folder:/data': host folder '/no/such/folder' does not exist or is not a folder"
+                "fixed and the kernel is restarted:\n- --SandboxKernel.mounts: mount '/no/such/folder:/data': host folder "
+                "'/no/such/folder' does not exist or is not a folder (given as --SandboxKernel.mounts of sandbox-kernel "
+                "mcp)"
             ), text
     finally:
         client.close()
