@@ -67,6 +67,7 @@ const workerInit: ToWorker = {
   pyodidePackages: init.pyodidePackages,
   guestDir: init.guestDir,
   maxEventBytes: init.maxEventBytes,
+  memoryLimitMb: init.memoryLimitMb,
 };
 worker.postMessage(workerInit, [progress.port2]);
 progress.port1.onmessage = (e: MessageEvent<Progress>) => supervisor.progress(e.data);

@@ -36,6 +36,7 @@ export interface SupervisorInit {
   replyBytes: number;
   maxFrameBytes: number;
   maxEventBytes: number;
+  memoryLimitMb: number; // SandboxKernel.memory_limit_mb: wasm memory and the in-memory files (memory_budget.ts); the shell's byte limits are a share of it
 }
 
 /** The supervisor's first message to the worker: the shared memory, the progress port and what Pyodide needs. */
@@ -50,6 +51,7 @@ export interface WorkerInit extends
     | "pyodidePackages"
     | "guestDir"
     | "maxEventBytes"
+    | "memoryLimitMb"
   > {
   type: "init";
   progress: MessagePort; // the glue's port for Progress messages (transferred)

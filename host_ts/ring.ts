@@ -16,6 +16,8 @@ const R = 1;
 const SEQ = 2;
 export const HEADER_BYTES = 9;
 export const MORE = 0x80;
+/** The most UTF-8 bytes of a text encoded at once (one record's payload). */
+export const TEXT_CHUNK_BYTES = 1 << 16;
 
 export function makeRingBuffer(dataBytes: number): SharedArrayBuffer {
   if ((dataBytes & (dataBytes - 1)) !== 0) throw new Error("ring size must be a power of two");
@@ -39,23 +41,29 @@ class RingBase {
 export class RingWriter extends RingBase {
   private header = new Uint8Array(HEADER_BYTES);
   private headerView = new DataView(this.header.buffer);
-  private scratch = new Uint8Array(1 << 16);
   private encoder = new TextEncoder();
+  /** A text's UTF-8 goes through this, one record at a time: its size is fixed, whatever the text's length. */
+  private scratch: Uint8Array;
   readonly maxChunk: number;
 
   constructor(sab: SharedArrayBuffer) {
     super(sab);
     this.maxChunk = (this.size >>> 2) - HEADER_BYTES;
+    this.scratch = new Uint8Array(Math.min(this.maxChunk, TEXT_CHUNK_BYTES));
   }
 
-  /** Write a string payload (UTF-8 encoded). */
+  /**
+   * Write a string payload (UTF-8 encoded), encoded a piece at a time into a buffer of fixed size: a text of any
+   * length costs no more memory here than one record (a buffer sized to the text held three times its length,
+   * for good). The pieces are records of one payload (MORE), each ending on a whole character.
+   */
   writeText(kind: number, id: number, text: string): void {
-    const need = text.length * 3;
-    if (this.scratch.length < need) {
-      this.scratch = new Uint8Array(Math.max(need, this.scratch.length * 2));
-    }
-    const { written } = this.encoder.encodeInto(text, this.scratch);
-    this.writeBytes(kind, id, this.scratch.subarray(0, written));
+    let offset = 0;
+    do {
+      const { read, written } = this.encoder.encodeInto(offset ? text.substring(offset) : text, this.scratch);
+      offset += read;
+      this.writeRecord(kind | (offset < text.length ? MORE : 0), id, this.scratch.subarray(0, written));
+    } while (offset < text.length);
   }
 
   /** Write a byte payload, split into chunks no larger than a quarter of the ring. */

@@ -8,6 +8,7 @@ import {
   RingReader,
   type RingRecord,
   RingWriter,
+  TEXT_CHUNK_BYTES,
 } from "./ring.ts";
 
 const STREAM = 1;
@@ -59,13 +60,31 @@ Deno.test("RingWriter -> RingReader: records split at maxChunk, MORE on all but 
   }
 });
 
-Deno.test("RingWriter.writeText: UTF-8, split by bytes, not characters", () => {
+Deno.test("RingWriter.writeText: UTF-8, split into records of whole characters", () => {
   const { writer, reader } = ring(64);
-  const text = "é€😀"; // 2 + 3 + 4 bytes: 9 > maxChunk
+  const text = "é€😀"; // 2 + 3 + 4 bytes: 9 > maxChunk (7)
   writer.writeText(STREAM, 1, text);
   const got = reader.drain();
-  assert.deepEqual(shape(got), [[STREAM | MORE, 1, 7], [STREAM, 1, 2]]);
+  assert.deepEqual(shape(got), [[STREAM | MORE, 1, 5], [STREAM, 1, 4]]);
   assert.equal(new TextDecoder().decode(joined(got)), text);
+  writer.writeText(STREAM, 2, "");
+  assert.deepEqual(shape(reader.drain()), [[STREAM, 2, 0]], "an empty text: one empty record");
+});
+
+Deno.test("RingWriter.writeText: a long text goes in pieces of TEXT_CHUNK_BYTES, through a buffer that does not grow", () => {
+  const { writer, reader } = ring(1 << 22); // maxChunk ~1 MiB: the pieces are the text buffer's size
+  const text = "x".repeat(3 * TEXT_CHUNK_BYTES + 100) + "é";
+  writer.writeText(STREAM, 3, text);
+  const got = reader.drain();
+  const more = STREAM | MORE;
+  assert.deepEqual(shape(got), [[more, 3, TEXT_CHUNK_BYTES], [more, 3, TEXT_CHUNK_BYTES], [more, 3, TEXT_CHUNK_BYTES], [
+    STREAM,
+    3,
+    102,
+  ]]);
+  assert.equal(new TextDecoder().decode(joined(got)), text);
+  const scratch = (writer as unknown as { scratch: Uint8Array }).scratch;
+  assert.equal(scratch.length, TEXT_CHUNK_BYTES);
 });
 
 Deno.test("RingReader.sequence counts records; drain frees the space", () => {

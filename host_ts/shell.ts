@@ -7,10 +7,11 @@
  * the same host check as Python's. just-bash is imported on first use: most cells never need a shell.
  */
 import type { Bash, Command, CommandName, ExecResult, SecureFetch } from "just-bash";
-import { type EmscriptenFS, PyodideFs } from "./pyodide_fs.ts";
+import { type EmscriptenFS, FsError, PyodideFs } from "./pyodide_fs.ts";
 import { columnsApply, inColumns } from "./ls_columns.ts";
 import { STDERR_SINK, STDOUT_SINK, StreamPlugin, TERMINAL_LS } from "./shell_stream.ts";
 import { quietProcessEnv } from "./node_paths.ts";
+import { byteLimits, fileTooLarge, limitWording, shellBytes } from "./shell_limits.ts";
 
 /** What the shell needs from the worker. */
 export interface ShellLinks {
@@ -24,6 +25,8 @@ export interface ShellLinks {
   interrupt: Int32Array;
   /** Output for the request being served, as it is produced. */
   out(stream: "stdout" | "stderr", text: string): void;
+  /** SandboxKernel.memory_limit_mb: the shell's byte limits are a share of it (shell_limits.ts). */
+  memoryLimitMb: number;
 }
 
 /** One run, as the glue asks for it (JSON). */
@@ -49,7 +52,8 @@ export interface PythonCommand {
   callPromising(argv: string, stdin: string, cwd: string, env: string): Promise<string>;
 }
 
-/** Limits counted in commands and loops are off: cell_timeout and interrupts stop a shell, as they stop Python. */
+/** Limits counted in commands and loops are off: cell_timeout and interrupts stop a shell, as they stop Python.
+ * Limits in bytes are a share of memory_limit_mb (shell_limits.ts). */
 const UNCOUNTED = {
   maxCommandCount: Number.MAX_SAFE_INTEGER,
   maxLoopIterations: Number.MAX_SAFE_INTEGER,
@@ -146,6 +150,7 @@ export class Shell {
     private readonly stream: StreamPlugin,
     private readonly links: ShellLinks,
     private readonly net: { allow: string[] },
+    private readonly worded: (text: string) => string,
   ) {}
 
   /** Import just-bash and make the shell (once per sandbox, on the first shell command). */
@@ -154,7 +159,8 @@ export class Shell {
     const { Bash, defineCommand, getCommandNames, latin1FromBytes } = await import("just-bash");
     const net = { allow: [] as string[] };
     const sinks: Record<string, "stdout" | "stderr"> = { [STDOUT_SINK]: "stdout", [STDERR_SINK]: "stderr" };
-    const fs = new SinkFs(links, sinks);
+    const worded = limitWording(links.memoryLimitMb);
+    const fs = new SinkFs(links, sinks, worded);
     const runPython = async (args: string[], ctx: Parameters<Command["execute"]>[1]): Promise<ExecResult> => {
       const env = JSON.stringify(Object.fromEntries(ctx.env));
       const answer = await python.callPromising(JSON.stringify(args), latin1FromBytes(ctx.stdin), ctx.cwd, env);
@@ -171,12 +177,12 @@ export class Shell {
       ],
       fetch: checkedFetch(() => net.allow),
       sleep: interruptibleSleep(links.interrupt),
-      executionLimits: UNCOUNTED,
+      executionLimits: { ...UNCOUNTED, ...byteLimits(shellBytes(links.memoryLimitMb)) },
       defenseInDepth: false, // it guards a host process; here the whole worker is the guest's already
     });
     const stream = new StreamPlugin();
     bash.registerTransformPlugin(stream);
-    return new Shell(bash, stream, links, net);
+    return new Shell(bash, stream, links, net, worded);
   }
 
   /** Run one script for the glue; never rejects (an error is the script's stderr and exit code 1). */
@@ -201,19 +207,42 @@ export class Shell {
     }
     // Taken here, before Python resumes: the glue raises KeyboardInterrupt itself, inside the cell.
     const interrupted = Atomics.exchange(this.links.interrupt, 0, 0) !== 0;
-    return { stdout: result.stdout, stderr: result.stderr, exitCode: result.exitCode, interrupted };
+    // (stdout too: a captured run (`x = !cmd`) has its stderr there, 2>&1)
+    const [stdout, stderr] = [this.worded(result.stdout), this.worded(result.stderr)];
+    return { stdout, stderr, exitCode: result.exitCode, interrupted };
   }
 }
 
 /** Pyodide's file system, with the two sink paths of shell_stream.ts writing to the cell. */
 class SinkFs extends PyodideFs {
-  constructor(private readonly links: ShellLinks, private readonly sinks: Record<string, "stdout" | "stderr">) {
+  constructor(
+    private readonly links: ShellLinks,
+    private readonly sinks: Record<string, "stdout" | "stderr">,
+    private readonly worded: (text: string) => string, // a limit's error, naming the setting
+  ) {
     super(links.fs, links.errnoCodes, links.refusal, links.writeRefusal);
   }
   #sink(path: string, content: string | Uint8Array): boolean {
     const stream = this.sinks[path];
-    if (stream) this.links.out(stream, typeof content === "string" ? content : new TextDecoder().decode(content));
-    return stream !== undefined;
+    if (!stream) return false;
+    const text = typeof content === "string" ? content : new TextDecoder().decode(content);
+    this.links.out(stream, stream === "stderr" ? this.worded(text) : text);
+    return true;
+  }
+  /**
+   * just-bash reads a file whole into the worker's JS heap, and some commands take many times its size there (`tr`
+   * over an 8 MB file ended the sandbox at memory_limit_mb=256, though the shell's own input limit was 4 MiB): a
+   * file larger than the shell's byte limit is refused (EFBIG), and the cell is told why and which setting raises
+   * it (commands word every failed read as "No such file or directory").
+   */
+  override async readFileBuffer(path: string): Promise<Uint8Array> {
+    const found = await super.stat(path).catch(() => undefined); // (a missing file: the read says so)
+    if (found?.isFile && found.size > shellBytes(this.links.memoryLimitMb)) {
+      const why = fileTooLarge(this.links.memoryLimitMb, found.size);
+      this.links.out("stderr", `bash: ${path}: ${why}\n`);
+      throw new FsError("EFBIG", "open", path, why);
+    }
+    return super.readFileBuffer(path);
   }
   override async writeFile(path: string, content: string | Uint8Array, options?: unknown): Promise<void> {
     if (!this.#sink(path, content)) await super.writeFile(path, content, options);

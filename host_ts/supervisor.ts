@@ -22,6 +22,13 @@ import { makeRingBuffer, RingError, RingReader, type RingRecord } from "./ring.t
 
 /** The most the last frames may take before the process ends: a guest cannot hold it. */
 export const EXIT_DEADLINE_MS = 1000;
+/**
+ * The most output the supervisor holds for the kernel's socket before it stops draining the worker's ring. The
+ * worker then waits for room in the ring (ring.ts), so a guest that prints faster than the kernel reads is slowed to
+ * the kernel's pace, and what the sandbox holds of it stays this much plus the ring (without a bound, a cell writing
+ * 2 GB took the sandbox past 580 MiB and out of memory at memory_limit_mb=256).
+ */
+export const SOCKET_BACKLOG_BYTES = 8 << 20;
 const encoder = new TextEncoder();
 const decoder = new TextDecoder();
 
@@ -61,6 +68,8 @@ export class Supervisor {
   private readonly replyData: Uint8Array;
   private readonly life: Int32Array;
   private outQueue: Uint8Array[] = [];
+  /** Bytes of frames sent and not yet written to the socket (queued, or being written). */
+  private backlog = 0;
   /** Settles once every frame sent so far is on the socket. */
   private written: Promise<void> = Promise.resolve();
   private dying = false;
@@ -99,7 +108,9 @@ export class Supervisor {
 
   /** Queue a frame; frames sent before the queue is written go with it, in order. */
   send(kind: number, id: number, payload: Uint8Array): void {
-    this.outQueue.push(encodeFrame(kind, id, payload));
+    const frame = encodeFrame(kind, id, payload);
+    this.backlog += frame.length;
+    this.outQueue.push(frame);
     if (this.outQueue.length === 1) this.written = this.written.then(() => this.writeQueued());
   }
 
@@ -107,7 +118,16 @@ export class Supervisor {
     const all = concat(this.outQueue);
     this.outQueue = [];
     let off = 0;
-    while (off < all.length) off += await this.outside.write(all.subarray(off));
+    try {
+      while (off < all.length) off += await this.outside.write(all.subarray(off));
+    } finally {
+      this.backlog -= all.length;
+    }
+  }
+
+  /** Bytes sent and not yet on the socket. */
+  get socketBacklog(): number {
+    return this.backlog;
   }
 
   /** Settles once every frame sent so far is on the socket (rejects if writing to it failed). */
@@ -148,9 +168,21 @@ export class Supervisor {
     for (const f of this.framer.frames(records)) this.send(f.kind, f.id, f.payload);
   }
 
-  /** Frame the ring's records as they come, for as long as the process lives. */
-  async pump(): Promise<never> {
+  /**
+   * Frame the ring's records as they come, for as long as the process lives; while more than SOCKET_BACKLOG_BYTES
+   * wait for the socket, the ring waits (and with it the worker, once it is full). A request's end drains it anyway
+   * (`progress`): at most one ring more.
+   */
+  async pump(backlogBytes = SOCKET_BACKLOG_BYTES): Promise<never> {
     for (;;) {
+      if (this.backlog > backlogBytes) {
+        try {
+          await this.written;
+        } catch {
+          await new Promise<never>(() => {}); // the kernel's socket is gone: read() ends the process
+        }
+        continue;
+      }
       const seq = this.ring.sequence();
       this.pumpOnce();
       await this.ring.waitForData(seq);

@@ -239,3 +239,37 @@ Deno.test("without the worker's last report, its unloading ends the sandbox at t
   await within(watching, 5000);
   assert.deepEqual(h.exits, [73]);
 });
+
+Deno.test({
+  name: "output waits in the ring while the socket holds more than the backlog allows; nothing is lost or reordered",
+  // pump() runs for the process's life: it is left waiting on a write this test never lets finish
+  sanitizeOps: false,
+  sanitizeResources: false,
+  fn: async () => {
+    const taken: Uint8Array[] = [];
+    const finish: (() => void)[] = [];
+    const h = harness((bytes) => {
+      taken.push(bytes.slice());
+      return new Promise((resolve) => finish.push(() => resolve(bytes.length)));
+    });
+    const ctrl = new Int32Array(h.supervisor.memory.ring, 0, CTRL_INTS);
+    const ringHolds = () => (ctrl[0] - ctrl[1]) >>> 0; // written, not yet drained
+    const ring = new RingWriter(h.supervisor.memory.ring);
+    const tick = () => new Promise((resolve) => setTimeout(resolve, 0));
+    ring.writeText(STDOUT, 1, "a".repeat(1000));
+    h.supervisor.pump(500);
+    await tick();
+    assert.equal(ringHolds(), 0, "the first output was drained");
+    assert.equal(h.supervisor.socketBacklog, 1009, "and is being written");
+    ring.writeText(STDOUT, 1, "b".repeat(1000));
+    await tick();
+    assert.equal(ringHolds(), 1009, "more output stays in the ring while the socket is behind");
+    finish.shift()!();
+    await tick();
+    await tick();
+    assert.equal(ringHolds(), 0, "drained once the socket took the first");
+    assert.equal(taken.length, 2);
+    const frames = [...new FrameParser(1 << 20).push(concat(taken))].map((f) => new TextDecoder().decode(f.payload));
+    assert.deepEqual(frames, ["a".repeat(1000), "b".repeat(1000)]);
+  },
+});

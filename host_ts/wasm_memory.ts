@@ -49,5 +49,7 @@ export async function withMemoryAtLeast<T>(bytes: number, load: () => Promise<T>
   }
 }
 
+/** The interpreter's memory (null before it is instantiated). */
+export const interpreterMemory = (): WebAssembly.Memory | null => wasmMemory;
 /** The size of the interpreter's memory now (0 before it is instantiated). */
 export const wasmBytes = (): number => (wasmMemory ? bufferBytes(memoryBuffer(wasmMemory)) : 0);

@@ -16,8 +16,10 @@ import { FileClient } from "./file_channel.ts";
 import { noticeCap } from "./notice_cap.ts";
 import { type EmFS, type EmNode, type MountOpts, OVERLAY_ROOT, writableFS } from "./rwfs.ts";
 import type { FromWorker, Progress, ToWorker, WorkerInit } from "./messages.ts";
-import { wasmBytes, withMemoryAtLeast } from "./wasm_memory.ts";
+import { interpreterMemory, wasmBytes, withMemoryAtLeast } from "./wasm_memory.ts";
+import { type BudgetFS, budgetMemfs, budgetWasmGrow, countMemfs, MemoryBudget } from "./memory_budget.ts";
 import { type PythonCommand, Shell, type ShellRequest } from "./shell.ts";
+import { shellBytes } from "./shell_limits.ts";
 import { answerAsBrowser, refuseSockets } from "./node_paths.ts";
 
 const post: (message: FromWorker) => void = self.postMessage.bind(self);
@@ -96,15 +98,16 @@ async function start(init: WorkerInit): Promise<void> {
   const requests: Attribution = { currentId: 0, timerOrigin: 0 };
   attributeTimers(requests);
   const { pyodide, restored } = await loadInterpreter(init);
+  const budget = budgetMemory(pyodide, init);
   refuseSockets((pyodide as unknown as { _module: Parameters<typeof refuseSockets>[0] })._module);
   setUpOutput(pyodide, links, requests);
   mountGuestCode(pyodide, init);
   const notices = noticeCap((text) => links.ring.writeText(STDERR, requests.currentId, text), () => requests.currentId);
   requests.cellEnded = notices.end;
   const refusals = mountHostFolders(pyodide, init, notices.say);
-  registerHostModule(pyodide, links, requests, refusals);
+  registerHostModule(pyodide, links, requests, refusals, budget);
   const guest = attachGuest(pyodide, restored, init.packagesSite ? PACKAGES_SITE : null, links.ring);
-  serveRequests(pyodide, guest, links, requests);
+  serveRequests(pyodide, guest, links, requests, budget);
 }
 
 /**
@@ -194,7 +197,19 @@ async function loadInterpreter(init: WorkerInit): Promise<{ pyodide: Pyodide; re
   }
 }
 
-/** The size of wasm memory, read from the memory object itself (never from what guest code can replace). */
+/**
+ * SandboxKernel.memory_limit_mb for wasm memory and the in-memory files together (memory_budget.ts), from before
+ * any guest code runs.
+ */
+function budgetMemory(pyodide: Pyodide, init: WorkerInit): MemoryBudget | null {
+  const memory = interpreterMemory();
+  if (!(init.memoryLimitMb > 0) || !memory) return null;
+  const FS = pyodide.FS as unknown as BudgetFS;
+  const budget = new MemoryBudget(init.memoryLimitMb * 2 ** 20, wasmBytes, () => countMemfs(FS));
+  budgetMemfs(FS, budget, (pyodide.ERRNO_CODES as Record<string, number>).ENOSPC);
+  budgetWasmGrow(memory, budget);
+  return budget;
+}
 
 /** Interrupts through the shared interrupt buffer; Python's stdout and stderr into the ring, for the request. */
 function setUpOutput(pyodide: Pyodide, links: Links, requests: Attribution): void {
@@ -261,7 +276,13 @@ function mountHostFolders(pyodide: Pyodide, init: WorkerInit, notice: (text: str
 }
 
 /** The JS functions the guest's glue calls (`_sandbox_host`): output, events, blobs, blocking waits, refusals. */
-function registerHostModule(pyodide: Pyodide, links: Links, requests: Attribution, refusals: Refusals): void {
+function registerHostModule(
+  pyodide: Pyodide,
+  links: Links,
+  requests: Attribution,
+  refusals: Refusals,
+  budget: MemoryBudget | null,
+): void {
   const { init, ring, interrupt, replyCtrl, replyData } = links;
   // Output goes to the request it was made for (the guest tracks that per asyncio task), but
   // never to a later request than the one being served: the kernel drops finished ones.
@@ -324,6 +345,7 @@ function registerHostModule(pyodide: Pyodide, links: Links, requests: Attributio
         writeRefusal: async (path) => String(await writeRefusal.callPromising(path)),
         interrupt,
         out: (stream, text) => ring.writeText(stream === "stderr" ? STDERR : STDOUT, tag(undefined), text),
+        memoryLimitMb: init.memoryLimitMb,
       }, python);
       shellState.running++;
       try {
@@ -332,9 +354,19 @@ function registerHostModule(pyodide: Pyodide, links: Links, requests: Attributio
         shellState.running--;
       }
     },
+    /** The most bytes a shell run takes (its script, environment and stdin) or holds at once (shell_limits.ts). */
+    shell_limit_bytes: shellBytes(init.memoryLimitMb),
     /** Why the supervisor refused the last change to a read-write mount (once; undefined: none since). */
     take_refusal(): string | undefined {
       return refusals.take();
+    },
+    /** Why the memory budget last refused a change to the in-memory files (once; undefined: none since). */
+    files_full(): string | undefined {
+      return budget?.takeRefusal();
+    },
+    /** The MiB the in-memory files hold now, counted exactly (0: no budget), for the guest's MemoryError. */
+    files_mib(): number {
+      return budget ? Math.round(budget.filesNow() / 2 ** 20) : 0;
     },
     /** Sleep without spinning; true when an interrupt cut it short. */
     sleep(ms: number): boolean {
@@ -365,7 +397,13 @@ function attachGuest(pyodide: Pyodide, restored: boolean, packagesSite: string |
 }
 
 /** Serve the kernel's requests one after another (guest code runs from here on), and interrupt them. */
-function serveRequests(pyodide: Pyodide, guest: Guest, links: Links, requests: Attribution): void {
+function serveRequests(
+  pyodide: Pyodide,
+  guest: Guest,
+  links: Links,
+  requests: Attribution,
+  budget: MemoryBudget | null,
+): void {
   const { ring, interrupt, report } = links;
   const { handle, interruptAsync } = guest; // called as plain functions, as Pyodide hands them over
   let chain: Promise<void> = Promise.resolve();
@@ -374,6 +412,7 @@ function serveRequests(pyodide: Pyodide, guest: Guest, links: Links, requests: A
     atomicsStore(interrupt, 0, 0); // before "started": the supervisor raises a request's interrupt only after it
     report({ type: "started", id }); // from here on, what happens to the sandbox happened under this request
     requests.currentId = id;
+    budget?.takeRefusal(); // a refusal of an earlier request's is not this one's
     busy = true;
     let reply: string;
     try {

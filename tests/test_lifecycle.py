@@ -199,6 +199,14 @@ def test_interrupt_while_waiting_for_input(kernel):
     while reply["parent_header"].get("msg_id") != msg_id:  # e.g. wait_for_ready's extra kernel_info replies
         reply = kc.get_shell_msg(timeout=30)
     assert reply["content"]["ename"] == "KeyboardInterrupt"
+    # As a frontend does, wait for idle before the next cell: ipykernel aborts requests that reach it before its
+    # stop-on-error window closes, which is posted after the reply (seen under load: the next cell "aborted").
+    while not (
+        (msg := kc.get_iopub_msg(timeout=30))["parent_header"].get("msg_id") == msg_id
+        and msg["msg_type"] == "status"
+        and msg["content"]["execution_state"] == "idle"
+    ):
+        pass
     assert execute(kc, "1+2").of_type("execute_result")[0]["data"]["text/plain"] == "3"
 
 

@@ -20,8 +20,16 @@ def wait_reply(n: int, /) -> str | None:
 def take_refusal() -> str | None:
     """Why the supervisor refused the last change to a read-write mount (once), or None."""
 
+def files_full() -> str | None:
+    """Why the memory budget refused the last change to the in-memory files (once), or None."""
+
+def files_mib() -> int:
+    """The MiB the in-memory files hold now, counted exactly (0: no budget)."""
+
 def sleep(ms: float, /) -> bool:
     """Sleep without spinning; True when an interrupt cut it short."""
+
+shell_limit_bytes: int  # the most bytes the shell takes or holds at once (host_ts/shell_limits.ts)
 
 def shell(request: str, python: object, write_refusal: object, /) -> Awaitable[str]:
     """Run a shell script (just-bash): a JS Promise of the result's JSON; `python` runs `python3 ...` here."""

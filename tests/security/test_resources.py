@@ -1,7 +1,8 @@
 """Resource attacks: memory, output floods, recursion, and a flood of Deno's own stdout.
 
-Promise: memory_limit_mb caps the sandbox ("WebAssembly memory and the JS heap, each"); Python sees a
-MemoryError that names the setting; a JS heap exhaustion restarts the sandbox with a clear message;
+Promise: memory_limit_mb caps the sandbox (wasm memory and the in-memory files together, and the JS heap: see
+test_memory_budget.py for the files); Python sees a MemoryError that names the setting, also for sizes 32-bit
+WebAssembly cannot address; a JS heap exhaustion restarts the sandbox with a clear message;
 one cell sends at most max_output_bytes to the frontend plus a notice; the kernel always answers.
 """
 
@@ -52,22 +53,35 @@ def test_python_allocations_past_the_limit_raise_memory_error_naming_it(limited,
     assert execute(kc, "'hog' in dir()").of_type("execute_result")[0]["data"]["text/plain"] == "False"
 
 
-def test_eight_gib_bytearray_is_refused(limited):
-    """Refused before any allocation: 8 GiB does not fit 32-bit WebAssembly's sizes (see the GAP below)."""
-    _, kc = limited
-    run = attack(kc, "hog = bytearray(8 * 2**30)")
-    assert_refused(run, ["OverflowError"], "cannot fit 'int' into an index-sized integer")
-
-
-@pytest.mark.xfail(
-    strict=True,
-    reason="GAP (not a hole: nothing is allocated): on 32-bit WebAssembly bytearray(8 * 2**30) raises "
-    "OverflowError('cannot fit 'int' into an index-sized integer'), which does not name memory_limit_mb",
+MEMORY_MESSAGE = (
+    f"the sandbox ran out of memory: its limit is SandboxKernel.memory_limit_mb={LIMIT_MB} MiB (raise it to allow more)"
 )
-def test_eight_gib_bytearray_error_names_memory_limit(limited):
+
+
+@pytest.mark.parametrize("size", ["3 * 2**30", "8 * 2**30", "2**31"], ids=["3-gib", "8-gib", "2-gib"])
+def test_sizes_wasm32_cannot_address_raise_memory_error_naming_the_limit(limited, size):
+    """32-bit WebAssembly's Py_ssize_t cannot hold 2**31 or more: CPython raises OverflowError('cannot fit 'int' into
+    an index-sized integer') before any allocation, where a 64-bit build raises MemoryError; the cell shows that."""
     _, kc = limited
-    run = attack(kc, "hog = bytearray(8 * 2**30)")
-    assert_refused(run, ["MemoryError"], f"memory_limit_mb={LIMIT_MB}")
+    run = attack(kc, f"hog = bytearray({size})")
+    assert error(run) == (
+        "MemoryError",
+        f"{MEMORY_MESSAGE}; no size or count of 2**31 or more fits its 32-bit (wasm32) memory at all",
+    )
+
+
+def test_just_over_the_limit_raises_the_memory_error(limited):
+    _, kc = limited
+    run = attack(kc, f"hog = bytearray({LIMIT_MB + 1} * 2**20)")
+    assert error(run) == ("MemoryError", MEMORY_MESSAGE)
+
+
+def test_other_overflow_errors_are_left_as_they_are(limited):
+    """Only the one OverflowError of sizes is shown as MemoryError; an index is still an IndexError, and other
+    OverflowErrors keep their own message."""
+    _, kc = limited
+    assert error(execute(kc, "[1][2**40]")) == ("IndexError", "cannot fit 'int' into an index-sized integer")
+    assert error(execute(kc, "import math\nmath.exp(1000)")) == ("OverflowError", "math range error")
 
 
 def test_js_heap_exhaustion_restarts_the_sandbox_with_a_clear_message(limited):

@@ -77,9 +77,13 @@ micropip = types.ModuleType("micropip")
 async def install(specs, **options): pass
 micropip.install = install
 micropip.uninstall = lambda name: None  # (nothing is removed: the probe's own environment stays as it is)
+compat = types.ModuleType("micropip._compat")
+compat.compatibility_layer = types.SimpleNamespace(lockfile_packages={}, loadPackage=None)
 sys.modules.update({"_sandbox_host": host, "pyodide": types.ModuleType("pyodide"), "pyodide.ffi": ffi,
-                    "micropip": micropip})
-from sandbox_guest import _host, api, device, pkgs
+                    "micropip": micropip, "micropip._compat": compat})
+from sandbox_guest import _host, api, device, pipcmds, pkgs
+pipcmds.not_importable = lambda specs: {}  # (the fake micropip installs nothing)
+pipcmds._left_behind = lambda project, files: ""  # (and removes nothing)
 from sandbox_guest.shell import SandboxShell
 shown_interrupt = SandboxShell.showtraceback
 
@@ -315,6 +319,7 @@ def test_the_launch_plan_renders_the_init_message_with_the_files_keys(tmp_path):
         "replyBytes": 1 << 10,
         "maxFrameBytes": 1 << 20,
         "maxEventBytes": 1 << 19,
+        "memoryLimitMb": 1024,
     }
     assert json.loads(json.dumps(init)) == init
 

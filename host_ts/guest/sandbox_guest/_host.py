@@ -43,6 +43,9 @@ _pending: list[str] = []
 _pending_kind = STDOUT
 _pending_request = 0
 FLUSH_AT = 8192  # characters: a longer write is sent at once
+# Characters of stream text handed to JavaScript in one call: a string crosses into the worker's JS heap whole, so a
+# print() of 200 MB would need 200 MB of it at once (the JS heap is as large as memory_limit_mb: it ran out).
+JS_PIECE = 1 << 20
 
 
 def write(kind: int, text: str) -> None:
@@ -68,7 +71,8 @@ def flush_streams() -> None:
     if _pending:
         text = "".join(_pending)
         _pending.clear()
-        _js.write(_pending_kind, text, _pending_request)
+        for start in range(0, len(text), JS_PIECE):
+            _js.write(_pending_kind, text[start : start + JS_PIECE], _pending_request)
 
 
 def emit(event: dict[str, Any]) -> None:
@@ -125,7 +129,28 @@ def take_refusal() -> str | None:
     return why if isinstance(why, str) else None
 
 
+def files_full() -> str | None:
+    """Why the memory budget refused the last change to the in-memory files (once), or None."""
+    if _js is None:
+        return None
+    why = _js.files_full()
+    return why if isinstance(why, str) else None
+
+
+def files_mib() -> int:
+    """The MiB the sandbox's in-memory files hold now (0: unknown)."""
+    if _js is None:
+        return 0
+    held = _js.files_mib()
+    return held if isinstance(held, int) else 0
+
+
 def shell(request: str, python: Any, write_refusal: Any) -> Any:
     """The worker's shell run of `request` (JSON): a JS Promise of the result's JSON, for run_sync.
     `write_refusal(path)`: the guards' words refusing a write there ('' if none)."""
     return _js.shell(request, python, write_refusal)
+
+
+def shell_limit_bytes() -> int:
+    """The most bytes the worker's shell takes or holds at once (a share of memory_limit_mb: host_ts/shell_limits.ts)."""
+    return int(_js.shell_limit_bytes)

@@ -417,6 +417,36 @@ def memory_message() -> str:
     )
 
 
+# What CPython raises on 32-bit WebAssembly for a size or count that does not fit its Py_ssize_t (2**31 or more):
+# a 64-bit build tries to allocate it and raises MemoryError.
+INDEX_SIZED = "cannot fit 'int' into an index-sized integer"
+FILES_WORTH_NAMING_MIB = 16  # a MemoryError names what the files hold from this on (a fresh sandbox's: ~3 MiB)
+
+
+def budget_error(etype: type, evalue: BaseException) -> BaseException | None:
+    """The error a cell shows for one of the sandbox's memory budget (None for any other): MemoryError that names
+    SandboxKernel.memory_limit_mb, also for sizes wasm32 cannot address; OSError(ENOSPC) with the budget's numbers
+    for full in-memory files."""
+    if issubclass(etype, MemoryError):
+        if "SandboxKernel." in str(evalue):  # the glue's own (the shell's limits) say which limit
+            return None
+        held = _host.files_mib()
+        if held < FILES_WORTH_NAMING_MIB:
+            return MemoryError(memory_message())
+        return MemoryError(
+            f"{memory_message()}; the sandbox's in-memory files hold {held} MiB of it (delete files in /tmp or "
+            "/home/pyodide to free it)"
+        )
+    if issubclass(etype, OverflowError) and str(evalue) == INDEX_SIZED:
+        return MemoryError(
+            f"{memory_message()}; no size or count of 2**31 or more fits its 32-bit (wasm32) memory at all"
+        )
+    if isinstance(evalue, builtins.OSError) and evalue.errno == errno.ENOSPC:
+        why = _host.files_full()
+        return builtins.OSError(errno.ENOSPC, why) if why else None
+    return None
+
+
 def install(config: dict[str, Any]) -> None:
     """Apply the kernel's limits (called after every sandbox start)."""
     first = not LIMITS.own_roots

@@ -131,6 +131,59 @@ def pip_show(args: list[str], warn: Callable[[str], None]) -> str:
     return "---\n".join(shown)
 
 
+def top_level_modules(dist: metadata.Distribution) -> list[str]:
+    """The modules a distribution gives `import` (its top_level.txt, else the top of each file it installed)."""
+    listed = dist.read_text("top_level.txt")
+    if listed:
+        return sorted({line.strip() for line in listed.splitlines() if line.strip().isidentifier()})
+    tops = set()
+    for file in dist.files or []:
+        first = file.parts[0] if file.parts else ".."
+        if first in ("..", "__pycache__") or first.endswith((".dist-info", ".data")):
+            continue
+        if len(file.parts) > 1:
+            tops.add(first)  # a package's folder (namespace packages too)
+        elif first.endswith((".py", ".so")):
+            tops.add(first.split(".", 1)[0])
+    return sorted(top for top in tops if top.isidentifier())
+
+
+def _findable(module: str) -> bool:
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def not_importable(specs: list[str]) -> dict[str, str]:
+    """Of the projects `specs` name (and all they require here), those Python cannot import now, with why."""
+    import importlib
+
+    importlib.invalidate_caches()
+    dists = installed()
+    broken: dict[str, str] = {}
+    todo = [(canonical(re.split(r"[<>=!~\[;@ ]", spec.strip(), maxsplit=1)[0]), "") for spec in specs]
+    seen: set[str] = set()
+    while todo:
+        name, needed_by = todo.pop(0)
+        if name in seen:
+            continue
+        seen.add(name)
+        dist = dists.get(name)
+        why = f" (needed by {needed_by})" if needed_by else ""
+        if dist is None:
+            broken[name] = f"it is not installed{why}"
+            continue
+        lost = [module for module in top_level_modules(dist) if not _findable(module)]
+        if lost:
+            broken[name] = f"its metadata is there but Python cannot find {', '.join(lost)}{why}"
+            continue
+        todo.extend((canonical(need), str(dist.metadata["Name"])) for need in _requirement_names(dist))
+    return broken
+
+
 def _top_entries(dist: metadata.Distribution) -> list[str]:
     """What uninstalling removes, as pip lists it: each top-level folder as `folder/*`, each top-level file."""
     root = str(dist.locate_file("")).rstrip("/")
@@ -146,9 +199,8 @@ def _top_entries(dist: metadata.Distribution) -> list[str]:
 def pip_uninstall(
     args: list[str], ask: Callable[[str], str], say: Callable[[str], None], warn: Callable[[str], None]
 ) -> list[str]:
-    """`pip uninstall [-y] NAME...` through micropip; returns the canonical names removed."""
-    import micropip
-
+    """`pip uninstall [-y] NAME...` through micropip; returns the canonical names removed (a PipUsageError carries
+    those removed before it as `removed`)."""
     yes = any(a in ("-y", "--yes") for a in args)
     unknown = [a for a in args if a.startswith("-") and a not in ("-y", "--yes", "-q", "--quiet")]
     if unknown:
@@ -157,35 +209,83 @@ def pip_uninstall(
     if not names:
         raise PipUsageError("%pip uninstall: name at least one package")
     dists = installed()
-    removed = []
+    removed: list[str] = []
     for name in names:
         dist = dists.get(canonical(name))
         if dist is None:
             warn(f"WARNING: Skipping {name} as it is not installed.")
             continue
-        if str(dist.locate_file("")).startswith(KERNEL_SITE):
-            raise PipUsageError(
-                f"%pip uninstall: {dist.metadata['Name']} is part of the sandbox's own kernel (IPython and what it "
-                "needs), which cannot be uninstalled"
-            )
-        if str(dist.locate_file("")).startswith(PACKAGES_SITE):
-            raise PipUsageError(
-                f"%pip uninstall: {dist.metadata['Name']} {dist.version} is preinstalled by SandboxKernel.packages, "
-                f"read-only in {PACKAGES_SITE} (shared by every sandbox with these packages): remove it from "
-                "SandboxKernel.packages (and start the kernel again) to go without it"
-            )
-        label = f"{dist.metadata['Name']}-{dist.version}"
-        say(f"Found existing installation: {dist.metadata['Name']} {dist.version}\nUninstalling {label}:\n")
-        if not yes:
-            say("  Would remove:\n" + "".join(f"    {entry}\n" for entry in _top_entries(dist)))
-            if ask("Proceed (Y/n)? ").strip().lower() not in ("", "y", "yes"):
-                continue
-        project = str(dist.metadata["Name"])  # (read before its files are gone)
+        try:
+            gone = _uninstall_one(dist, yes, ask, say)
+        except PipUsageError as exc:
+            exc.removed = removed  # type: ignore[attr-defined]  # (those before it were removed all the same)
+            raise
+        if gone:
+            removed.append(gone)
+    return removed
+
+
+def _uninstall_one(
+    dist: metadata.Distribution, yes: bool, ask: Callable[[str], str], say: Callable[[str], None]
+) -> str | None:
+    """Uninstall one distribution, as pip does; its canonical name once it is gone (None: the person said no)."""
+    import micropip
+
+    if str(dist.locate_file("")).startswith(KERNEL_SITE):
+        raise PipUsageError(
+            f"%pip uninstall: {dist.metadata['Name']} is part of the sandbox's own kernel (IPython and what it "
+            "needs), which cannot be uninstalled"
+        )
+    if str(dist.locate_file("")).startswith(PACKAGES_SITE):
+        raise PipUsageError(
+            f"%pip uninstall: {dist.metadata['Name']} {dist.version} is preinstalled by SandboxKernel.packages, "
+            f"read-only in {PACKAGES_SITE} (shared by every sandbox with these packages): remove it from "
+            "SandboxKernel.packages (and start the kernel again) to go without it"
+        )
+    if dist.files is None:
+        raise PipUsageError(
+            f"%pip uninstall: cannot uninstall {dist.metadata['Name']} {dist.version}: no RECORD file was found "
+            f"for it in {dist.locate_file('')}, so what it installed is unknown (pip refuses it too): remove its "
+            "modules and its .dist-info folder yourself"
+        )
+    label = f"{dist.metadata['Name']}-{dist.version}"
+    say(f"Found existing installation: {dist.metadata['Name']} {dist.version}\nUninstalling {label}:\n")
+    if not yes:
+        say("  Would remove:\n" + "".join(f"    {entry}\n" for entry in _top_entries(dist)))
+        if ask("Proceed (Y/n)? ").strip().lower() not in ("", "y", "yes"):
+            return None
+    project = str(dist.metadata["Name"])  # (read before its files are gone)
+    files = _installed_files(dist)
+    try:
         with _quiet_micropip():
             micropip.uninstall(project)
-        say(f"  Successfully uninstalled {label}\n")
-        removed.append(canonical(project))
-    return removed
+    except OSError as exc:
+        raise PipUsageError(f"%pip uninstall: {label} could not be removed ({type(exc).__name__}: {exc})") from None
+    left = _left_behind(project, files)
+    if left:
+        raise PipUsageError(f"%pip uninstall: {label} was not removed: {left}")
+    say(f"  Successfully uninstalled {label}\n")
+    return canonical(project)
+
+
+def _installed_files(dist: metadata.Distribution) -> list[str]:
+    """The files of `dist` (as its RECORD names them) that are there now."""
+    import os
+
+    paths = (str(dist.locate_file(file)) for file in dist.files or [])
+    return [path for path in paths if os.path.isfile(path)]
+
+
+def _left_behind(project: str, files: list[str]) -> str:
+    """What of an uninstalled project is still there ('' when nothing): its metadata, or files it installed."""
+    import importlib
+    import os
+
+    importlib.invalidate_caches()
+    if canonical(project) in installed():
+        return "Python still finds its metadata"
+    kept = [path for path in files if os.path.exists(path)]
+    return f"{len(kept)} of its files are still there, e.g. {kept[0]}" if kept else ""
 
 
 @contextlib.contextmanager

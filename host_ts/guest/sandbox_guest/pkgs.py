@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import builtins
+import contextlib
 import importlib.util
 import re
 import shlex
 import sys
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from IPython.core.magic import Magics, line_magic, magics_class
@@ -242,20 +243,145 @@ async def install_from_wheelhouse(specs: list[str]) -> None:
         )
 
 
-async def pip_install(specs: list[str], index_urls: list[str] | None = None, pre: bool = False) -> str:
-    """Install `specs`; returns where they came from. Without an index on the line: Pyodide's index (via the host),
-    then SandboxKernel.wheelhouse (via the host), then the package index with micropip (needs allow_net)."""
+async def _from_pyodide_index(specs: list[str]) -> tuple[set[str], dict[str, str]]:
+    """Load what Pyodide's index has of `specs` (through the host): the canonical names loaded, and for each the host
+    could not fetch, why (a failed batch is asked again one name at a time, so that one file's absence names it)."""
+    try:
+        return {_canonical(name) for name in await load_packages({"packages": specs})}, {}
+    except PackageLoadError as exc:
+        if len(specs) == 1:
+            return set(), {_canonical(specs[0]): str(exc)}
+    loaded: set[str] = set()
+    unfetched: dict[str, str] = {}
+    for spec in specs:
+        try:
+            loaded |= {_canonical(name) for name in await load_packages({"packages": [spec]})}
+        except PackageLoadError as exc:
+            unfetched[_canonical(spec)] = str(exc)
+    return loaded, unfetched
+
+
+class _ReachableLock(dict):  # type: ignore[type-arg]
+    """Pyodide's lock file as micropip looks a requirement up in it (`get`, while it resolves, before it installs
+    anything): an entry whose files the host cannot fetch is absent, so micropip takes the package index's wheel;
+    the reasons are kept in `unfetched` (for the message if the index lacks it too)."""
+
+    def __init__(self, lock: dict[str, Any], unfetched: dict[str, str]) -> None:
+        super().__init__(lock)
+        self.unfetched = unfetched
+        self.fetched: set[str] = set()
+
+    def get(self, name: Any, default: Any = None) -> Any:
+        if name not in self or name in self.unfetched:
+            return default
+        if name not in self.fetched:
+            reply = _host.request({"type": Event.LOAD_PACKAGES, "packages": [str(name)]})  # fetched, not yet loaded
+            if not isinstance(reply, dict) or "error" in reply:
+                error = reply.get("error") if isinstance(reply, dict) else None
+                self.unfetched[str(name)] = str(error.get("message") if isinstance(error, dict) else "no answer")
+                return default
+            self.fetched.add(name)
+        return super().get(name, default)
+
+
+@contextlib.contextmanager
+def _micropip_lock_view(unfetched: dict[str, str]) -> Iterator[None]:
+    """During one micropip.install: micropip sees Pyodide's lock file without the entries whose files the host cannot
+    fetch (`_ReachableLock`; `unfetched` grows with them), and loads the others through the host, with Pyodide's
+    notes on stderr (micropip alone would print "Failed to load ..." and go on as if it had them)."""
+    from micropip._compat import compatibility_layer as layer  # micropip 0.11.1's seam to Pyodide (pinned)
+
+    saved = layer.lockfile_packages, layer.loadPackage
+
+    async def load_through_host(names: Any, *options: Any) -> None:
+        await load_packages({"packages": [str(name) for name in (names.to_py() if hasattr(names, "to_py") else names)]})
+
+    layer.lockfile_packages = _ReachableLock(saved[0], unfetched)
+    layer.loadPackage = staticmethod(load_through_host)
+    try:
+        yield
+    finally:
+        layer.lockfile_packages, layer.loadPackage = saved
+
+
+async def _micropip_install(
+    specs: list[str], index_urls: list[str] | None, pre: bool, unfetched: dict[str, str]
+) -> None:
+    """micropip.install, with the lock's packages whose files the host cannot fetch taken from the package index
+    (`unfetched` grows with those found on the way); a failure says which package, why and what to set."""
     import micropip
 
+    try:
+        with _micropip_lock_view(unfetched):
+            await micropip.install(specs, index_urls=index_urls, pre=pre)
+    except PackageLoadError:
+        raise
+    except Exception as exc:
+        # micropip says "Can't fetch metadata ... make sure you have entered a correct package name" for any
+        # failed fetch: an untrusted certificate is told as such.
+        untrusted = await untrusted_certificate(index_urls)
+        raise PackageLoadError(untrusted or _not_on_the_index(exc, specs, index_urls, unfetched)) from None
+
+
+def _micropips_index(index_urls: list[str] | None) -> list[str]:
+    """The package index micropip used: the line's, else its own default (micropip.set_index_urls may change it)."""
+    if index_urls:
+        return index_urls
+    import micropip
+
+    manager = getattr(micropip, "_package_manager_singleton", None)
+    return [str(url) for url in getattr(manager, "index_urls", None) or DEFAULT_INDEXES[:1]]
+
+
+def _not_on_the_index(
+    error: BaseException, specs: list[str], index_urls: list[str] | None, unfetched: dict[str, str]
+) -> str:
+    """Why micropip failed, with the setting that helps: for a package the Pyodide index has but could not give,
+    the host's reason first."""
+    help_text = _pip_help_for(error, index_urls)
+    if help_text.startswith("%pip needs network access") or not isinstance(error, ValueError):
+        return help_text
+    where = ", ".join(_micropips_index(index_urls))
+    said = " ".join(str(error).split("\n", 1)[0].split())
+    named = [reason for name, reason in unfetched.items() if re.search(f"'{re.escape(name)}[^-_.a-z0-9]", said.lower())]
+    if named:
+        return f"{' '.join(named)}\nThe package index ({where}) does not give it either: {said}"
+    if "pure Python 3 wheel" not in said:
+        return f"%pip install {' '.join(specs)}: {said.rstrip('.')} (package index: {where})."
+    return (
+        f"%pip install {' '.join(specs)}: {said.rstrip('.')}: the package index ({where}) has no pure-Python "
+        "(py3-none-any) or Pyodide wheel that fits. Check the name and version; a compiled package needs a Pyodide "
+        "build, from SandboxKernel.pyodide_index."
+    )
+
+
+async def pip_install(specs: list[str], index_urls: list[str] | None = None, pre: bool = False) -> str:
+    """Install `specs`; returns where they came from. Without an index on the line: Pyodide's index (via the host),
+    then SandboxKernel.wheelhouse (via the host), then the package index with micropip (needs allow_net); a lock
+    entry whose file the host cannot fetch comes from the package index then. PackageLoadError unless every spec
+    (and what it requires) is importable afterwards."""
+    source = await _install(specs, index_urls, pre)
+    from .pipcmds import not_importable
+
+    broken = not_importable(specs)
+    if broken:
+        raise PackageLoadError(
+            "%pip install: "
+            + "; ".join(f"{name} did not install: {why}" for name, why in broken.items())
+            + f" (after installing from {source}). %pip list shows what is installed."
+        )
+    return source
+
+
+async def _install(specs: list[str], index_urls: list[str] | None, pre: bool) -> str:
     blocked = _blocked_hosts(index_urls)
+    unfetched: dict[str, str] = {}
+    sources: list[str] = []
     if not index_urls:  # an index named on the line is used as asked; otherwise Pyodide's index comes first
-        rest, sources, index_error = list(specs), [], None
-        try:
-            loaded = {_canonical(name) for name in await load_packages({"packages": specs})}
-            rest = [spec for spec in specs if _canonical(spec) not in loaded]  # those in Pyodide's lock file
-            sources = ["the Pyodide index"] if len(rest) < len(specs) else []
-        except PackageLoadError as exc:
-            index_error = exc  # the sandbox may reach PyPI itself, or the wheelhouse may have them
+        loaded, unfetched = await _from_pyodide_index(specs)
+        rest = [spec for spec in specs if _canonical(spec) not in loaded]  # those Pyodide's index did not give
+        sources = ["the Pyodide index"] if len(rest) < len(specs) else []
+        index_error = PackageLoadError("\n".join(dict.fromkeys(unfetched.values()))) if unfetched else None
         if not rest:
             return "the Pyodide index"  # all installed: the package index is not needed
         if SETTINGS.get("wheelhouse"):
@@ -277,14 +403,16 @@ async def pip_install(specs: list[str], index_urls: list[str] | None = None, pre
             "or preinstall packages without network with SandboxKernel.packages (resolved on the host, optionally "
             "from SandboxKernel.wheelhouse)."
         )
-    try:
-        await micropip.install(specs, index_urls=index_urls, pre=pre)
-    except Exception as exc:
-        # micropip says "Can't fetch metadata ... make sure you have entered a correct package name" for any failed
-        # fetch: an untrusted certificate is told as such.
-        untrusted = await untrusted_certificate(index_urls)
-        raise PackageLoadError(untrusted or _pip_help_for(exc, index_urls)) from None
+    await _micropip_install(specs, index_urls, pre, unfetched)
     return "micropip"
+
+
+def _forget(removed: list[str]) -> None:
+    """Tell the host what %pip uninstall removed: not installed again after a restart."""
+    if removed:
+        reply = _host.request({"type": Event.PIP_UNINSTALLED, "names": removed})
+        if isinstance(reply, dict) and "error" in reply:
+            print(f"[{reply['error'].get('message')}]", file=sys.stderr)
 
 
 def _warn(text: str) -> None:
@@ -331,12 +459,9 @@ class PipMagics(Magics):
             elif command == "show":
                 print(pipcmds.pip_show(args, _warn), end="")
             else:
-                removed = pipcmds.pip_uninstall(args, _ask, lambda text: print(text, end=""), _warn)
-                if removed:  # not installed again after a restart
-                    reply = _host.request({"type": Event.PIP_UNINSTALLED, "names": removed})
-                    if isinstance(reply, dict) and "error" in reply:
-                        print(f"[{reply['error'].get('message')}]", file=sys.stderr)
+                _forget(pipcmds.pip_uninstall(args, _ask, lambda text: print(text, end=""), _warn))
         except pipcmds.PipUsageError as exc:
+            _forget(getattr(exc, "removed", []))
             raise UsageError(str(exc)) from None
 
     def _pip(self, line: str) -> None:

@@ -69,10 +69,26 @@ def run(
         "stream": stream,
         "allowNet": list(LIMITS.allow_net),
     }
-    answer = json.loads(run_sync(_host.shell(json.dumps(request), _python_command, _write_refusal)))
+    payload = json.dumps(request)
+    _within_the_shell_limit(len(payload))
+    answer = json.loads(run_sync(_host.shell(payload, _python_command, _write_refusal)))
     if answer["interrupted"] or _interrupted_in_python:
         raise KeyboardInterrupt
     return ShellRun(str(answer["stdout"]), str(answer["stderr"]), int(answer["exitCode"]))
+
+
+def _within_the_shell_limit(size: int) -> None:
+    """Refuse a run whose script, environment and stdin would not fit the shell: they cross into the worker's JS heap
+    whole (as JSON), where no Python MemoryError can catch them."""
+    from .guards import LIMITS
+
+    limit = _host.shell_limit_bytes()
+    if size > limit:
+        raise MemoryError(
+            f"the shell command's script, environment and stdin take {size / 2**20:.1f} MiB; the sandbox's shell "
+            f"takes at most {limit / 2**20:g} MiB at once (its share of SandboxKernel.memory_limit_mb="
+            f"{LIMITS.memory_limit_mb}; raise that setting to allow more)"
+        )
 
 
 @contextlib.contextmanager

@@ -321,11 +321,12 @@ class SandboxShell(InteractiveShell):
             # An interrupt while the cell awaited: report it as ipykernel would.
             etype, evalue = KeyboardInterrupt, KeyboardInterrupt("Interrupted by user while awaiting")
             stb = [f"KeyboardInterrupt: {evalue}"]
-        if issubclass(etype, MemoryError):
-            from .guards import memory_message
+        from .guards import budget_error
 
-            evalue = MemoryError(memory_message())
-            stb = [*stb[:-1], f"MemoryError: {evalue}"]
+        budget = budget_error(etype, evalue)
+        if budget is not None:
+            etype, evalue = type(budget), budget
+            stb = [*stb[:-1], f"{etype.__name__}: {evalue}"]
         error = {"traceback": stb, "ename": etype.__name__, "evalue": str(evalue)}
         self.last_error = error
         self._shown_exception = shown

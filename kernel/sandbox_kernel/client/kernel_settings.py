@@ -41,7 +41,7 @@ class KernelSettings(TypedDict, total=False):
     max_output_bytes: int
     """Output one cell may send to the frontend (every message, counted with 256 bytes for its envelope, and its reply's payload); the rest is dropped with a notice. Also the most one completion or inspection reply may carry: it is cut there, and says so."""
     memory_limit_mb: int
-    """Memory for the sandbox: WebAssembly memory and the JS heap, each, in MiB."""
+    """Memory for the sandbox, in MiB: WebAssembly memory (Python's objects) and the in-memory files (/tmp, /home/pyodide, installed packages) together; past it a file write fails with OSError(ENOSPC) and an allocation with MemoryError, each naming this setting. The JS heap has the same cap of its own. The Deno process takes up to ~128 MiB more (docs/security.md, One memory budget)."""
     mount_limits: dict[str, Any]
     """Per guest mount path: {'suffixes': ['.csv', ...] (narrows the data suffixes; the one way to let '.json' and '.txt' reach the host), 'max_file_bytes': N, 'max_total_bytes': N, 'max_growth_bytes': N (default 1 GiB, apparent sizes), 'host_writes': 'data' (default: only plain data files reach the host; the rest stays inside the sandbox) or 'any' (every file: the user's risk)}, checked by the supervisor on every write there (docs/security.md, 'Host folders are default-deny')."""
     mounts: list[str]

@@ -90,9 +90,13 @@ class SandboxSettings(LoggingConfigurable):
         "Deno's built-in ones: a proxy's CA on a network that inspects TLS. None (default): the host's "
         "SSL_CERT_FILE, else its SSL_CERT_DIR, when set (the choice is logged).",
     ).tag(config=True)
-    memory_limit_mb = Int(1024, help="Memory for the sandbox: WebAssembly memory and the JS heap, each, in MiB.").tag(
-        config=True
-    )
+    memory_limit_mb = Int(
+        1024,
+        help="Memory for the sandbox, in MiB: WebAssembly memory (Python's objects) and the in-memory files (/tmp, "
+        "/home/pyodide, installed packages) together; past it a file write fails with OSError(ENOSPC) and an "
+        "allocation with MemoryError, each naming this setting. The JS heap has the same cap of its own. The Deno "
+        "process takes up to ~128 MiB more (docs/security.md, One memory budget).",
+    ).tag(config=True)
     max_output_bytes = Int(
         10 << 20,
         help="Output one cell may send to the frontend (every message, counted with 256 bytes for its envelope, and "

@@ -354,11 +354,27 @@ class PyodideIndex:
                 return data
         except OSError as exc:
             reason = printable(f"{type(exc).__name__}: {exc}")
+            name = str(pkg.get("name", pkg["file_name"]))
             raise IndexFetchError(
-                f"{pkg.get('name', pkg['file_name'])} is provided by the Pyodide index, and it could not be fetched from "
-                f"{self.source} ({reason}){_tls_hint(exc)}{self.describe_lock()}. The kernel fetches these on the "
-                "host, outside the sandbox, so SandboxKernel.allow_net does not apply: set "
-                "SandboxKernel.pyodide_index to a reachable mirror URL or a local folder holding the Pyodide packages "
-                "(with their pyodide-lock.json), e.g. one made by `sandbox-kernel mirror DIR NAME...`.",
+                f"{name} is provided by the Pyodide index, and it could not be fetched from {self.source} "
+                f"({reason}){_tls_hint(exc)}{self.describe_lock()}. {_fixes(name, str(pkg['file_name']))}",
                 reason,
             ) from None
+
+
+def _fixes(name: str, file_name: str) -> str:
+    """What makes a Pyodide package the index could not give available: a pure-Python one also comes from the
+    package index (SandboxKernel.packages on the host, or %pip in the sandbox); any, from a reachable Pyodide index."""
+    mirror = (
+        "set SandboxKernel.pyodide_index to a reachable mirror URL or a local folder holding the Pyodide packages "
+        "(with their pyodide-lock.json), e.g. one made by `sandbox-kernel mirror DIR NAME...`."
+    )
+    host_side = "The kernel fetches these on the host, outside the sandbox, so SandboxKernel.allow_net does not apply"
+    if not file_name.endswith("-none-any.whl"):
+        return f"{host_side}: {mirror}"
+    return (
+        f"{name} is pure Python, so a wheel from the package index (PyPI) works as well: add {name!r} to "
+        f"SandboxKernel.packages (resolved on the host), or run `%pip install {name}` with pypi.org:443 and "
+        f"files.pythonhosted.org:443 in SandboxKernel.allow_net (fetched by the sandbox). Or {mirror} "
+        f"({host_side} to them.)"
+    )

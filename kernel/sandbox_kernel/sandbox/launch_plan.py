@@ -190,6 +190,7 @@ class LaunchPlan:
             "replyBytes": self.reply_bytes,
             "maxFrameBytes": self.max_frame_bytes,
             "maxEventBytes": self.max_event_bytes,
+            "memoryLimitMb": self.memory_limit_mb,
         }
 
     def env(self) -> dict[str, str]:

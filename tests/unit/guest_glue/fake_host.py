@@ -11,6 +11,7 @@ import ast
 import base64
 import json
 import pickle
+import re
 import textwrap
 import types
 from collections.abc import Awaitable, Callable, Coroutine
@@ -32,10 +33,13 @@ class FakeHost:
         self.answers = list(answers or [])
         self.max_event_bytes = max_event_bytes
         self.refusals: list[str] = []
+        self.files_full_reasons: list[str] = []
+        self.files_held_mib = 3  # what `files_mib` answers: the in-memory files of a fresh sandbox  # what `files_full` answers, in order (memory_budget.ts's refusals)
         self.interrupt_sleep = False
         self.log: list[tuple[Any, ...]] = []
         self.on_write: Callable[[str], None] | None = None
         self.shell_results: list[dict[str, Any]] = []  # what `shell` answers, in order (ShellResult's fields)
+        self.shell_limit_bytes = 16 << 20  # host_ts/shell_limits.ts at memory_limit_mb=1024
 
     # -- the JS functions -------------------------------------------------------------------------------------
     def write(self, kind: int, text: str, rid: int = 0) -> None:
@@ -69,6 +73,14 @@ class FakeHost:
     def take_refusal(self) -> str | None:
         self.log.append(("take_refusal",))
         return self.refusals.pop(0) if self.refusals else None
+
+    def files_full(self) -> str | None:
+        self.log.append(("files_full",))
+        return self.files_full_reasons.pop(0) if self.files_full_reasons else None
+
+    def files_mib(self) -> int:
+        self.log.append(("files_mib",))
+        return self.files_held_mib
 
     def sleep(self, ms: float) -> bool:
         self.log.append(("sleep", ms))
@@ -173,6 +185,8 @@ class FakePyodide:
         self.fetch_error: BaseException | None = None
         self.probe_answers: dict[str, str] = {}  # url -> why a JavaScript fetch of it failed ('' or absent: it did not)
         self.load_messages = ["Loading demo"]
+        self.lock: dict[str, dict[str, Any]] = {}  # micropip's view of Pyodide's lock file (name -> entry)
+        self.installed: set[str] = set()  # canonical names micropip or loadPackage installed
 
     def modules(self) -> dict[str, types.ModuleType]:
         record = self.record
@@ -232,21 +246,41 @@ class FakePyodide:
             callback = options["<js Object>"]["messageCallback"]
             for message in self.load_messages:
                 callback(message)
+            self.installed.update(str(name) for name in names if not str(name).endswith(".whl"))
 
         pyodide_js.loadPackage = load_package  # type: ignore[attr-defined]
 
         micropip = types.ModuleType("micropip")
+        micropip.__path__ = []  # type: ignore[attr-defined]  # a package: micropip._compat is in sys.modules
+        compat = types.ModuleType("micropip._compat")
+
+        class Layer:  # micropip's compatibility layer: the lock it reads, the loadPackage it calls
+            lockfile_packages = self.lock
+
+            @staticmethod
+            async def loadPackage(names: Any) -> None:
+                record.append(("micropip loadPackage", list(names)))  # Pyodide's own: it never raises
+
+        compat.compatibility_layer = Layer  # type: ignore[attr-defined]
+        self.layer = Layer
 
         async def install(specs: Any, index_urls: Any = None, pre: bool = False) -> None:
+            """As micropip 0.11.1 with the default index: names in the lock from Pyodide, the rest from the index."""
             record.append(("micropip.install", specs, index_urls, pre))
             if self.pip_error is not None:
                 raise self.pip_error
+            names = [re.split(r"[<>=!~\[; ]", spec, maxsplit=1)[0].lower() for spec in specs]
+            from_lock = [name for name in names if index_urls is None and Layer.lockfile_packages.get(name)]
+            self.installed.update(name for name in names if name not in from_lock)
+            if from_lock:
+                await Layer.loadPackage(from_lock)
 
         micropip.install = install  # type: ignore[attr-defined]
+        micropip._compat = compat  # type: ignore[attr-defined]
 
         found = {
             "js": js, "pyodide": pyodide, "pyodide.code": code, "pyodide.ffi": ffi, "pyodide.http": http,
-            "pyodide_js": pyodide_js, "micropip": micropip,
+            "pyodide_js": pyodide_js, "micropip": micropip, "micropip._compat": compat,
         }  # fmt: skip
         try:
             import cloudpickle  # noqa: F401  # the guest's own wheel, if this environment has it

@@ -66,6 +66,17 @@ def test_running_out_of_memory_names_the_setting(guest):
     )
 
 
+def test_a_size_wasm32_cannot_address_is_shown_as_running_out_of_memory(guest):
+    served = guest.execute("raise OverflowError(\"cannot fit 'int' into an index-sized integer\")")
+    assert error(served) == (
+        "MemoryError",
+        "the sandbox ran out of memory: its limit is SandboxKernel.memory_limit_mb=0 MiB (raise it to allow more); "
+        "no size or count of 2**31 or more fits its 32-bit (wasm32) memory at all",
+    )
+    assert served.reply["traceback"][-1].startswith("MemoryError: the sandbox ran out of memory")
+    assert error(guest.execute("raise OverflowError('too big')")) == ("OverflowError", "too big")
+
+
 def test_input_without_stdin_says_the_frontend_cannot_answer(guest):
     ename, evalue = error(guest.execute("input('Name? ')", allow_stdin=False))
     assert ename == "StdinNotImplementedError"
@@ -274,7 +285,7 @@ def test_checkpoint_and_restore_failures_are_error_replies(fresh_guest, tmp_path
 def test_a_pip_replay_that_fails_again_says_so_on_stderr(guest):
     served = guest.handle(
         {"op": "pip_install", "specs": ["sbk-demo", "other"], "index_urls": None},
-        [{"error": {"type": "PackageError", "message": "not in the Pyodide index"}}],
+        [{"error": {"type": "PackageError", "message": "not in the Pyodide index"}}] * 3,  # both, then each
     )
     assert served.reply == {"status": "ok"}
     assert served.text(2) == "[after the restart, %pip install sbk-demo other failed again: not in the Pyodide index]\n"

@@ -355,6 +355,47 @@ def test_memory_message_names_the_setting(limits):
     )
 
 
+def test_a_size_wasm32_cannot_address_is_shown_as_the_memory_error(limits):
+    shown = guards.budget_error(OverflowError, OverflowError("cannot fit 'int' into an index-sized integer"))
+    assert type(shown) is MemoryError
+    assert str(shown) == (
+        "the sandbox ran out of memory: its limit is SandboxKernel.memory_limit_mb=512 MiB (raise it to allow more); "
+        "no size or count of 2**31 or more fits its 32-bit (wasm32) memory at all"
+    )
+
+
+def test_a_memory_error_names_what_the_files_hold_when_it_is_much(limits, host):
+    assert str(guards.budget_error(MemoryError, MemoryError())) == guards.memory_message()
+    host.files_held_mib = 200
+    assert str(guards.budget_error(MemoryError, MemoryError())) == (
+        "the sandbox ran out of memory: its limit is SandboxKernel.memory_limit_mb=512 MiB (raise it to allow more); "
+        "the sandbox's in-memory files hold 200 MiB of it (delete files in /tmp or /home/pyodide to free it)"
+    )
+
+
+@pytest.mark.parametrize(
+    ("etype", "evalue"),
+    [
+        (OverflowError, OverflowError("math range error")),
+        (IndexError, IndexError("cannot fit 'int' into an index-sized integer")),
+        (ValueError, ValueError("cannot fit 'int' into an index-sized integer")),
+    ],
+)
+def test_other_errors_are_no_budget_errors(limits, host, etype, evalue):
+    assert guards.budget_error(etype, evalue) is None
+
+
+def test_full_files_show_the_budgets_reason_with_enospc(limits, host):
+    host.files_full_reasons = ["the sandbox's in-memory files are full: ..."]
+    shown = guards.budget_error(OSError, OSError(errno.ENOSPC, "No space left on device"))
+    assert type(shown) is builtins.OSError and shown.errno == errno.ENOSPC
+    assert str(shown) == f"[Errno {errno.ENOSPC}] the sandbox's in-memory files are full: ..."
+    # ENOSPC the budget did not give (none since): shown as it is
+    assert guards.budget_error(OSError, OSError(errno.ENOSPC, "No space left on device")) is None
+    assert guards.budget_error(OSError, OSError(errno.EACCES, "denied")) is None
+    assert host.calls().count("files_full") == 2  # only for ENOSPC
+
+
 INSTALL_CHILD = """
 import builtins, json, os, sys
 sys.path[:0] = [sys.argv[1], sys.argv[2]]

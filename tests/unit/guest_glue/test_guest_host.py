@@ -130,7 +130,17 @@ def test_the_fake_host_has_every_function_the_stub_declares():
     """FakeHost stands for worker.ts's `host` object as host_ts/guest_stubs/_sandbox_host.pyi declares it."""
     stub = ast.parse((GUEST_DIR.parent / "guest_stubs" / "_sandbox_host.pyi").read_text())
     declared = {f.name: [a.arg for a in f.args.posonlyargs] for f in stub.body if isinstance(f, ast.FunctionDef)}
-    assert set(declared) == {"write", "emit", "send_blob", "wait_reply", "take_refusal", "sleep", "shell"}
+    assert set(declared) == {
+        "write",
+        "emit",
+        "send_blob",
+        "wait_reply",
+        "take_refusal",
+        "files_full",
+        "files_mib",
+        "sleep",
+        "shell",
+    }
     for name, params in declared.items():
         fake = inspect.signature(getattr(FakeHost(), name))
         assert len(fake.parameters) == len(params), (name, fake, params)

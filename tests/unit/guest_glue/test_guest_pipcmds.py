@@ -44,6 +44,7 @@ def test_show_gives_pips_fields_in_pips_order():
 def test_uninstall_asks_unless_told_yes_and_names_what_it_removed(monkeypatch):
     removed: list[str] = []
     monkeypatch.setitem(sys.modules, "micropip", types.SimpleNamespace(uninstall=removed.append))
+    monkeypatch.setattr(pipcmds, "_left_behind", lambda project, files: "")  # (the fake removes nothing)
     said: list[str] = []
     warned: list[str] = []
     assert pipcmds.pip_uninstall(["pluggy", "sbk-absent"], lambda q: "n", said.append, warned.append) == []
@@ -65,3 +66,55 @@ def test_uninstall_asks_unless_told_yes_and_names_what_it_removed(monkeypatch):
     monkeypatch.setattr(pipcmds, "KERNEL_SITE", str(metadata.distribution("pluggy").locate_file("")))
     with pytest.raises(pipcmds.PipUsageError, match="part of the sandbox's own kernel"):
         pipcmds.pip_uninstall(["-y", "pluggy"], input, said.append, warned.append)
+
+
+def _dist(site, name: str, files: dict[str, str], requires: tuple[str, ...] = (), record: bool = True) -> None:
+    """A distribution `name` 1.0 installed in `site`: its files, and its metadata (with a RECORD unless not)."""
+    info = site / f"{name}-1.0.dist-info"
+    info.mkdir(parents=True)
+    needs = "".join(f"Requires-Dist: {r}\n" for r in requires)
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n{needs}")
+    for path, text in files.items():
+        (site / path).parent.mkdir(parents=True, exist_ok=True)
+        (site / path).write_text(text)
+    if record:
+        listed = [*files, f"{info.name}/METADATA", f"{info.name}/RECORD"]
+        (info / "RECORD").write_text("".join(f"{path},,\n" for path in listed))
+
+
+def test_not_importable_checks_each_module_and_each_requirement(tmp_path, monkeypatch):
+    monkeypatch.syspath_prepend(str(tmp_path))
+    _dist(tmp_path, "sbk_good", {"sbk_good/__init__.py": "", "sbk_good_single.py": ""}, requires=("pytest",))
+    _dist(tmp_path, "sbk_hollow", {})  # metadata only: nothing to import, nothing missing
+    _dist(tmp_path, "sbk_needy", {"sbk_needy.py": ""}, requires=("sbk-absent>=1", "colorama; sys_platform == 'win32'"))
+    info = tmp_path / "sbk_lost-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: sbk_lost\nVersion: 1.0\n")
+    (info / "RECORD").write_text("sbk_lost/__init__.py,,\n")  # named by its RECORD, not on disk
+    assert pipcmds.top_level_modules(metadata.distribution("sbk_good")) == ["sbk_good", "sbk_good_single"]
+    assert pipcmds.not_importable(["sbk-good", "SBK_Hollow==1.0"]) == {}
+    assert pipcmds.not_importable(["sbk-lost", "sbk-needy", "sbk-nowhere"]) == {
+        "sbk-lost": "its metadata is there but Python cannot find sbk_lost",
+        "sbk-nowhere": "it is not installed",
+        "sbk-absent": "it is not installed (needed by sbk_needy)",  # colorama: only on Windows
+    }
+
+
+def test_uninstall_says_success_only_once_the_files_are_gone(tmp_path, monkeypatch):
+    monkeypatch.syspath_prepend(str(tmp_path))
+    _dist(tmp_path, "sbk_stays", {"sbk_stays.py": ""})
+    _dist(tmp_path, "sbk_unrecorded", {"sbk_unrecorded.py": ""}, record=False)
+    calls: list[str] = []
+    monkeypatch.setitem(sys.modules, "micropip", types.SimpleNamespace(uninstall=calls.append))  # removes nothing
+    said: list[str] = []
+    with pytest.raises(pipcmds.PipUsageError) as caught:
+        pipcmds.pip_uninstall(["-y", "sbk-stays"], input, said.append, said.append)
+    assert str(caught.value) == "%pip uninstall: sbk_stays-1.0 was not removed: Python still finds its metadata"
+    assert "Successfully" not in "".join(said) and calls == ["sbk_stays"]
+    with pytest.raises(pipcmds.PipUsageError) as caught:
+        pipcmds.pip_uninstall(["-y", "sbk-unrecorded"], input, said.append, said.append)
+    assert str(caught.value) == (
+        f"%pip uninstall: cannot uninstall sbk_unrecorded 1.0: no RECORD file was found for it in {tmp_path}, so what "
+        "it installed is unknown (pip refuses it too): remove its modules and its .dist-info folder yourself"
+    )
+    assert calls == ["sbk_stays"]  # micropip was not asked (it would remove the metadata and leave the module)

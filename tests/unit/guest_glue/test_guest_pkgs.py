@@ -11,6 +11,21 @@ import pytest
 from sandbox_guest import pipcmds, pkgs
 
 
+@pytest.fixture(autouse=True)
+def importable(monkeypatch, request):
+    """After an install: what the fakes installed is importable, the rest is not (pipcmds.not_importable's verdict;
+    its own tests are in test_guest_pipcmds.py)."""
+    if "fake_pyodide" not in request.fixturenames:
+        return
+
+    def verdict(specs: list[str]) -> dict[str, str]:
+        fake = request.getfixturevalue("fake_pyodide")
+        names = [pkgs._canonical(spec) for spec in specs]
+        return {name: "it is not installed" for name in names if name not in fake.installed}
+
+    monkeypatch.setattr(pipcmds, "not_importable", verdict)
+
+
 @pytest.fixture
 def settings(monkeypatch):
     fresh = {"auto_load": True, "allow_net": [], "wheelhouse": False}
@@ -149,9 +164,14 @@ def test_a_micropip_failure_from_the_network_explains_allow_net(host, fake_pyodi
         "in SandboxKernel.allow_net (now: 127.0.0.1:9)"
     )
     assert str(caught.value).endswith("(RuntimeError: TypeError: NetworkError when attempting to fetch resource.)")
-    fake_pyodide.pip_error = ValueError("Can't find a pure Python 3 wheel for 'x'")
-    with pytest.raises(pkgs.PackageLoadError, match=r"^ValueError: Can't find a pure Python 3 wheel for 'x'$"):
+    fake_pyodide.pip_error = ValueError("Can't find a pure Python 3 wheel for: 'x'\nSee: https://faq\n")
+    with pytest.raises(pkgs.PackageLoadError) as caught:
         asyncio.run(pkgs.pip_install(["x"], ["http://127.0.0.1:9/simple"]))
+    assert str(caught.value) == (
+        "%pip install x: Can't find a pure Python 3 wheel for: 'x': the package index (http://127.0.0.1:9/simple) "
+        "has no pure-Python (py3-none-any) or Pyodide wheel that fits. Check the name and version; a compiled "
+        "package needs a Pyodide build, from SandboxKernel.pyodide_index."
+    )
 
 
 def test_a_micropip_failure_behind_an_untrusted_certificate_says_so_and_names_ca_bundle(host, fake_pyodide, settings):
@@ -172,8 +192,12 @@ def test_a_micropip_failure_behind_an_untrusted_certificate_says_so_and_names_ca
     )
     assert [r for r in fake_pyodide.record if r[0] == "probe"] == [("probe", "https://127.0.0.1:8443/")]  # https only
     fake_pyodide.probe_answers.clear()  # the index is trusted: micropip's own words stand
-    with pytest.raises(pkgs.PackageLoadError, match=r"^ValueError: Can't fetch metadata for 'tabulate'"):
+    with pytest.raises(pkgs.PackageLoadError) as caught:
         asyncio.run(pkgs.pip_install(["tabulate"], ["https://127.0.0.1:8443/simple"]))
+    assert str(caught.value) == (
+        "%pip install tabulate: Can't fetch metadata for 'tabulate'. Please make sure you have entered a correct "
+        "package name (package index: https://127.0.0.1:8443/simple)."
+    )
     fake_pyodide.probe_answers["https://pypi.org/"] = "Error: ...: invalid peer certificate: Expired"
     host.answers = [{"error": {"type": "PackageError", "message": "not in the Pyodide index"}}]
     with pytest.raises(
@@ -186,11 +210,10 @@ MISS = {"error": {"type": "PackageError", "message": "%pip install sbk-absent: S
 
 
 @pytest.fixture
-def installed(monkeypatch):
-    """What importlib.metadata finds after a load (the fake loadPackage installs nothing)."""
-    found: set[str] = set()
-    monkeypatch.setattr(pipcmds, "installed", lambda: dict.fromkeys(found))
-    return found
+def installed(monkeypatch, fake_pyodide):
+    """What importlib.metadata finds after a load (the fake loadPackage of wheel paths installs nothing)."""
+    monkeypatch.setattr(pipcmds, "installed", lambda: dict.fromkeys(fake_pyodide.installed))
+    return fake_pyodide.installed
 
 
 def test_with_a_wheelhouse_what_pyodides_index_lacks_comes_from_it(host, fake_pyodide, settings, installed):
@@ -314,3 +337,64 @@ def test_pip_magic_where_run_sync_is_not_available(pip, fake_pyodide):
     fake_pyodide.can_run_sync = False
     with pytest.raises(pkgs.PackageLoadError, match=r"use `import micropip; await micropip.install\(...\)`"):
         pip("install x")
+
+
+def test_a_lock_entry_whose_file_the_host_cannot_fetch_comes_from_the_package_index(host, fake_pyodide, settings):
+    """micropip prefers a name in Pyodide's lock over the index's wheel; the lock's file is unreachable here, so
+    micropip sees the lock without it (and takes PyPI's wheel), as SandboxKernel.packages does on the host."""
+    settings["allow_net"] = ["pypi.org:443", "files.pythonhosted.org:443"]
+    fake_pyodide.lock.update({"sbk-lockpure": {"version": "1.0"}, "sbk-other": {"version": "1.0"}})
+    host.answers = [{"error": {"type": "PackageError", "message": "sbk-lockpure is provided by the Pyodide index"}}]
+    assert asyncio.run(pkgs.pip_install(["sbk-lockpure"])) == "micropip"
+    assert fake_pyodide.record == [("micropip.install", ["sbk-lockpure"], None, False)]
+    assert fake_pyodide.installed == {"sbk-lockpure"}
+    assert set(fake_pyodide.layer.lockfile_packages) == {"sbk-lockpure", "sbk-other"}  # micropip's own view, back
+
+
+def test_micropip_looks_in_the_lock_through_the_host_and_a_missing_file_means_the_index(host, fake_pyodide, settings):
+    """A lock entry micropip would choose (a requirement of a wheel, say) is fetched by the host while micropip
+    resolves, before it installs anything: one the host cannot fetch is not in micropip's view, so the index gives
+    it; one it can is loaded through the host (Pyodide's notes on stderr), never by micropip's own loadPackage."""
+    settings["allow_net"] = ["pypi.org:443", "files.pythonhosted.org:443"]
+    fake_pyodide.lock.update({"sbk-lockdep": {"version": "1.0"}, "sbk-fine": {"version": "1.0"}})
+    refusal = {"error": {"type": "PackageError", "message": "sbk-lockdep could not be fetched"}}
+    host.answers = [{"value": []}, refusal]  # not given by name at first (as a requirement of a wheel would not be)
+    assert asyncio.run(pkgs.pip_install(["sbk-lockdep"])) == "micropip"
+    assert [e.get("packages") for e in host.events()] == [["sbk-lockdep"], ["sbk-lockdep"]]
+    assert [r[0] for r in fake_pyodide.record] == ["micropip.install"]
+    assert fake_pyodide.installed == {"sbk-lockdep"}  # from the index
+    host.answers = [{"value": []}, {"value": ["sbk-fine"]}, {"value": ["sbk-fine"]}]
+    assert asyncio.run(pkgs.pip_install(["sbk-fine"])) == "micropip"
+    assert [e.get("packages") for e in host.events()[2:]] == [["sbk-fine"]] * 3  # asked, fetched, then loaded
+    assert [r[0] for r in fake_pyodide.record][1:] == ["micropip.install", "create_proxy", "loadPackage", "destroy"]
+    assert "sbk-fine" in fake_pyodide.installed
+
+
+def test_a_package_neither_index_can_give_names_it_why_and_the_setting(host, fake_pyodide, settings):
+    settings["allow_net"] = ["pypi.org:443", "files.pythonhosted.org:443"]
+    fake_pyodide.lock["sbk-compiled"] = {"version": "1.0"}
+    reason = "sbk-compiled is provided by the Pyodide index, and it could not be fetched (...): set SandboxKernel.pyodide_index"
+    host.answers = [{"error": {"type": "PackageError", "message": reason}}]
+    fake_pyodide.pip_error = ValueError("Can't find a pure Python 3 wheel for: 'sbk-compiled'\nSee: https://faq\n")
+    with pytest.raises(pkgs.PackageLoadError) as caught:
+        asyncio.run(pkgs.pip_install(["sbk-compiled"]))
+    assert str(caught.value) == (
+        f"{reason}\nThe package index (https://pypi.org/simple) does not give it either: Can't find a pure Python 3 "
+        "wheel for: 'sbk-compiled'"
+    )
+
+
+def test_pip_magic_says_installed_only_for_what_python_can_import(pip, host, fake_pyodide, capsys, monkeypatch):
+    async def installs_nothing(specs, index_urls=None, pre=False):
+        fake_pyodide.record.append(("micropip.install", specs, index_urls, pre))
+
+    monkeypatch.setattr(sys.modules["micropip"], "install", installs_nothing)
+    host.answers = [{"value": []}]
+    with pytest.raises(pkgs.PackageLoadError) as caught:
+        pip("install sbk-ghost")
+    assert str(caught.value) == (
+        "%pip install: sbk-ghost did not install: it is not installed (after installing from micropip). %pip list "
+        "shows what is installed."
+    )
+    assert capsys.readouterr().out == ""  # no "Installed" line
+    assert [e["type"] for e in host.events()] == ["load_packages"]  # not recorded for replay after a restart

@@ -156,3 +156,18 @@ def test_fork_and_exec_say_the_sandbox_starts_no_processes():
         processes._no_process("fork")()
     assert raised.value.errno == errno.ENOSYS
     assert str(raised.value).startswith("[Errno 38] os.fork: the sandbox starts no processes; its shell runs commands")
+
+
+def test_a_run_too_large_for_the_shell_is_a_memory_error_before_it_crosses_into_js(shell, monkeypatch):
+    """The script, environment and stdin go to the worker's JS heap whole: past the shell's limit they are refused."""
+    from sandbox_guest import guards
+
+    monkeypatch.setattr(guards.LIMITS, "memory_limit_mb", 256)
+    shell.shell_limit_bytes = 4 << 20
+    with pytest.raises(MemoryError) as raised:
+        sh.run("wc -c", stdin=b"z" * 5_000_000)
+    assert str(raised.value) == (
+        "the shell command's script, environment and stdin take 4.8 MiB; the sandbox's shell takes at most 4 MiB at "
+        "once (its share of SandboxKernel.memory_limit_mb=256; raise that setting to allow more)"
+    )
+    assert sent(shell) == []
