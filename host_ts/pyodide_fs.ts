@@ -108,15 +108,30 @@ export class PyodideFs implements IFileSystem {
   readonly #fs: EmscriptenFS;
   readonly #codes: Map<number, string>;
   readonly #refusal: () => string | undefined;
+  readonly #writeRefusal?: (path: string) => Promise<string>;
 
   /**
    * `errnoCodes`: Pyodide's ERRNO_CODES (name -> number); `refusal`: why the rw-mount service refused the last
-   * change (worker.ts's `take_refusal`), which words an EACCES better than "permission denied".
+   * change (worker.ts's `take_refusal`), which words an EACCES better than "permission denied"; `writeRefusal`:
+   * the guest's guards' words refusing a write to a path ('' if they let it through), so that a write the shell
+   * refuses says what open() in Python says (guards.py's write_refusal).
    */
-  constructor(fs: EmscriptenFS, errnoCodes: Record<string, number>, refusal: () => string | undefined) {
+  constructor(
+    fs: EmscriptenFS,
+    errnoCodes: Record<string, number>,
+    refusal: () => string | undefined,
+    writeRefusal?: (path: string) => Promise<string>,
+  ) {
     this.#fs = fs;
     this.#codes = new Map(Object.entries(errnoCodes).map(([name, errno]) => [errno, name]));
     this.#refusal = refusal;
+    this.#writeRefusal = writeRefusal;
+  }
+
+  /** Refuse a write the guards refuse (EROFS, as Python's open() does), in their words. */
+  async #mayWrite(syscall: string, path: string): Promise<void> {
+    const why = this.#writeRefusal ? await this.#writeRefusal(normalize(path)) : "";
+    if (why) throw new FsError("EROFS", syscall, path, why);
   }
 
   /** Run one FS call; an Emscripten ErrnoError becomes an FsError. */
@@ -152,9 +167,11 @@ export class PyodideFs implements IFileSystem {
     return this.#call("open", path, () => this.#fs.readFile(path));
   }
   async writeFile(path: string, content: string | Uint8Array, options?: unknown): Promise<void> {
+    await this.#mayWrite("open", path);
     this.#call("open", path, () => this.#fs.writeFile(path, encode(content, encodingOf(options))));
   }
   async appendFile(path: string, content: string | Uint8Array, options?: unknown): Promise<void> {
+    await this.#mayWrite("open", path);
     const fs = this.#fs;
     const bytes = encode(content, encodingOf(options));
     this.#call("open", path, () => {
@@ -181,6 +198,7 @@ export class PyodideFs implements IFileSystem {
     return this.#stat(this.#call("lstat", path, () => this.#fs.lstat(path)));
   }
   async mkdir(path: string, options?: MkdirOptions): Promise<void> {
+    await this.#mayWrite("mkdir", path);
     const fs = this.#fs;
     if (!options?.recursive) return this.#call("mkdir", path, () => fs.mkdir(path));
     let current = "";
@@ -215,11 +233,13 @@ export class PyodideFs implements IFileSystem {
         throw error;
       });
     }
+    await this.#mayWrite("rm", path); // one that is there (a missing one is ENOENT, as on a read-only mount)
     if (!fs.isDir(st.mode)) return this.#call("unlink", path, () => fs.unlink(path));
     if (options?.recursive) { for (const name of await this.readdir(path)) await this.rm(`${path}/${name}`, options); }
     this.#call("rmdir", path, () => fs.rmdir(path));
   }
   async cp(src: string, dest: string, options?: CpOptions): Promise<void> {
+    await this.#mayWrite("copyfile", dest);
     const fs = this.#fs;
     const st = this.#call("lstat", src, () => fs.lstat(src));
     if (fs.isLink(st.mode)) return this.symlink(this.#call("readlink", src, () => fs.readlink(src)), dest);
@@ -233,6 +253,8 @@ export class PyodideFs implements IFileSystem {
     this.#call("chmod", dest, () => fs.chmod(dest, st.mode & 0o777));
   }
   async mv(src: string, dest: string): Promise<void> {
+    await this.#mayWrite("rename", src);
+    await this.#mayWrite("rename", dest);
     try {
       this.#call("rename", src, () => this.#fs.rename(src, dest));
     } catch (error) {
@@ -248,9 +270,11 @@ export class PyodideFs implements IFileSystem {
     return []; // globbing walks the folders with readdir instead
   }
   async chmod(path: string, mode: number): Promise<void> {
+    await this.#mayWrite("chmod", path);
     this.#call("chmod", path, () => this.#fs.chmod(path, mode));
   }
   async symlink(target: string, linkPath: string): Promise<void> {
+    await this.#mayWrite("symlink", linkPath);
     this.#call("symlink", linkPath, () => this.#fs.symlink(target, linkPath));
   }
   link(existingPath: string): Promise<void> {
@@ -265,6 +289,7 @@ export class PyodideFs implements IFileSystem {
     return this.#call("realpath", path, () => fs.getPath(fs.lookupPath(path, { follow: true }).node));
   }
   async utimes(path: string, atime: Date, mtime: Date): Promise<void> {
+    await this.#mayWrite("utime", path);
     this.#call("utime", path, () => this.#fs.utime(path, atime.getTime(), mtime.getTime()));
   }
 }

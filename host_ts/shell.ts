@@ -19,6 +19,8 @@ export interface ShellLinks {
   errnoCodes: Record<string, number>;
   /** Why the rw-mount service refused the last change (once). */
   refusal(): string | undefined;
+  /** The guest's guards' words refusing a write to `path` ('' if they let it through): Python's, said by the shell. */
+  writeRefusal?(path: string): Promise<string>;
   /** Pyodide's interrupt word: non-zero once the kernel interrupts the request. */
   interrupt: Int32Array;
   /** Output for the request being served, as it is produced. */
@@ -218,7 +220,7 @@ class SinkFs extends PyodideFs {
     private readonly sinks: Record<string, "stdout" | "stderr">,
     private readonly worded: (text: string) => string, // a limit's error, naming the setting
   ) {
-    super(links.fs, links.errnoCodes, links.refusal);
+    super(links.fs, links.errnoCodes, links.refusal, links.writeRefusal);
   }
   #sink(path: string, content: string | Uint8Array): boolean {
     const stream = this.sinks[path];

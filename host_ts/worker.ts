@@ -333,11 +333,16 @@ function registerHostModule(
      * Run a shell script (just-bash, imported on first use) for the glue's `!cmd`, `%%bash` and subprocess; the
      * glue waits with run_sync. `python` runs `python3 ...` in this sandbox. Resolves to the result's JSON.
      */
-    async shell(request: string, python: PythonCommand): Promise<string> {
+    async shell(
+      request: string,
+      python: PythonCommand,
+      writeRefusal: { callPromising(path: string): Promise<string> },
+    ): Promise<string> {
       shellState.shell ??= Shell.load({
         fs: pyodide.FS,
         errnoCodes: pyodide.ERRNO_CODES,
         refusal: () => refusals.take(),
+        writeRefusal: async (path) => String(await writeRefusal.callPromising(path)),
         interrupt,
         out: (stream, text) => ring.writeText(stream === "stderr" ? STDERR : STDOUT, tag(undefined), text),
         memoryLimitMb: init.memoryLimitMb,

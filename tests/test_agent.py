@@ -14,6 +14,7 @@ import pytest
 import test_packages
 from sandbox_kernel.client.agent import AsyncSandbox, KernelDied
 from sandbox_kernel.client.approvals import ApprovalRequest, Refused
+from sandbox_kernel.client.keywords import SandboxSettingsError
 from sandbox_kernel.client.results import ErrorInfo, ExecutionResult
 from sandbox_kernel.client.sync_sandbox import Sandbox
 
@@ -83,8 +84,9 @@ def test_upload_and_download_round_trip(sandbox, tmp_path):
     sandbox.run("open('/tmp/work/out.txt', 'w').write('made in the sandbox')")
     assert sandbox.download("/tmp/work/out.txt") == b"made in the sandbox"
     assert sandbox.download("/tmp/work/in.bin") == payload
-    with pytest.raises(OSError, match="FileNotFoundError"):
+    with pytest.raises(FileNotFoundError) as missing:
         sandbox.download("/tmp/work/missing.bin")
+    assert str(missing.value) == "[Errno 2] no such file in the sandbox: '/tmp/work/missing.bin'"
 
 
 def test_file_helpers_do_not_touch_history_or_count(sandbox, tmp_path):
@@ -279,6 +281,25 @@ def test_os_layers_are_reported_to_agents(sandbox):
     assert set(layers["layers"]) >= {"namespaces", "landlock", "seccomp", "no_new_privs"}, layers
     assert "net" in layers["layers"]["namespaces"]  # no allow_net: no network namespace to reach
     assert layers["missing"] == {}
+
+
+def test_a_bad_keyword_setting_names_the_keyword_and_is_said_once(tmp_path, capfd):
+    """A mount the kernel cannot use, given as a keyword: the error names the keyword (not "the kernel's command
+    line"), and the kernel's log (its stderr is ours here) does not say it a second time."""
+    missing = tmp_path / "missing"
+    with pytest.raises(SandboxSettingsError) as caught, Sandbox(mounts=[f"{missing}:/data:rw"], cell_timeout=60):
+        pass
+    problem = (
+        f"SandboxKernel.mounts: mount '{missing}:/data:rw': host folder '{missing}' does not exist or is not a folder "
+        "(given as the keyword mounts= of Sandbox())"
+    )
+    assert caught.value.problems == [problem]
+    assert str(caught.value) == (
+        "the kernel's settings are wrong, so no code runs until they are fixed and the kernel is restarted:\n"
+        f"- {problem}"
+    )
+    out, err = capfd.readouterr()
+    assert f"{out}{err}{caught.value}".count("does not exist or is not a folder") == 1, err
 
 
 def test_an_agent_explores_a_project_with_the_shell_it_expects(tmp_path):

@@ -162,7 +162,7 @@ def test_a_file_that_cannot_be_read_and_a_bad_option_say_one_line(tmp_path):
     proc = cli("--mount", "/no/such/folder:/data", "-c", "1")
     assert proc.returncode == 2 and proc.stdout == "", proc.stderr
     (line,) = proc.stderr.splitlines()
-    assert line.startswith("sandbox-kernel run: bad setting: SandboxKernel.mounts") and "/no/such/folder" in line
+    assert line.startswith("sandbox-kernel run: bad setting: --mount: ") and "/no/such/folder" in line
 
 
 # ---- kernel settings, and the kernel's notes on stderr ------------------------------------------------------------
@@ -174,7 +174,31 @@ def test_kernel_settings_are_taken_as_by_mcp():
     proc = cli("--SandboxKernel.cell_timeout=soon", "-c", "print('ran')")
     assert proc.returncode == 2 and proc.stdout == ""
     (line,) = proc.stderr.splitlines()
-    assert line.startswith("sandbox-kernel run: bad setting: SandboxKernel.cell_timeout") and "soon" in line
+    assert line.startswith("sandbox-kernel run: bad setting: --timeout: ") and "soon" in line  # this command's flag
+    assert line.endswith("(given as --SandboxKernel.cell_timeout of sandbox-kernel run)")
+
+
+def test_a_bad_flag_is_named_as_given_and_said_once(tmp_path):
+    """--mount of a folder that is not there: one line, naming the flag (not the kernel's command line)."""
+    missing = tmp_path / "missing"
+    proc = cli("--mount", f"{missing}:/data", "-c", "print('ran')")
+    assert (proc.returncode, proc.stdout) == (2, "")
+    assert proc.stderr == (
+        f"sandbox-kernel run: bad setting: --mount: mount '{missing}:/data': host folder '{missing}' does not exist "
+        "or is not a folder (given as --mount of sandbox-kernel run)\n"
+    )
+
+
+def test_the_sandboxs_hints_name_this_commands_flags():
+    """The guest's advice for a file that is not there names --working-folder and --mount, not SandboxKernel.*."""
+    proc = cli("-c", "open('data.csv')")
+    assert proc.returncode == 1
+    assert proc.stderr.splitlines()[-1] == (
+        "FileNotFoundError: [Errno 44] No such file or directory. The sandbox's working folder is /home/pyodide, its "
+        "own (host files are not there). To open files next to the notebook, set --working-folder ro (or "
+        "--working-folder rw); for other host folders, --mount host_folder:/data, then open('/data/...'): 'data.csv'"
+    )
+    assert "SandboxKernel." not in proc.stderr
 
 
 def test_package_loader_notes_go_to_stderr(tmp_path):

@@ -435,7 +435,8 @@ def test_config_file_in_a_jupyter_config_dir(tmp_path, monkeypatch):
         ("--SandboxKernel.os_sandbox=maybe", "expected any of ['auto', 'required', 'off'], not the str 'maybe'"),
         (
             "--SandboxKernel.mounts=['/no/such/folder:/data']",
-            "SandboxKernel.mounts, mount_limits, working_folder or project_folder: mount",
+            "SandboxKernel.mounts: mount '/no/such/folder:/data': host folder '/no/such/folder' does not exist or is "
+            "not a folder (set in the kernel's command line: its kernelspec's argv or --SandboxKernel options)",
         ),
         ("--SandboxKernel.allow_net=['http://x']", "SandboxKernel.allow_net: "),
     ],

@@ -272,8 +272,8 @@ def test_files_outside_the_mounts_are_refused(mcp: Client, folders: tuple[Path, 
         f"Error executing tool download_file: OSError: /data/big.bin has {MAX_FILE_BYTES + 1} bytes, "
         f"more than the {MAX_FILE_BYTES} allowed"
     )
-    assert mcp.error("download_file", path="/data/missing.txt").startswith(
-        "Error executing tool download_file: OSError: FileNotFoundError: "
+    assert mcp.error("download_file", path="/data/missing.txt") == (
+        "Error executing tool download_file: no such file in the sandbox: /data/missing.txt"
     )
 
 
@@ -409,6 +409,18 @@ def test_a_cancelled_call_interrupts_its_cell(mcp: Client, folders: tuple[Path, 
     assert time.monotonic() - sent < 20
 
 
+def test_a_time_limit_is_said_once() -> None:
+    """The kernel's notice of the time limit (on stderr) and the error say the same: the result says it once."""
+    client = stdio("--SandboxKernel.cell_timeout=2")
+    try:
+        text = client.error("run_python", code="while True: pass")
+    finally:
+        client.close()
+    said = "SandboxTimeout: the cell ran past cell_timeout=2s and was interrupted; variables were kept."
+    assert text.startswith(f"[error] {said}\n") and text.endswith("\n[the cell was stopped: time limit]"), text
+    assert text.count("the cell ran past") == 1, text
+
+
 def test_restart_drops_state(mcp: Client) -> None:
     mcp.text("run_python", code="doomed = 1")
     assert mcp.text("restart") == "The sandbox was restarted: every variable is gone."
@@ -480,8 +492,9 @@ def test_bad_settings_are_reported_by_every_tool() -> None:
             text = client.error(tool, **arguments)
             assert text.startswith(
                 f"Error executing tool {tool}: the kernel's settings are wrong, so no code runs until they are "
-                "fixed and the kernel is restarted:\n- SandboxKernel.mounts, mount_limits, working_folder or "
-                "project_folder: mount '/no/such/folder:/data': host folder '/no/such/folder' does not exist or is not a folder"
+                "fixed and the kernel is restarted:\n- --SandboxKernel.mounts: mount '/no/such/folder:/data': host folder "
+                "'/no/such/folder' does not exist or is not a folder (given as --SandboxKernel.mounts of sandbox-kernel "
+                "mcp)"
             ), text
     finally:
         client.close()

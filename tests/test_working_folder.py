@@ -231,3 +231,40 @@ def test_the_guards_words_survive_a_notebook_that_replaces_os_functions(notebook
         assert value(run) == "('PermissionError', True, 'PermissionError')", run.content
     finally:
         stop_kernel(km, kc)
+
+
+def test_a_write_the_sandbox_cannot_take_is_a_read_only_file_system_in_python_and_the_shell(notebook_folder):
+    """Under working_folder='ro' a write there stays in the sandbox's layer; one above it (outside every folder the
+    sandbox has) is what Linux gives on a read-only file system: EROFS, not PermissionError [Errno 2] (Emscripten's
+    EACCES). The shell refuses it in the same words (guards.write_refusal)."""
+    km, kc = start_in(notebook_folder, ["--SandboxKernel.working_folder=ro"])
+    why = (
+        "Read-only file system: '/x.txt' is not in the sandbox: the host's files are not visible here. The path goes "
+        "above the working folder /work, and the sandbox shows nothing of the host there: to reach the folder above "
+        "the notebook's, set SandboxKernel.project_folder = '..' (mounted read-only at /project, with the working "
+        "folder in its own place inside it); for other host folders, SandboxKernel.mounts = ['host_folder:/data'], "
+        "then open('/data/...'). Host folders visible here (SandboxKernel.mounts): readable: /work; writable: none. "
+        "The sandbox's own scratch space (in memory, lost on restart): /tmp, /home/pyodide."
+    )
+    try:
+        run = execute(kc, "open('../x.txt', 'w')")
+        assert (run.content["ename"], run.content["evalue"]) == ("OSError", f"[Errno 69] {why}: '/x.txt'"), run.content
+        run = execute(
+            kc,
+            "import errno\ntry:\n    open('../x.txt', 'w')\nexcept OSError as e:\n    caught = e\n"
+            "(type(caught).__name__, caught.errno == errno.EROFS, errno.errorcode[caught.errno])",
+        )
+        assert value(run) == "('OSError', True, 'EROFS')", run.content
+        # The same write by its absolute path (no hint about climbing out of the working folder), from both
+        plain = (
+            "Read-only file system: '/x.txt' is not in the sandbox: the host's files are not visible here. "
+            + why[why.index("Host folders visible") :]
+        )
+        run = execute(kc, "try:\n    open('/x.txt', 'w')\nexcept OSError as e:\n    caught = e\ncaught.strerror")
+        assert value(run) == repr(plain)
+        run = execute(kc, "!echo hi > /x.txt")
+        assert run.content["status"] == "ok", run.content
+        assert run.stream("stderr") == f"bash: EROFS: {plain}, open '/x.txt'\n"
+        assert run.stream("stderr").count("is not in the sandbox") == 1
+    finally:
+        stop_kernel(km, kc)

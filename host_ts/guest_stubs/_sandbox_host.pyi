@@ -34,5 +34,5 @@ def sleep(ms: float, /) -> bool:
 
 shell_limit_bytes: int  # the most bytes the shell takes or holds at once (host_ts/shell_limits.ts)
 
-def shell(request: str, python: object, /) -> Awaitable[str]:
+def shell(request: str, python: object, write_refusal: object, /) -> Awaitable[str]:
     """Run a shell script (just-bash): a JS Promise of the result's JSON; `python` runs `python3 ...` here."""

@@ -207,7 +207,11 @@ def test_mcp_takes_a_gateway_and_its_token_from_the_environment_only() -> None:
     with pytest.raises(UsageError, match="--gateway-token-env applies only with --gateway-url"):
         sandbox_options([], None, "MINE", {})
     assert sandbox_options(["--SandboxKernel.cell_timeout=3"], None, None, {}) == {
-        "extra_arguments": ["--SandboxKernel.cell_timeout=3"]
+        "extra_arguments": [
+            "--SandboxKernel.cell_timeout=3",
+            '--SandboxKernelApp.setting_sources={"given": {"cell_timeout": "--SandboxKernel.cell_timeout of '
+            'sandbox-kernel mcp"}, "names": {}, "other": "--SandboxKernel.{name}", "reported": true}',
+        ]
     }
 
 

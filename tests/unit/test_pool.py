@@ -157,3 +157,31 @@ def test_a_death_a_request_reported_is_not_reported_again():
         return pool.take_unreported_death(), second is not first
 
     assert asyncio.run(go()) == (None, True)
+
+
+@pytest.mark.parametrize("killed", [True, False], ids=["killed-meanwhile", "alive"])
+def test_a_spare_killed_while_it_warms_is_not_a_warming_failure(caplog, killed):
+    """At shutdown the kernel kills every sandbox, a spare still warming up included (after a checkpoint or fork,
+    'auto' keeps one): its warm request then fails because it was stopped on purpose, which its own end reports.
+    A warm that fails on a live spare is still logged (the control)."""
+
+    async def warm(sandbox: Any) -> None:
+        if killed:
+            await sandbox.kill("the kernel shut down")
+        raise RuntimeError("the sandbox died: the sandbox was stopped because the kernel shut down")
+
+    async def go():
+        launch = Launcher()
+        pool = SandboxPool(launch, nothing, True, logging.getLogger("test"), warm=warm)
+        pool.start_spare()
+        await settle()
+        return launch
+
+    with caplog.at_level(logging.WARNING, logger="test"):
+        launch = asyncio.run(go())
+    assert len(launch.launched) == 1
+    warned = [r.getMessage() for r in caplog.records if "warming the spare sandbox failed" in r.getMessage()]
+    assert warned == ([] if killed else [
+        "warming the spare sandbox failed: RuntimeError('the sandbox died: the sandbox was stopped because the "
+        "kernel shut down')"
+    ])  # fmt: skip

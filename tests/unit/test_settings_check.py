@@ -26,6 +26,6 @@ def test_values_go_through_the_kernels_own_validators():
 
 def test_problems_name_where_each_setting_was_made():
     config = Config({"SandboxKernel": {"cell_timeout": -1, "nope": 1, "trust_output": False}})
-    messages, bad = problems(config, SandboxKernel, lambda name: f"<{name} origin>")
+    messages, bad = problems(config, SandboxKernel, lambda name: f"set in <{name} origin>")
     assert bad == ["nope", "cell_timeout"]
     assert messages[0].endswith("(set in <nope origin>)") and messages[1].endswith("(set in <cell_timeout origin>)")

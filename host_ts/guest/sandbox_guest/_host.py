@@ -154,9 +154,10 @@ def files_mib() -> int:
     return held if isinstance(held, int) else 0
 
 
-def shell(request: str, python: Any) -> Any:
-    """The worker's shell run of `request` (JSON): a JS Promise of the result's JSON, for run_sync."""
-    return _js.shell(request, python)
+def shell(request: str, python: Any, write_refusal: Any) -> Any:
+    """The worker's shell run of `request` (JSON): a JS Promise of the result's JSON, for run_sync.
+    `write_refusal(path)`: the guards' words refusing a write there ('' if none)."""
+    return _js.shell(request, python, write_refusal)
 
 
 def shell_limit_bytes() -> int:

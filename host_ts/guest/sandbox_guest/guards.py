@@ -69,16 +69,36 @@ class Limits:
     allow_net: list[str] = field(default_factory=list)
     memory_limit_mb: int = 0
     own_roots: tuple[str, ...] = ()  # top-level folders of the sandbox's own file system
+    # How the user of the program that started the kernel writes its settings (kernel: setting_sources.py): by
+    # name ("mounts": "--mount"), else `other` with {name} in it
+    names: dict[str, str] = field(default_factory=dict)
+    other: str = "SandboxKernel.{name}"
 
 
 LIMITS = Limits()
+
+
+def spelled(name: str) -> str:
+    """Setting `name` as the user writes it where the kernel was started (`SandboxKernel.mounts`, `--mount`)."""
+    return LIMITS.names.get(name) or LIMITS.other.replace("{name}", name)
+
+
+def assigned(name: str, value: Any) -> str:
+    """Setting `name` given `value`, as the user writes it: `SandboxKernel.mounts = ['x:/data']`; a flag of the
+    program that started the kernel, `--mount x:/data` (a list's one item); an option, `--SandboxKernel.name='..'`."""
+    written = spelled(name)
+    if not written.startswith("--"):
+        return f"{written} = {value!r}"
+    if name in LIMITS.names:
+        return f"{written} {value[0] if isinstance(value, list) else value}"
+    return f"{written}={value!r}"
 
 
 def roots_text() -> str:
     readable = ", ".join(m["guest"] for m in LIMITS.mounts) or "none"
     writable = ", ".join(m["guest"] for m in LIMITS.mounts if m["writable"]) or "none"
     return (
-        f"Host folders visible here (SandboxKernel.mounts): readable: {readable}; writable: {writable}. "
+        f"Host folders visible here ({spelled('mounts')}): readable: {readable}; writable: {writable}. "
         f"The sandbox's own scratch space (in memory, lost on restart): {', '.join(GUEST_WRITABLE)}."
     )
 
@@ -93,8 +113,13 @@ def _mount_of(path: str) -> dict[str, Any] | None:
     return found
 
 
-def _refuse(path: str, why: str) -> PermissionError:
-    return PermissionError(errno.EACCES, f"{why}. {roots_text()}", path)  # Emscripten's EACCES is 2, not 13
+def _refuse(path: str, why: str, writing: bool = False) -> builtins.OSError:
+    """A read refused: PermissionError (errno.EACCES: 2 in Emscripten's numbering, not 13). A write: what Linux
+    gives on a read-only file system (errno.EROFS, an OSError), for the sandbox's root is one outside its scratch
+    folders and mounts."""
+    if writing:
+        return OSError(errno.EROFS, f"Read-only file system: {why}. {roots_text()}", path)
+    return PermissionError(errno.EACCES, f"{why}. {roots_text()}", path)
 
 
 def check_path(path: Any, writing: bool) -> None:
@@ -106,8 +131,9 @@ def check_path(path: Any, writing: bool) -> None:
     if writing and (path == PACKAGES_SITE or path.startswith(PACKAGES_SITE + "/")):
         raise _refuse(
             path,
-            f"{PACKAGES_SITE} holds SandboxKernel.packages, unpacked once on the host and read-only in every sandbox "
+            f"{PACKAGES_SITE} holds {spelled('packages')}, unpacked once on the host and read-only in every sandbox "
             "(%pip install puts packages in site-packages)",
+            writing,
         )
     mount = _mount_of(path)
     if mount is not None:
@@ -116,21 +142,21 @@ def check_path(path: Any, writing: bool) -> None:
     if top and LIMITS.own_roots and top not in LIMITS.own_roots:
         why = f"{path!r} is not in the sandbox: the host's files are not visible here"
         hint = above_hint(given)
-        raise _refuse(path, f"{why}. {hint}" if hint else why)
+        raise _refuse(path, f"{why}. {hint}" if hint else why, writing)
 
 
 _WRITE_EVENTS = {
     "os.remove", "os.rename", "os.mkdir", "os.rmdir", "os.chmod", "os.utime", "os.truncate",
-    "os.symlink", "os.link", "shutil.rmtree", "shutil.move",
+    "shutil.rmtree", "shutil.move",
 }  # fmt: skip
-_COPY_EVENTS = {"shutil.copyfile"}  # (source: read, destination: written)
+_COPY_EVENTS = {"shutil.copyfile", "os.symlink", "os.link"}  # (source: read, destination: written)
 _READ_EVENTS = {"os.listdir", "os.scandir"}
 
 
 def _audit(event: str, args: tuple[Any, ...]) -> None:
     try:
         _check_event(event, args)
-    except PermissionError:
+    except (PermissionError, OSError):  # the guards' own (this module's classes)
         raise
     except Exception:
         return  # nothing the guards can explain (e.g. the working folder was removed): Deno's permissions decide
@@ -348,6 +374,18 @@ def _explain(function: Any) -> Any:
     return explaining
 
 
+def write_refusal(path: str) -> str:
+    """The words of the guards' refusal of a write to the absolute `path` ('' when they let it through): the shell
+    refuses with them, so that `!cmd` says what open() says (one source of truth)."""
+    if not isinstance(path, str) or not path.startswith("/"):
+        return ""
+    try:
+        check_path(path, True)
+    except (PermissionError, OSError) as exc:  # the guards' own
+        return str(exc.strerror)
+    return ""
+
+
 def _guard_os() -> None:
     for name in _EXPLAINED_OS:
         if hasattr(os, name):  # Pyodide's os has no link
@@ -363,8 +401,9 @@ def missing_file_hint(file: Any) -> str | None:
         return above_hint(file)  # None: in a host folder already (working_folder, mounts), an ordinary miss
     return (
         f"The sandbox's working folder is {cwd}, its own (host files are not there). To open files next to the "
-        "notebook, set SandboxKernel.working_folder = 'ro' (or 'rw'); for other host folders, SandboxKernel.mounts "
-        "= ['host_folder:/data'], then open('/data/...')"
+        f"notebook, set {assigned('working_folder', 'ro')} (or {assigned('working_folder', 'rw')}); for other host "
+        "folders, "
+        f"{assigned('mounts', ['host_folder:/data'])}, then open('/data/...')"
     )
 
 
@@ -380,14 +419,14 @@ def above_hint(file: Any) -> str | None:
     outer = [m["guest"] for m in LIMITS.mounts if cwd.startswith(m["guest"] + "/")]
     if outer:  # project_folder is set: the path climbs above it too
         return (
-            f"The path goes above {min(outer, key=len)}, the folder SandboxKernel.project_folder shows: name a "
-            "folder higher up there (e.g. '../..'), or mount the folder with SandboxKernel.mounts"
+            f"The path goes above {min(outer, key=len)}, the folder {spelled('project_folder')} shows: name a "
+            f"folder higher up there (e.g. '../..'), or mount the folder with {spelled('mounts')}"
         )
     return (
         f"The path goes above the working folder {cwd}, and the sandbox shows nothing of the host there: to reach "
-        "the folder above the notebook's, set SandboxKernel.project_folder = '..' (mounted read-only at /project, "
-        "with the working folder in its own place inside it); for other host folders, SandboxKernel.mounts = "
-        "['host_folder:/data'], then open('/data/...')"
+        f"the folder above the notebook's, set {assigned('project_folder', '..')} (mounted read-only at /project, "
+        "with the working folder in its own place inside it); for other host folders, "
+        f"{assigned('mounts', ['host_folder:/data'])}, then open('/data/...')"
     )
 
 
@@ -396,7 +435,7 @@ def blocked_url(url: str, error: BaseException) -> PermissionError:
     allowed = ", ".join(LIMITS.allow_net) or "none"
     return PermissionError(
         f"network access to {host} is blocked ({type(error).__name__}). Hosts the sandbox may reach "
-        f"(SandboxKernel.allow_net): {allowed}. Loopback and private addresses stay blocked unless listed."
+        f"({spelled('allow_net')}): {allowed}. Loopback and private addresses stay blocked unless listed."
     )
 
 
@@ -426,7 +465,7 @@ def _guard_urllib() -> None:
         target = url if isinstance(url, str) else getattr(url, "full_url", str(url))
         raise OSError(
             f"urllib cannot open connections in the sandbox (no sockets): use "
-            f"`await pyodide.http.pyfetch({target!r})`. Allowed hosts (SandboxKernel.allow_net): "
+            f"`await pyodide.http.pyfetch({target!r})`. Allowed hosts ({spelled('allow_net')}): "
             f"{', '.join(LIMITS.allow_net) or 'none'}"
         )
 
@@ -436,7 +475,7 @@ def _guard_urllib() -> None:
 def no_server_message() -> str:
     return (
         "socket.listen: the sandbox accepts no connections: it has no server sockets (neither has Pyodide in a "
-        "browser). It may fetch from the hosts of SandboxKernel.allow_net with `await pyodide.http.pyfetch(url)`; "
+        f"browser). It may fetch from the hosts of {spelled('allow_net')} with `await pyodide.http.pyfetch(url)`; "
         f"allowed now: {', '.join(LIMITS.allow_net) or 'none'}"
     )
 
@@ -494,6 +533,9 @@ def install(config: dict[str, Any]) -> None:
     LIMITS.mounts = list(config.get("mounts") or [])
     LIMITS.allow_net = list(config.get("allow_net") or [])
     LIMITS.memory_limit_mb = int(config.get("memory_limit_mb") or 0)
+    names = config.get("setting_names") or {}
+    LIMITS.names = {str(k): str(v) for k, v in dict(names.get("names") or {}).items()}
+    LIMITS.other = str(names.get("other") or Limits.other)
     # "share" (and the like) under sys.prefix: where wheels' data files (`*.data/data/share/...`) install.
     data_root = sysconfig.get_path("data").strip("/").split("/")[0]
     LIMITS.own_roots = tuple(sorted({*_listdir("/"), "tmp", "home", "lib", "dev", "proc", "share", data_root} - {""}))

@@ -24,6 +24,7 @@ PYTHON_EXECUTABLE = "/usr/bin/python3"  # sys.executable in the sandbox: no file
 _EXECUTABLE_AS_COMMAND = re.compile(r"(^|[;&|(`\n]|\$\()(\s*)" + re.escape(PYTHON_EXECUTABLE) + r"(?=\s|$)")
 
 _python_command: Any = None  # the PyProxy of run_python_command the shell calls back (made once)
+_write_refusal: Any = None  # the PyProxy of guards.write_refusal, with which the shell words a refused write
 _interrupted_in_python = False  # a `python3` run inside the script took the interrupt (Python consumed its word)
 
 
@@ -51,12 +52,14 @@ def run(
     __tracebackhide__ = True
     from pyodide.ffi import create_proxy, run_sync
 
-    from .guards import LIMITS
+    from .guards import LIMITS, write_refusal
 
-    global _python_command, _interrupted_in_python
+    global _python_command, _write_refusal, _interrupted_in_python
     _interrupted_in_python = False
     if _python_command is None:
         _python_command = create_proxy(run_python_command)
+    if _write_refusal is None:
+        _write_refusal = create_proxy(write_refusal)
     _host.flush_streams()
     request = {
         "script": _EXECUTABLE_AS_COMMAND.sub(r"\1\2python3", script),
@@ -68,7 +71,7 @@ def run(
     }
     payload = json.dumps(request)
     _within_the_shell_limit(len(payload))
-    answer = json.loads(run_sync(_host.shell(payload, _python_command)))
+    answer = json.loads(run_sync(_host.shell(payload, _python_command, _write_refusal)))
     if answer["interrupted"] or _interrupted_in_python:
         raise KeyboardInterrupt
     return ShellRun(str(answer["stdout"]), str(answer["stderr"]), int(answer["exitCode"]))

@@ -28,12 +28,16 @@ NAME = "sandbox-kernel run"
 TIMED_OUT = 124  # as timeout(1) exits
 INTERRUPTED = 130  # as a shell reports python ended by Ctrl-C
 T = TypeVar("T")
+# The kernel settings this command has a flag of its own for (the others: --SandboxKernel.name=value)
+FLAGS = {"cell_timeout": "--timeout", "mounts": "--mount", "allow_net": "--allow-net",
+         "working_folder": "--working-folder"}  # fmt: skip
 
 
 def run(args: argparse.Namespace) -> int:
     """Run the script or `-c` code of `args` in a fresh sandbox; the exit status."""
     from sandbox_kernel.client.agent import KernelDied, KernelNotInstalled, SandboxSettingsError
     from sandbox_kernel.client.sync_sandbox import Sandbox
+    from sandbox_kernel.jupyter.setting_sources import argument, of_command
 
     code = _code(args)
     if isinstance(code, int):
@@ -44,7 +48,12 @@ def run(args: argparse.Namespace) -> int:
         **{name: value for name, value in given.items() if value},  # not given: the kernel's configuration says
         "input": _read_line,
         "approver": ask_terminal if sys.stdin.isatty() else no_terminal,
-        "extra_arguments": ["--log-level=CRITICAL", *args.settings],  # the code's output, not the kernel's log
+        # the code's output, not the kernel's log; its messages name this command's flags
+        "extra_arguments": [
+            "--log-level=CRITICAL",
+            *args.settings,
+            argument(of_command(NAME, args.settings, FLAGS, (n for n, v in given.items() if v))),
+        ],
     }
     try:
         with Sandbox(**options) as sandbox:
@@ -85,7 +94,11 @@ def script_cell(source: str, filename: str, argv: list[str]) -> str:
 def exit_status(result: ExecutionResult, timeout: float | None) -> int:
     """The status of the run (its traceback or the reason it stopped said on stderr)."""
     if result.timed_out:
-        limit = f"--timeout {timeout:g}s" if timeout is not None else "its SandboxKernel.cell_timeout"
+        limit = (
+            f"--timeout {timeout:g}s"
+            if timeout is not None
+            else "the kernel's cell_timeout (--timeout SECONDS sets it)"
+        )
         return _fail(f"the code ran past {limit} and was stopped", TIMED_OUT)
     if result.error is None:
         status = result.text or ""

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import errno
 import inspect
 import itertools
 import os
@@ -33,10 +34,17 @@ from sandbox_kernel.client.connection import KernelConnection, KernelDied, execu
 from sandbox_kernel.client.gateway_kernel import GatewayKernel
 from sandbox_kernel.client.gateway_rest import TOKEN_ENV, GatewayError, checked_env, checked_url
 from sandbox_kernel.client.kernel_settings import KernelSettings
-from sandbox_kernel.client.keywords import SandboxSettingsError, command_line, setting_traits, unknown_keyword
+from sandbox_kernel.client.keywords import (
+    SandboxSettingsError,
+    command_line,
+    setting_traits,
+    sources_argument,
+    unknown_keyword,
+)
 from sandbox_kernel.client.local_kernel import KernelNotInstalled, LocalKernel
 from sandbox_kernel.client.results import ExecutionResult, ResultBuilder
 from sandbox_kernel.client.transfer import CHUNK, chunk_bytes, reported_size
+from sandbox_kernel.jupyter import setting_sources
 from sandbox_kernel.jupyter.kernelspec import KERNEL_NAME
 
 if TYPE_CHECKING:
@@ -132,7 +140,11 @@ class AsyncSandbox:
         self.gateway_env = None if gateway_env is None else checked_env(gateway_env)
         self._settings: SandboxOptions = options.copy()  # what fork() and from_checkpoint() start another sandbox with
         self._checkpoint_numbers = itertools.count(1)
-        self.arguments = command_line(caller, settings) + list(options.get("extra_arguments") or [])
+        extra = list(options.get("extra_arguments") or [])
+        self.arguments = command_line(caller, settings) + extra
+        told = any(word.startswith(setting_sources.OPTION) for word in extra)  # a launcher's own words (the CLI)
+        # The kernel's messages then name the keywords, and it leaves their report to start() (said once)
+        self._sources = [] if told else [sources_argument(caller, settings)]
         self.approver = options.get("approver")
         self.input = options.get("input")  # answers the guest's input()/sys.stdin prompts (None: EOF); else EOF
         self.callbacks = (options.get("on_stdout"), options.get("on_stderr"), options.get("on_output"))
@@ -150,7 +162,8 @@ class AsyncSandbox:
             token = self._settings.get("gateway_token")
             token = token or os.environ.get(TOKEN_ENV)
             return GatewayKernel(self.gateway_url, token, self.kernel_name, self.gateway_env)
-        return LocalKernel(self.kernel_name, self.arguments, self.cwd, self._settings.get("kernel_stderr"))
+        arguments = [*self.arguments, *self._sources]
+        return LocalKernel(self.kernel_name, arguments, self.cwd, self._settings.get("kernel_stderr"))
 
     async def start(self) -> AsyncSandbox:
         """Start the kernel (once: a started sandbox, e.g. from fork(), may then be used with `async with`)."""
@@ -437,7 +450,12 @@ class AsyncSandbox:
         Nothing the guest says is trusted: its reported size only refuses a file early; the bytes come in reads
         of a size chosen here, an answer longer than asked for is refused before it is decoded, and reading ends
         at `max_bytes` + 1 bytes whatever size the guest claims. (Expressions only: no names are left behind.)"""
-        said = await self._evaluate(f"__import__('os').path.getsize({guest_path!r})")
+        try:
+            said = await self._evaluate(f"__import__('os').path.getsize({guest_path!r})")
+        except GuestError as exc:
+            if exc.ename == "FileNotFoundError":
+                raise FileNotFoundError(errno.ENOENT, "no such file in the sandbox", guest_path) from None
+            raise
         size = reported_size(said, guest_path)
         if max_bytes is not None and size > max_bytes:
             raise OSError(f"{guest_path} has {size} bytes, more than the {max_bytes} allowed")
@@ -468,12 +486,20 @@ class AsyncSandbox:
         reply = await self._shell_reply(msg_id, 120, generation)
         content = reply["content"]
         if content.get("status") != "ok":
-            raise OSError(f"{content.get('ename')}: {content.get('evalue')}")
+            raise GuestError(str(content.get("ename")), str(content.get("evalue")))
         value = _object(_object(content.get("user_expressions")).get("v"))
         if value.get("status") != "ok":
-            raise OSError(f"{value.get('ename')}: {value.get('evalue')}")
+            raise GuestError(str(value.get("ename")), str(value.get("evalue")))
         text = str(_object(value.get("data")).get("text/plain"))
         return text[1:-1] if text[:1] in "'\"" else text
+
+
+class GuestError(OSError):
+    """An expression the host evaluated in the guest (download) raised `ename`; the message is the guest's."""
+
+    def __init__(self, ename: str, evalue: str) -> None:
+        super().__init__(f"{ename}: {evalue}")
+        self.ename = ename
 
 
 def _object(value: Any) -> dict[str, Any]:

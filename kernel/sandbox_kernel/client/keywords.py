@@ -19,6 +19,8 @@ from traitlets import TraitError, TraitType, Unicode
 from traitlets.config import Config, Configurable
 from traitlets.config.loader import KVArgParseConfigLoader
 
+from sandbox_kernel.jupyter import setting_sources
+
 SECTION = "SandboxKernel"
 WHERE_LISTED = "docs/agents.md, 'Settings as keywords', or sandbox_kernel.client.keywords.setting_traits()"
 
@@ -72,6 +74,13 @@ def command_line(caller: str, settings: dict[str, Any]) -> list[str]:
         raise SandboxSettingsError(f"{caller}() was given settings the kernel cannot use; nothing started:\n{listed}",
                                    problems)  # fmt: skip
     return arguments
+
+
+def sources_argument(caller: str, settings: dict[str, Any]) -> str:
+    """The argument telling the kernel that `settings` were given as keywords of `caller` (and that `caller`
+    reports what is wrong with them: setting_sources.py)."""
+    given = {name: f"the keyword {name}= of {caller}()" for name in settings}
+    return setting_sources.argument(setting_sources.Sources(given, reported=True))
 
 
 def checked(name: str, trait: TraitType[Any, Any], value: Any) -> Any:

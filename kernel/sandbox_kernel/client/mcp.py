@@ -38,6 +38,7 @@ from sandbox_kernel.client.gateway_rest import TOKEN_ENV as GATEWAY_TOKEN_ENV
 from sandbox_kernel.client.gateway_rest import checked_env, checked_url
 from sandbox_kernel.client.mcp_http import TokenError, credential, serve_http
 from sandbox_kernel.client.results import ExecutionResult
+from sandbox_kernel.jupyter import setting_sources
 
 MAX_FILE_BYTES = 4 << 20  # one upload_file or download_file
 IMAGE_TYPES = ("image/png", "image/jpeg")  # outputs passed on as images
@@ -84,6 +85,8 @@ class SandboxSession:
                 return await action(sandbox)
             except ToolError:
                 raise
+            except FileNotFoundError as exc:  # said plainly, with the path (the class name adds nothing)
+                raise ToolError(f"no such file in the sandbox: {exc.filename}") from None
             except (OSError, RuntimeError, TimeoutError, CheckpointError) as exc:
                 raise ToolError(f"{type(exc).__name__}: {exc}") from None
 
@@ -290,7 +293,8 @@ def sandbox_options(
         stray = next((option for option, value in given.items() if value), None)
         if stray:
             raise UsageError(f"{stray} applies only with --gateway-url")
-        return {"extra_arguments": arguments}
+        sources = setting_sources.argument(setting_sources.of_command("sandbox-kernel mcp", arguments))
+        return {"extra_arguments": [*arguments, sources]}  # the kernel's messages name the options given here
     if arguments:
         raise UsageError(
             f"{arguments[0].split('=', 1)[0]}=...: kernel settings cannot be given with --gateway-url; the gateway's "

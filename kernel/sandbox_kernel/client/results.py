@@ -56,8 +56,11 @@ class ExecutionResult:
         parts = []
         if self.stdout:
             parts.append(self.stdout.rstrip("\n"))
-        if self.stderr:
-            parts.append("[stderr]\n" + self.stderr.rstrip("\n"))
+        stderr = self.stderr
+        if self.error is not None:  # the kernel's notice of the error (e.g. a time limit) is said once, below
+            stderr = stderr.replace(f"{self.error.ename}: {self.error.evalue}\n", "")
+        if stderr:
+            parts.append("[stderr]\n" + stderr.rstrip("\n"))
         for out in self.outputs:
             data = out.get("data", {})
             images = [m for m in data if m.startswith("image/")]

@@ -8,13 +8,14 @@ from typing import Any
 
 from ipykernel.kernelapp import IPKernelApp
 from jupyter_core.paths import jupyter_config_path
-from traitlets import Type
+from traitlets import Type, Unicode
 from traitlets.config.application import Application
 from traitlets.config.loader import JSONFileConfigLoader, PyFileConfigLoader
 from traitlets.utils.importstring import import_item
 
 from sandbox_kernel.jupyter import settings_check
 from sandbox_kernel.jupyter.kernel import SandboxKernel
+from sandbox_kernel.jupyter.setting_sources import COMMAND_LINE, Sources, parse
 
 
 class SandboxKernelApp(IPKernelApp):
@@ -24,6 +25,11 @@ class SandboxKernelApp(IPKernelApp):
     # traitlets declarations: mypy sees the trait object where IPKernelApp's annotations name its value
     kernel_class = Type(SandboxKernel, klass="ipykernel.kernelbase.Kernel").tag(config=True)  # type: ignore[assignment]
     classes = [*IPKernelApp.classes, SandboxKernel]  # noqa: RUF012 (traitlets' Application.classes)
+    setting_sources = Unicode(
+        "",
+        help="For programs that start the kernel (the agent API, sandbox-kernel run and mcp), not a setting: JSON "
+        "saying where each command-line setting was given, so that messages name it (setting_sources.py).",
+    ).tag(config=True)
 
     def load_config_file(self, *args: Any, **kwargs: Any) -> None:
         """Read sandbox_kernel_config.{py,json} from every Jupyter config directory."""
@@ -68,22 +74,40 @@ class SandboxKernelApp(IPKernelApp):
 
     def init_kernel(self) -> None:
         """Make the kernel without the settings that are wrong; it then answers every cell with what they were."""
-        messages, bad = settings_check.problems(self.config, SandboxKernel, self._origin)
+        sources = parse(self.setting_sources)
+        messages, bad = settings_check.problems(self.config, SandboxKernel, lambda name: self._origin(name, sources))
         section = self.config.get(settings_check.SECTION, {})
         for name in bad:
             del section[name]
         super().init_kernel()  # type: ignore[no-untyped-call]  # ipykernel's base class is untyped
+        own = settings_check.own_settings(SandboxKernel)
         found = self.kernel.settings_problems  # between settings (mounts, allow_net, skills): say where they were made
         for i, problem in enumerate(found):
-            named = re.match(rf"{settings_check.SECTION}\.(\w+)", problem)
+            named = re.match(rf"{settings_check.SECTION}\.(\w+(?:(?:, | or )\w+)*):", problem)
             if named:
-                found[i] = f"{problem} (set in {self._origin(named.group(1))})"
+                found[i] = f"{problem} ({self._origins(named.group(1), own, sources)})"
         found[:0] = messages
+        found[:] = [sources.respell(problem, own) for problem in found]
+        self.kernel.setting_sources = sources
 
-    def _origin(self, name: str) -> str:
-        """Where setting `name` was made: the command line, or the last config file that sets it."""
+    def _origins(self, listed: str, own: set[str], sources: Sources) -> str:
+        """Where the settings of a problem ('mounts' or 'mounts or working_folder') were made: those that were."""
+        names = [word for word in re.split(r", | or ", listed) if word in own]
+        made = [name for name in names if name in self.config.get(settings_check.SECTION, {})]
+        if len(names) == 1 or not made:
+            return self._origin(names[0] if len(names) == 1 else "", sources)
+        origins = [self._origin(name, sources) for name in made]  # a launcher's own words name the setting
+        return "; ".join(
+            o if name in sources.given else f"{sources.spelled(name)} {o}"
+            for name, o in zip(made, origins, strict=True)
+        )
+
+    def _origin(self, name: str, sources: Sources) -> str:
+        """Where setting `name` was made: as the kernel's launcher says, its command line, or the last config file
+        that sets it."""
         if name in self.cli_config.get(settings_check.SECTION, {}):
-            return "the kernel's command line: its kernelspec's argv or --SandboxKernel options"
+            given = sources.given.get(name)
+            return f"given as {given}" if given else f"set in {COMMAND_LINE}"
         for path in reversed(self.loaded_config_files):
             loader = JSONFileConfigLoader if path.endswith(".json") else PyFileConfigLoader
             try:
@@ -91,8 +115,8 @@ class SandboxKernelApp(IPKernelApp):
             except Exception:  # it loaded before; a file that changed since proves nothing
                 continue
             if name in config.get(settings_check.SECTION, {}):
-                return path
-        return "the kernel's configuration"
+                return f"set in {path}"
+        return "set in the kernel's configuration"
 
 
 def launch(argv: list[str] | None = None) -> None:

@@ -32,6 +32,7 @@ from sandbox_kernel.jupyter.history import History
 from sandbox_kernel.jupyter.magics import MAX_CHECKPOINT_PART, CheckpointSettings, KernelMagics
 from sandbox_kernel.jupyter.output import guest_text
 from sandbox_kernel.jupyter.sanitize import OutputSanitizer
+from sandbox_kernel.jupyter.setting_sources import Sources
 from sandbox_kernel.jupyter.settings import SandboxSettings
 from sandbox_kernel.jupyter.stdin_gate import StdinGate
 from sandbox_kernel.jupyter.widget_guard import WidgetGuard
@@ -75,6 +76,9 @@ class SandboxKernel(SandboxSettings, Kernel):
         # What is wrong with the settings (the app adds what it found before the kernel was made): while there is
         # anything, no sandbox starts and every cell answers with SandboxSettingsError.
         self.settings_problems: list[str] = self._settings.problems
+        # What the program that started the kernel says of its settings: where they were given, how its user
+        # writes them, whether it shows their problems itself (the app sets it: setting_sources.py)
+        self.setting_sources = Sources()
         if self._settings.ca_note:
             self.log.info("%s", self._settings.ca_note)
         for warning in self._settings.ca_warnings:
@@ -129,7 +133,7 @@ class SandboxKernel(SandboxSettings, Kernel):
 
     async def _configure(self, sandbox: SandboxProcess) -> None:
         """A started sandbox learns its limits (to explain them), before it takes any cell."""
-        config = settings.guest_config(self, self._settings)
+        config = settings.guest_config(self, self._settings, self.setting_sources)
         await self._runner.background_request(sandbox, "configure", config, SIMPLE_REQUEST_TIMEOUT)
 
     async def _warm(self, sandbox: SandboxProcess) -> None:
@@ -250,7 +254,10 @@ class SandboxKernel(SandboxSettings, Kernel):
         assert self.session is not None
         self._channels.stdin = StdinGate(self.session, self.stdin_socket, self.log)
         if self.settings_problems:
-            self.log.error("%s", self.settings_error)
+            if self.setting_sources.reported:  # its launcher (the agent API, the CLI) shows them: said once, there
+                self.log.info("the kernel's settings are wrong; its launcher reports them")
+            else:
+                self.log.error("%s", self.settings_error)
             self._launcher.discard_early("the settings are wrong")
         else:
             loop.call_soon(self._pool.start_soon)

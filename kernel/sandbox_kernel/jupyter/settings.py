@@ -18,6 +18,7 @@ from traitlets import Bool, Dict, Enum, Float, Int, List, TraitError, Unicode, d
 from traitlets.config import LoggingConfigurable
 from traitlets.utils.importstring import import_item
 
+from sandbox_kernel.jupyter.setting_sources import Sources
 from sandbox_kernel.jupyter.settings_check import own_settings
 from sandbox_kernel.packages import index as packages
 from sandbox_kernel.sandbox import host_places, mounts, netpolicy, tls_trust
@@ -285,7 +286,7 @@ def resolve(settings: SandboxSettings, cwd: Path, config_files: list[str], with_
         nested = (PROJECT_FOLDER, guest_cwd) if project is not None and guest_cwd is not None else None
         found = mounts.parse_all(specs, cwd, dict(settings.mount_limits), nested)
     except mounts.MountError as exc:
-        problems.append(f"SandboxKernel.mounts, mount_limits, working_folder or project_folder: {exc}")
+        problems.append(f"{mount_error_setting(settings, str(exc))}: {exc}")
     # Before any skill is imported: nothing the kernel loads may lie where guest code can write.
     problems += host_place_problems(settings, found, cwd, config_files)
     try:
@@ -353,6 +354,16 @@ def working_place(settings: SandboxSettings, cwd: Path) -> tuple[str | None, Pat
             ),
         )
     return f"{PROJECT_FOLDER}/{way_down}", project, None
+
+
+def mount_error_setting(settings: SandboxSettings, message: str) -> str:
+    """The setting a MountError's `message` is about: `mounts` when it names one of its entries, else every
+    setting that makes mounts."""
+    for spec in settings.mounts:
+        guest = spec.split(":")[1] if spec.count(":") else None
+        if message.startswith(f"mount {spec!r}:") or (guest and message.startswith(f"mount {guest}:")):
+            return "SandboxKernel.mounts"
+    return "SandboxKernel.mounts, mount_limits, working_folder or project_folder"
 
 
 def mount_specs(
@@ -463,9 +474,12 @@ def max_event_bytes(settings: SandboxSettings) -> int:
     return max(settings.max_output_bytes, request_bytes(settings)) + (64 << 10)
 
 
-def guest_config(settings: SandboxSettings, resolved: Resolved) -> dict[str, Any]:
-    """What the guest needs to know to explain its limits (no host paths, no secrets)."""
+def guest_config(settings: SandboxSettings, resolved: Resolved, sources: Sources | None = None) -> dict[str, Any]:
+    """What the guest needs to know to explain its limits (no host paths, no secrets); `sources`: how the user
+    of the program that started the kernel writes its settings (setting_sources.py)."""
+    sources = sources or Sources()
     return {
+        "setting_names": {"names": sources.names, "other": sources.other},
         "skills": skill_loader.catalog(resolved.skills.gatekeeper.skills),
         "max_bytes": settings.skill_max_bytes,
         "mounts": mounts.guest_config(resolved.mounts),

@@ -64,15 +64,16 @@ def value_problem(kernel_class: type[Configurable], name: str, value: Any) -> st
 def problems(
     config: Config, kernel_class: type[Configurable], origin: Callable[[str], str]
 ) -> tuple[list[str], list[str]]:
-    """(messages, the names of the settings to drop); `origin(name)` says where a setting was made."""
+    """(messages, the names of the settings to drop); `origin(name)` says where a setting was made ("set in
+    PATH")."""
     section = config.get(SECTION, {})
     messages, bad = [], []
     for name in unknown_settings(config, kernel_class):
-        messages.append(f"{describe_unknown(name, kernel_class)} (set in {origin(name)})")
+        messages.append(f"{describe_unknown(name, kernel_class)} ({origin(name)})")
         bad.append(name)
     for name in sorted(set(section) - set(bad)):
         why = value_problem(kernel_class, name, section[name])
         if why:
-            messages.append(f"{SECTION}.{name}: {why} (set in {origin(name)})")
+            messages.append(f"{SECTION}.{name}: {why} ({origin(name)})")
             bad.append(name)
     return messages, bad

@@ -67,7 +67,8 @@ class SandboxPool:
             try:
                 await self._warm(sandbox)
             except Exception as exc:  # a cold spare still serves: its first cell is only slower
-                self.log.warning("warming the spare sandbox failed: %r", exc)
+                if sandbox.alive:  # else it was stopped meanwhile (a shutdown): its end is logged, not a failure
+                    self.log.warning("warming the spare sandbox failed: %r", exc)
         return sandbox
 
     async def _promote(self, spare_now: bool) -> SandboxProcess:

@@ -91,8 +91,9 @@ class FakeHost:
         self.log.append(("sleep", ms))
         return self.interrupt_sleep
 
-    async def shell(self, request: str, python: Any) -> str:
+    async def shell(self, request: str, python: Any, write_refusal: Any) -> str:
         self.log.append(("shell", json.loads(request), python))
+        self.write_refusal = write_refusal  # the guards' words the shell refuses writes with
         assert self.shell_results, f"no shell result scripted for {json.loads(request)['script']!r}"
         scripted = self.shell_results.pop(0)
         if callable(scripted):  # acts on the request (e.g. writes the file a redirection names)

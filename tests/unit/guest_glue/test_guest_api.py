@@ -240,7 +240,7 @@ def test_configure_applies_the_kernels_settings(fresh_guest, tmp_path):
     assert called.iopub("execute_result")[0]["data"] == {"text/plain": "'noon'"}
     assert ok(fresh_guest.execute("%reset -f\ndevice"))  # the device survives %reset
     refused = error(fresh_guest.execute("open('/sbk-no-such-top-level-folder/x', 'w')"))  # the guards are installed
-    assert refused == ("PermissionError", "[Errno 13] '/sbk-no-such-top-level-folder/x' is not in the sandbox: the "
+    assert refused == ("OSError", "[Errno 30] Read-only file system: '/sbk-no-such-top-level-folder/x' is not in the sandbox: the "
                        "host's files are not visible here. Host folders visible here (SandboxKernel.mounts): readable: "
                        "none; writable: none. The sandbox's own scratch space (in memory, lost on restart): /tmp, "
                        "/home/pyodide.: '/sbk-no-such-top-level-folder/x'")  # fmt: skip

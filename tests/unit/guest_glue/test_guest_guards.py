@@ -40,10 +40,11 @@ def limits(monkeypatch: pytest.MonkeyPatch) -> guards.Limits:
 
 
 def refused(path, writing=False) -> str:
-    with pytest.raises(PermissionError) as caught:
+    """A read refused is a PermissionError (EACCES); a write, what Linux gives on a read-only file system (EROFS)."""
+    kind, number = (guards.OSError, errno.EROFS) if writing else (guards.PermissionError, errno.EACCES)
+    with pytest.raises(OSError) as caught:
         guards.check_path(path, writing)
-    assert caught.value.errno == 13
-    assert isinstance(caught.value, guards.PermissionError)
+    assert type(caught.value) is kind and caught.value.errno == number
     return f"{caught.value.filename}: {caught.value.strerror}"
 
 
@@ -58,7 +59,9 @@ def test_writing_to_a_read_only_mount_is_left_to_the_overlay(limits):
 
 def test_a_host_path_is_not_in_the_sandbox(limits):
     assert refused("/etc/passwd") == f"/etc/passwd: '/etc/passwd' is not in the sandbox: the host's files are not visible here. {ROOTS}"  # fmt: skip
-    assert refused("/out/../etc/passwd", True).startswith("/etc/passwd: '/etc/passwd' is not in the sandbox")
+    assert refused("/out/../etc/passwd", True).startswith(
+        "/etc/passwd: Read-only file system: '/etc/passwd' is not in the sandbox"
+    )
     assert refused("/database").startswith("/database: '/database' is not in the sandbox")  # not under /data
     for allowed in ("/", "/tmp/x", "/home/pyodide/y", 3):
         guards.check_path(allowed, True)
@@ -66,7 +69,9 @@ def test_a_host_path_is_not_in_the_sandbox(limits):
 
 def test_relative_paths_are_judged_from_the_working_folder(limits, monkeypatch):
     monkeypatch.setattr(guards, "_getcwd", lambda: "/sbk-nowhere")
-    assert refused("x.txt", writing=True).startswith("/sbk-nowhere/x.txt: '/sbk-nowhere/x.txt' is not in the sandbox")
+    assert refused("x.txt", writing=True).startswith(
+        "/sbk-nowhere/x.txt: Read-only file system: '/sbk-nowhere/x.txt' is not in the sandbox"
+    )
     monkeypatch.setattr(guards, "_getcwd", lambda: "/home/pyodide")
     guards.check_path("x.txt", True)
 
@@ -466,3 +471,24 @@ def test_install_guards_every_open_and_change_once(tmp_path):
                    "sockets (neither has Pyodide in a browser). It may fetch from the hosts of SandboxKernel.allow_net "
                    "with `await pyodide.http.pyfetch(url)`; allowed now: example.org"],
     }  # fmt: skip
+
+
+def test_the_shell_is_refused_in_the_words_python_is(limits):
+    """guards.write_refusal (what the shell's file system asks, pyodide_fs.ts) is check_path's refusal, word for word."""
+    with pytest.raises(OSError) as caught:
+        guards.check_path("/etc/zz", True)
+    assert guards.write_refusal("/etc/zz") == caught.value.strerror
+    assert caught.value.strerror.startswith("Read-only file system: '/etc/zz' is not in the sandbox")
+    assert guards.write_refusal("/tmp/fine") == guards.write_refusal("/data/x.csv") == ""  # let through
+    assert guards.write_refusal("relative") == ""  # the shell gives absolute paths
+
+
+def test_hints_name_settings_as_the_kernels_launcher_writes_them(limits, monkeypatch):
+    """Started by `sandbox-kernel run`: its flags, and --SandboxKernel.name=value for the rest; else the settings."""
+    assert guards.assigned("working_folder", "ro") == "SandboxKernel.working_folder = 'ro'"
+    monkeypatch.setattr(limits, "names", {"mounts": "--mount", "working_folder": "--working-folder"})
+    monkeypatch.setattr(limits, "other", "--SandboxKernel.{name}")
+    assert guards.assigned("working_folder", "ro") == "--working-folder ro"
+    assert guards.assigned("mounts", ["host_folder:/data"]) == "--mount host_folder:/data"
+    assert guards.assigned("project_folder", "..") == "--SandboxKernel.project_folder='..'"
+    assert guards.roots_text().startswith("Host folders visible here (--mount): ")

@@ -37,6 +37,10 @@ def test_a_run_sends_the_script_with_pythons_cwd_env_stdin_and_allowed_hosts(she
     assert request["env"]["SBK_TEST"] == "1"
     assert request["stdin"] == "\xff\x00"  # bytes as latin-1: one char per byte
     assert request["allowNet"] == ["pypi.org:443"]
+    # The guards' own words, for the writes the shell refuses (pyodide_fs.ts asks before each one)
+    monkeypatch.setattr(guards.LIMITS, "own_roots", ("tmp",))
+    assert shell.write_refusal("/etc/x").startswith("Read-only file system: '/etc/x' is not in the sandbox")
+    assert shell.write_refusal("/tmp/x") == ""
 
 
 def test_an_interrupted_run_raises_keyboardinterrupt_in_the_cell(shell):
