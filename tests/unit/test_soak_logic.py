@@ -112,3 +112,14 @@ def test_the_command_line_is_checked() -> None:
     assert soak.parse(["--cells", "300"]).cells == 300
     with pytest.raises(SystemExit):
         soak.parse(["--restart-every", "150"])  # not a multiple of --sample-every (100)
+
+
+def test_ipythons_output_cache_warning_is_not_a_failure_and_other_stderr_is() -> None:
+    warning = (
+        "/lib/sandbox-site/IPython/core/displayhook.py:296: UserWarning: Output cache limit (currently 1000 entries) "
+        "hit.\nFlushing oldest 200 entries.\n  warn('Output cache limit (currently {sz} entries) hit.\\n'\n"
+    )
+    plan = Session("t", skills=True).plan(Spec("value", 0))  # [i * i for i in range(100)]
+    result = [{"text/plain": repr((100, sum(i * i for i in range(100))))}]
+    assert plan.check(Outcome(status="ok", data=result, stderr=warning)) is None
+    assert plan.check(Outcome(status="ok", data=result, stderr=warning + "more\n")) == "unexpected stderr 'more\\n'"
