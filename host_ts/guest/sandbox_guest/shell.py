@@ -20,6 +20,7 @@ from . import _host
 from ._protocol import Event
 from .cleantb import GLUE, INTERNAL, CleanTraceback, without_frames
 from .display import BridgeDisplayHook, BridgeDisplayPublisher
+from .tbsources import forget_cell_sources
 
 if TYPE_CHECKING:
     from IPython.core.payload import PayloadManager
@@ -331,6 +332,7 @@ class SandboxShell(InteractiveShell):
         self.last_error = error
         self._shown_exception = shown
         _host.iopub("error", error)
+        forget_cell_sources()  # stack_data kept this cell's parse for good: a leak per error (tbsources.py)
 
     def _format_exception_for_storage(self, exception: BaseException, *args: Any, **kwargs: Any) -> dict[str, Any]:
         """The error as it was just shown: IPython would format the traceback a second time, for its history."""
