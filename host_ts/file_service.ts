@@ -136,7 +136,15 @@ export class FileService {
   private used = new Map<number, number | Promise<number>>(); // bytes in each mount with max_total_bytes
   private grown = new Map<number, number>(); // net growth of each mount's apparent bytes in this sandbox
 
-  constructor(private mounts: FileMount[]) {
+  /**
+   * `tag`: this sandbox's part of the names of files written aside; `aboutToMake`: told each one's place before
+   * it is made, settled once the kernel has been told (it removes what a process killed mid-write leaves).
+   */
+  constructor(
+    private mounts: FileMount[],
+    private tag = "0",
+    private aboutToMake: (mount: number, path: string[]) => Promise<void> = () => Promise.resolve(),
+  ) {
     mounts.forEach((m, i) => {
       if (m.writable && m.maxTotalBytes !== null) this.used.set(i, totalBytes(m.host));
     });
@@ -170,7 +178,7 @@ export class FileService {
   private async change(op: Exclude<FileOp, "read">, req: Request, payload: Uint8Array): Promise<unknown> {
     switch (op) {
       case "mknod":
-        return this.mknod(this.target(req.mount, req.path), req.dir === true, count(req.mode, "mode"));
+        return await this.mknod(this.target(req.mount, req.path), req.dir === true, count(req.mode, "mode"));
       case "open":
         return await this.open(this.target(req.mount, req.path), count(req.flags, "flags"));
       case "write": {
@@ -348,13 +356,14 @@ export class FileService {
 
   // ---- the calls -----------------------------------------------------------------------------------------
 
-  private mknod(t: Target, directory: boolean, mode: number): unknown {
+  private async mknod(t: Target, directory: boolean, mode: number): Promise<unknown> {
     this.mayChange(t, directory);
     const safe = safeMode(mode, directory);
     if (directory) {
       Deno.mkdirSync(t.host, { mode: safe });
     } else {
       this.maySuffix(t);
+      if (isPartialName(t.parts[t.parts.length - 1])) await this.aboutToMake(t.index, t.parts); // rwfs.ts copyOut
       Deno.openSync(t.host, { write: true, createNew: true, mode: safe }).close();
     }
     return { mode: Deno.lstatSync(t.host).mode };
@@ -392,7 +401,7 @@ export class FileService {
    * Where the bytes of `t` (now as `info`) go while it is open for writing: a data name beside it that starts as
    * a copy of it (empty with `truncate`), shared by every handle to it, renamed over it when the last one closes
    * (`publish`). So the host holds the file whole or as it was: never part-written, also when this process is
-   * killed mid-write (then a `*.sandbox-partial-*` file of the same suffix is left beside it).
+   * killed mid-write (then the kernel removes the `*.sandbox-partial-<tag>-*` file it leaves beside it).
    */
   private async aside(t: Target, info: Deno.FileInfo, truncate: boolean): Promise<Aside> {
     const known = this.asides.get(t.host);
@@ -401,9 +410,10 @@ export class FileService {
       if (truncate) Deno.truncateSync(known.partial, 0);
       return known;
     }
-    const tag = `${Date.now().toString(36)}-${(this.partials++).toString(36)}`;
+    const tag = `${this.tag}-${(this.partials++).toString(36)}`;
     const parts = partialName(t.parts, tag, t.mount.hostWrites, t.mount.suffixes);
     const partial = [t.mount.host, ...parts].join("/");
+    await this.aboutToMake(t.index, parts);
     const mode = (info.mode ?? 0o644) & 0o666;
     const file = Deno.openSync(partial, { write: true, createNew: true, mode });
     try {

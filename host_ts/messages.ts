@@ -23,6 +23,7 @@ export interface FileMount {
 export interface SupervisorInit {
   socket: string;
   token: string;
+  partialTag: string; // [0-9a-z]+: this sandbox's files written aside are named with it (the kernel removes them)
   workerNet: string[];
   workerInherits: boolean; // tests of the OS layers only: the worker gets Deno's checks off too
   mounts: FileMount[];
@@ -47,6 +48,7 @@ export interface WorkerInit extends
     | "guestSite"
     | "snapshot"
     | "mounts"
+    | "partialTag"
     | "pyodideLock"
     | "pyodidePackages"
     | "guestDir"
@@ -89,7 +91,8 @@ export type HostEvent =
   | { event: "hello"; token: string } // the first frame: the token of the init message proves who connected
   | { event: "started"; id: number } // the worker began to serve request `id`
   | { event: "memory"; id: number; bytes: number } // wasm memory's size when request `id` ended
-  | { event: "fatal"; message: string }; // the sandbox ends, and why
+  | { event: "fatal"; message: string } // the sandbox ends, and why
+  | { event: "partial"; mount: number; path: string[] }; // a file written aside is about to be made there
 
 /** A request frame's JSON from the kernel (sandbox/process.py): a SupervisorOp is served by the supervisor, any
  * other op goes to the worker whole (the guest answers one it does not know with an error). */

@@ -48,6 +48,7 @@ export interface MountOpts {
   hostWrites: HostWrites;
   suffixes: string[]; // the mount's own `suffixes` (".json"): an opt-in suffix is host data only when named here
   maxGrowthBytes: number; // also the largest file the upper layer takes
+  partialTag: string; // this sandbox's part of the names of files written aside (the kernel removes leftovers)
 }
 
 /** The parts of Emscripten's FS this driver uses (Pyodide's `pyodide.FS`). */
@@ -533,7 +534,7 @@ export function writableFS(FS: EmFS, client: FileClient, tell: Telling): Ops {
   let partials = 0;
   /** A fresh data name beside `to` for its bytes on the way in: `to`'s suffix, a name the policy lets through. */
   const partialBeside = (o: MountOpts, to: string[]) =>
-    partialName(to, `${Date.now().toString(36)}-${(partials++).toString(36)}`, o.hostWrites, o.suffixes);
+    partialName(to, `${o.partialTag}-w${(partials++).toString(36)}`, o.hostWrites, o.suffixes);
 
   /**
    * Copy the upper file at `from` to the host file `to` through the file service (it checks it again), as "write a

@@ -139,6 +139,13 @@ export class Supervisor {
     this.send(HOST_EVENT, 0, encoder.encode(JSON.stringify(event)));
   }
 
+  /** A file written aside is about to be made at `path` of mount `mount`: settles once the kernel can know it (the
+   * event is on the socket), so a process killed after it made the file leaves nothing the kernel cannot remove. */
+  partial(mount: number, path: string[]): Promise<void> {
+    this.sendHostEvent({ event: "partial", mount, path });
+    return this.whenWritten();
+  }
+
   /** The first frame: the init message's token proves to the kernel who connected. */
   hello(token: string): void {
     this.sendHostEvent({ event: "hello", token });

@@ -166,6 +166,7 @@ Deno.test("the host events the supervisor writes are protocol.json's hostEvents"
   h.supervisor.hello("token-1");
   h.supervisor.progress({ type: "started", id: 1 });
   h.supervisor.progress({ type: "replied", id: 1, reply: "{}", wasmBytes: 0 });
+  await h.supervisor.partial(0, ["t.sandbox-partial-a1-0.csv"]);
   h.supervisor.workerPosted({ type: "fatal", message: "gone" });
   assert.equal(await h.exited, 72);
   const events = (await h.frames()).filter((f) => f.kind === HOST_EVENT).map((f) => f.body as { event: string });

@@ -268,7 +268,16 @@ function mountHostFolders(pyodide: Pyodide, init: WorkerInit, notice: (text: str
   for (const [index, mount] of init.mounts.entries()) {
     pyodide.FS.mkdirTree(mount.guest);
     const { host: root, guest, writable, hostWrites, suffixes, maxGrowthBytes } = mount;
-    const opts: MountOpts = { root, index, guest, writable, hostWrites, suffixes, maxGrowthBytes };
+    const opts: MountOpts = {
+      root,
+      index,
+      guest,
+      writable,
+      hostWrites,
+      suffixes,
+      maxGrowthBytes,
+      partialTag: init.partialTag,
+    };
     pyodide.FS.mount(overlay, opts, guest);
   }
   applyUmask(pyodide.FS);

@@ -132,7 +132,7 @@ export function suffixAllowed(name: string, suffixes: readonly string[]): boolea
 }
 
 /** The tag of a name a file's bytes are written under before it is renamed over its destination. */
-export const PARTIAL_TAG = "sandbox-partial";
+export const PARTIAL_TAG: string = table.partial_prefix;
 const PARTIAL_NAME = new RegExp(`(?:^|\\.)${PARTIAL_TAG}-[0-9a-z]+-[0-9a-z]+\\.[^.]+$`);
 
 /**

@@ -25,6 +25,7 @@ from sandbox_kernel.protocol import dispatcher, frames, names
 from sandbox_kernel.protocol import schema as guest_schema
 from sandbox_kernel.sandbox.launch_plan import LaunchPlan
 from sandbox_kernel.sandbox.mounts import Mount, supervisor_config
+from sandbox_kernel.sandbox.partials import PartialFiles
 from sandbox_kernel.sandbox.process import SandboxProcess, _Pending
 from sandbox_kernel.sandbox.startup import SandboxOptions
 
@@ -216,10 +217,16 @@ def test_the_kernel_reads_each_host_event_of_the_file():
     async def go() -> None:
         sandbox, _ = running(asyncio.get_running_loop())
         sandbox._pending[1] = _Pending("execute", asyncio.get_running_loop().create_future(), Listener(), {})
+        sandbox._partials = PartialFiles([Mount(Path("/nowhere"), "/out", True)], "a1")
+
+        def noted() -> bool:
+            return sandbox._partials is not None and bool(sandbox._partials.places)
+
         effects = {
             "started": ({"event": "started", "id": 1}, lambda: sandbox._pending[1].started),
             "memory": ({"event": "memory", "id": 1, "bytes": 12345}, lambda: sandbox.wasm_bytes == 12345),
             "fatal": ({"event": "fatal", "message": "boom"}, lambda: "boom" in (sandbox._fatal or "")),
+            "partial": ({"event": "partial", "mount": 0, "path": ["t.sandbox-partial-a1-0.csv"]}, noted),
         }
         # "hello" is the first frame: the kernel checks its token when the sandbox starts.
         assert set(effects) | {"hello"} == names.HOST_EVENTS
@@ -301,11 +308,12 @@ def test_the_launch_plan_renders_the_init_message_with_the_files_keys(tmp_path):
         max_event_bytes=1 << 19,
         deno_checks_off=False,
     )
-    init = plan.init_message("secret")
+    init = plan.init_message("secret", "a1b2")
     assert set(init) == names.INIT_KEYS
     assert init == {
         "socket": str(tmp_path / "sbk" / "host.sock"),
         "token": "secret",
+        "partialTag": "a1b2",
         "workerNet": ["pypi.org:443"],
         "workerInherits": False,
         "mounts": supervisor_config(mounts),

@@ -173,11 +173,12 @@ class LaunchPlan:
             "workerInherits": self.deno_checks_off,
         }
 
-    def init_message(self, token: str) -> dict[str, Any]:
+    def init_message(self, token: str, partial_tag: str = "0") -> dict[str, Any]:
         """The supervisor's init message (main.ts reads it on its stdin): its keys are protocol.json's initKeys."""
         return {
             "socket": str(self.socket),
             "token": token,
+            "partialTag": partial_tag,
             **self.worker_permissions(),
             "mounts": supervisor_config(self.mounts),
             "guestSite": str(self.guest_site),

@@ -26,6 +26,7 @@ from sandbox_kernel.protocol import frames, names
 from sandbox_kernel.protocol import schema as guest_schema
 from sandbox_kernel.sandbox import spawn, startup
 from sandbox_kernel.sandbox.oslayers.report import read_report
+from sandbox_kernel.sandbox.partials import PartialFiles
 from sandbox_kernel.sandbox.spawn import Spawned
 from sandbox_kernel.sandbox.startup import SandboxOptions, SandboxStartError
 from sandbox_kernel.sandbox.supervision import StopCause
@@ -38,6 +39,7 @@ REPLY_OP = names.declared("supervisorOps", "reply")
 FATAL = names.declared("hostEvents", "fatal")
 STARTED = names.declared("hostEvents", "started")
 MEMORY = names.declared("hostEvents", "memory")
+PARTIAL = names.declared("hostEvents", "partial")
 READY = names.declared("workerEvents", "ready")
 # Requests served by the guest's glue alone, with nothing of the user's: until another one is sent, no guest code has
 # run in the sandbox, and it is left running between requests (see _pause_if_idle).
@@ -111,6 +113,7 @@ class SandboxProcess:
         self._tasks: list[asyncio.Task[Any]] = []
         self.os_layers: dict[str, Any] = {}  # what the launcher applied (oslayers.launch)
         self.wasm_bytes = 0  # the size of its wasm memory when the last request ended (it only grows)
+        self._partials: PartialFiles | None = None  # its files written aside: removed when it ends
 
     def cpu_seconds(self) -> float | None:
         """CPU time the process has used (user + system, every thread), or None once it is gone."""
@@ -150,6 +153,7 @@ class SandboxProcess:
         loop = asyncio.get_running_loop()
         self.snapshot = spawned.snapshot
         self._tmp = spawned.private
+        self._partials = PartialFiles(spawned.plan.mounts, spawned.partial_tag)
         self.log.info("started sandbox: %s", " ".join(spawned.plan.deno_argv()))
         self._proc = spawn.Child(spawned.process)
         self.pid = self._proc.pid
@@ -209,6 +213,11 @@ class SandboxProcess:
             except ProcessLookupError:
                 pass
             await proc.wait()
+        frames_task = self._frames_task
+        if frames_task is not None and frames_task is not asyncio.current_task():  # its last partial events
+            await asyncio.wait({frames_task}, timeout=EXIT_FRAMES_WAIT)
+        if proc is not None and proc.returncode is not None:
+            self._remove_partials()
         if self._dead is not None and not self._dead.done():
             self._mark_dead(f"the sandbox was stopped because {why}", self._kill_cause)
         for task in self._tasks:
@@ -233,8 +242,15 @@ class SandboxProcess:
                 os.killpg(self._proc.pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
+        self._remove_partials()
         if self._tmp is not None:
             shutil.rmtree(self._tmp, ignore_errors=True)
+
+    def _remove_partials(self) -> None:
+        """Remove the files it was writing aside (a file reaches the host whole, or not at all)."""
+        if self._partials is not None:
+            for path in self._partials.remove():
+                self.log.info("removed %s: the sandbox ended while writing it", path)
 
     def _mark_dead(self, reason: str, cause: StopCause = StopCause.CRASH) -> None:
         assert self._dead is not None
@@ -258,6 +274,7 @@ class SandboxProcess:
         else:
             reason = self._fatal or startup.exit_reason(code, self._output_tail, self.options.memory_limit_mb)
         (self.log.info if self._killed_because else self.log.warning)("sandbox process %s ended: %s", self.pid, reason)
+        self._remove_partials()  # before anyone learns that it died: the next cell sees the folder clean
         self._mark_dead(reason, self._kill_cause if self._killed_because else StopCause.CRASH)
         if self._tmp is not None:  # however it ended, its private folder goes with it
             shutil.rmtree(self._tmp, ignore_errors=True)
@@ -281,6 +298,8 @@ class SandboxProcess:
                 self._fatal = f"the sandbox crashed: {guest_text(str(event.get('message')), 1000)}"
             elif event.get("event") == STARTED and event.get("id") in self._pending:
                 self._pending[event["id"]].started = True
+            elif event.get("event") == PARTIAL and self._partials is not None:
+                self._partials.note(event)
             elif event.get("event") == MEMORY:
                 size = event.get("bytes")
                 if isinstance(size, int) and 0 <= size <= MAX_WASM_BYTES:

@@ -23,7 +23,7 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-from sandbox_kernel.sandbox import private_folders, provision, startup
+from sandbox_kernel.sandbox import partials, private_folders, provision, startup
 from sandbox_kernel.sandbox.launch_plan import LaunchPlan
 from sandbox_kernel.sandbox.startup import SandboxOptions
 
@@ -39,6 +39,7 @@ class Spawned:
     process: subprocess.Popen[bytes]
     listener: socket.socket  # the private socket, bound and listening (0600), for its one connection
     report_read: int  # the launcher's report of the OS layers (a pipe)
+    partial_tag: str = "0"  # in the names of the files it writes aside (partials.py removes those left)
 
     @property
     def private(self) -> Path:
@@ -99,9 +100,10 @@ def spawn(options: SandboxOptions) -> Spawned:
             os.close(report_read)
         shutil.rmtree(private, ignore_errors=True)
         raise
-    init = json.dumps(plan.init_message(token)).encode()
+    partial_tag = partials.new_tag()
+    init = json.dumps(plan.init_message(token, partial_tag)).encode()
     threading.Thread(target=_send_init, args=(process, init), name="sandbox-init", daemon=True).start()
-    return Spawned(options, plan, snapshot, token, process, listener, report_read)
+    return Spawned(options, plan, snapshot, token, process, listener, report_read, partial_tag)
 
 
 def listening_socket(path: Path) -> socket.socket:

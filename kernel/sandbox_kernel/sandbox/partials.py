@@ -1,0 +1,101 @@
+"""Files a sandbox writes aside (host_ts/file_service.ts `aside`), removed by the kernel when the sandbox ends.
+
+While a host file is open for writing, its bytes go to `<stem>.sandbox-partial-<tag>-<n><suffix>` beside it, renamed
+over it when its last handle closes. The supervisor tells the kernel each such place before it makes the file (a
+`partial` host event); when the process ends for any reason (a crash, SIGKILL, a restart, shutdown) the kernel
+removes what is left, so a killed process leaves no part-written file in a host folder.
+
+What the Deno process says is untrusted: a place is removed only if it is a regular file (not followed if a link)
+below a read-write mount, reached through real folders only, named with THIS sandbox's tag.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import secrets
+import stat
+from typing import Any
+
+from sandbox_kernel.sandbox.mounts import Mount, _table
+
+PRUNE_FROM = 256  # places remembered before those already renamed away are forgotten
+
+
+def new_tag() -> str:
+    """A fresh tag for one sandbox process ([0-9a-z]+, as write_policy.ts partialName takes)."""
+    return secrets.token_hex(6)
+
+
+class PartialFiles:
+    """The places one sandbox said it writes aside in, and their removal once it has ended."""
+
+    def __init__(self, mounts: list[Mount], tag: str) -> None:
+        self.mounts = mounts
+        prefix = re.escape(str(_table()["partial_prefix"]))
+        self.name = re.compile(rf"(?:^|\.){prefix}-{re.escape(tag)}-[0-9a-z]+\.[^./]+\Z")
+        self.places: set[tuple[int, tuple[str, ...]]] = set()
+        self._prune_at = PRUNE_FROM
+
+    def note(self, event: dict[str, Any]) -> None:
+        """Remember a `partial` host event's place, if it is one this sandbox may have made."""
+        mount, path = event.get("mount"), event.get("path")
+        if not isinstance(mount, int) or not 0 <= mount < len(self.mounts) or not self.mounts[mount].writable:
+            return
+        if not isinstance(path, list) or not path or len(path) > 256:
+            return
+        if not all(isinstance(p, str) and p not in ("", ".", "..") and "/" not in p and "\0" not in p for p in path):
+            return
+        if not self.name.search(path[-1]):
+            return
+        self.places.add((mount, tuple(path)))
+        if len(self.places) > self._prune_at:  # a long session: forget those renamed over their name already
+            self.places = {p for p in self.places if self._exists(*p)}
+            self._prune_at = max(PRUNE_FROM, 2 * len(self.places))
+
+    def remove(self) -> list[str]:
+        """Remove every remembered place that is still this sandbox's file written aside; returns their host paths."""
+        removed = []
+        for mount, path in sorted(self.places):
+            with contextlib.suppress(OSError):
+                if self._unlink(mount, path):
+                    removed.append(os.path.join(self.mounts[mount].host, *path))
+        self.places.clear()
+        return removed
+
+    def _exists(self, mount: int, path: tuple[str, ...]) -> bool:
+        try:
+            folder = self._folder(mount, path[:-1])
+        except OSError:
+            return False
+        try:
+            os.lstat(path[-1], dir_fd=folder)
+            return True
+        except OSError:
+            return False
+        finally:
+            os.close(folder)
+
+    def _folder(self, mount: int, folders: tuple[str, ...]) -> int:
+        """An fd of the folder `folders` below the mount, opened one real folder at a time (no link followed)."""
+        fd = os.open(self.mounts[mount].host, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+        try:
+            for name in folders:
+                below = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
+                os.close(fd)
+                fd = below
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd
+
+    def _unlink(self, mount: int, path: tuple[str, ...]) -> bool:
+        folder = self._folder(mount, path[:-1])
+        try:
+            if not stat.S_ISREG(os.lstat(path[-1], dir_fd=folder).st_mode):
+                return False
+            os.unlink(path[-1], dir_fd=folder)
+            return True
+        finally:
+            os.close(folder)

@@ -1,0 +1,66 @@
+"""The kernel removes only its own sandbox's files written aside (sandbox/partials.py): what Deno says is untrusted."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from sandbox_kernel.sandbox.mounts import Mount
+from sandbox_kernel.sandbox.partials import PartialFiles
+
+TAG = "a1b2c3"
+
+
+def files(tmp_path: Path) -> tuple[PartialFiles, Path, Path]:
+    rw, ro = tmp_path / "rw", tmp_path / "ro"
+    rw.mkdir()
+    ro.mkdir()
+    return PartialFiles([Mount(rw, "/rw", True), Mount(ro, "/ro", False)], TAG), rw, ro
+
+
+def test_its_own_file_written_aside_is_removed_in_a_subfolder_too(tmp_path):
+    partials, rw, _ = files(tmp_path)
+    (rw / "sub").mkdir()
+    for name in (f"t.sandbox-partial-{TAG}-0.csv", f"sub/sandbox-partial-{TAG}-w1.tsv"):
+        (rw / name).write_text("part")
+        partials.note({"event": "partial", "mount": 0, "path": name.split("/")})
+    assert len(partials.remove()) == 2
+    assert sorted(p.name for p in rw.rglob("*")) == ["sub"]
+
+
+def test_anything_else_it_names_stays(tmp_path):
+    partials, rw, ro = files(tmp_path)
+    outside = tmp_path / f"x.sandbox-partial-{TAG}-0.csv"
+    outside.write_text("keep")
+    (rw / f"link.sandbox-partial-{TAG}-1.csv").symlink_to(outside)  # a link named like one: the link is not followed
+    (rw / "folder").symlink_to(tmp_path)  # a linked folder on the way: not followed
+    (rw / f"d.sandbox-partial-{TAG}-2.csv").mkdir()  # not a regular file
+    (rw / "data.csv").write_text("keep")
+    (rw / "t.sandbox-partial-other-3.csv").write_text("keep")  # another sandbox's
+    (ro / f"t.sandbox-partial-{TAG}-4.csv").write_text("keep")  # a read-only mount's
+    for event in [
+        {"mount": 0, "path": [f"link.sandbox-partial-{TAG}-1.csv"]},
+        {"mount": 0, "path": ["folder", outside.name]},
+        {"mount": 0, "path": ["..", outside.name]},
+        {"mount": 0, "path": [f"../{outside.name}"]},
+        {"mount": 0, "path": [f"d.sandbox-partial-{TAG}-2.csv"]},
+        {"mount": 0, "path": ["data.csv"]},
+        {"mount": 0, "path": ["t.sandbox-partial-other-3.csv"]},
+        {"mount": 1, "path": [f"t.sandbox-partial-{TAG}-4.csv"]},
+        {"mount": 2, "path": [f"t.sandbox-partial-{TAG}-4.csv"]},
+        {"mount": "0", "path": "x"},
+        {"mount": 0, "path": [3]},
+    ]:
+        partials.note({"event": "partial", **event})
+    assert partials.remove() == []
+    assert outside.read_text() == "keep"
+    assert (rw / "data.csv").read_text() == (rw / "t.sandbox-partial-other-3.csv").read_text() == "keep"
+    assert (ro / f"t.sandbox-partial-{TAG}-4.csv").read_text() == "keep"
+    assert (rw / f"d.sandbox-partial-{TAG}-2.csv").is_dir()
+    assert (rw / f"link.sandbox-partial-{TAG}-1.csv").is_symlink()
+
+
+def test_a_long_session_forgets_those_renamed_over_their_name(tmp_path):
+    partials = files(tmp_path)[0]
+    for n in range(1000):
+        partials.note({"event": "partial", "mount": 0, "path": [f"t.sandbox-partial-{TAG}-{n:x}.csv"]})
+    assert len(partials.places) <= 257
