@@ -10,7 +10,7 @@
  * file counts at its full length). Calls are untrusted input (guest code can make them): every
  * field is checked, and every call is answered, with an errno code and, for a refusal, the reason in words.
  */
-import type { FileMount } from "./messages.ts";
+import type { FileMount, MadeName } from "./messages.ts";
 import { type FileOp, isFileOp } from "./protocol.ts";
 import { MAX_CHUNK, type Message } from "./file_channel.ts";
 import {
@@ -120,6 +120,9 @@ async function totalBytes(root: string): Promise<number> {
  */
 const FOLDER_FACTS_MS = 1000;
 
+/** New names remembered from mknod until opened for writing (each one's "dev:ino"). */
+const MAX_MADE = 4096;
+
 interface FolderFacts {
   symlink: boolean;
   virtualenv: boolean;
@@ -133,17 +136,19 @@ export class FileService {
   private nextHandle = 1;
   private asides = new Map<string, Aside>(); // by the host path of the file being written
   private partials = 0;
+  private made = new Map<string, string>(); // host path -> "dev:ino" of the empty file mknod made new there
   private used = new Map<number, number | Promise<number>>(); // bytes in each mount with max_total_bytes
   private grown = new Map<number, number>(); // net growth of each mount's apparent bytes in this sandbox
 
   /**
    * `tag`: this sandbox's part of the names of files written aside; `aboutToMake`: told each one's place before
-   * it is made, settled once the kernel has been told (it removes what a process killed mid-write leaves).
+   * it is made, settled once the kernel has been told (it removes what a process killed mid-write leaves), with
+   * `made` when the name it is for is the empty file this sandbox's mknod made (the kernel removes that too).
    */
   constructor(
     private mounts: FileMount[],
     private tag = "0",
-    private aboutToMake: (mount: number, path: string[]) => Promise<void> = () => Promise.resolve(),
+    private aboutToMake: (mount: number, path: string[], made?: MadeName) => Promise<void> = () => Promise.resolve(),
   ) {
     mounts.forEach((m, i) => {
       if (m.writable && m.maxTotalBytes !== null) this.used.set(i, totalBytes(m.host));
@@ -366,7 +371,12 @@ export class FileService {
       if (isPartialName(t.parts[t.parts.length - 1])) await this.aboutToMake(t.index, t.parts); // rwfs.ts copyOut
       Deno.openSync(t.host, { write: true, createNew: true, mode: safe }).close();
     }
-    return { mode: Deno.lstatSync(t.host).mode };
+    const info = Deno.lstatSync(t.host);
+    if (!directory && !isPartialName(t.parts[t.parts.length - 1])) {
+      if (this.made.size >= MAX_MADE) this.made.clear(); // made but never opened for writing: nothing to remove
+      this.made.set(t.host, inode(info)); // a new name: if the process dies before it is written whole, it goes
+    }
+    return { mode: info.mode };
   }
 
   private async open(t: Target, flags: number): Promise<unknown> {
@@ -413,7 +423,13 @@ export class FileService {
     const tag = `${this.tag}-${(this.partials++).toString(36)}`;
     const parts = partialName(t.parts, tag, t.mount.hostWrites, t.mount.suffixes);
     const partial = [t.mount.host, ...parts].join("/");
-    await this.aboutToMake(t.index, parts);
+    const made = this.made.get(t.host);
+    this.made.delete(t.host);
+    const name = t.parts[t.parts.length - 1];
+    // The name is still the empty file this sandbox made: the kernel removes it too if this process ends before the
+    // aside file is renamed over it (so a new file reaches the host whole or not at all).
+    const fresh = made !== undefined && made === inode(info) && info.size === 0 && info.ino !== null;
+    await this.aboutToMake(t.index, parts, fresh ? { name, dev: info.dev, ino: info.ino as number } : undefined);
     const mode = (info.mode ?? 0o644) & 0o666;
     const file = Deno.openSync(partial, { write: true, createNew: true, mode });
     try {

@@ -23,7 +23,11 @@ const supervisor = new Supervisor(init, {
 // The worker writes no host file itself: changes to read-write mounts are its calls here, decided by this isolate.
 const filesSab = makeFileChannel();
 // Each file written aside is told to the kernel before it is made: the kernel removes what a killed process leaves.
-const files = new FileService(init.mounts, init.partialTag, (mount, path) => supervisor.partial(mount, path));
+const files = new FileService(
+  init.mounts,
+  init.partialTag,
+  (mount, path, made) => supervisor.partial(mount, path, made),
+);
 new FileServer(filesSab).serve((request) => files.handle(request));
 // The worker's glue reports the start and the end of each request on this port, and its own unloading (Progress).
 // Guest code has no reference to it (it lives only in the glue's closure): only the trusted side says when a

@@ -92,7 +92,11 @@ export type HostEvent =
   | { event: "started"; id: number } // the worker began to serve request `id`
   | { event: "memory"; id: number; bytes: number } // wasm memory's size when request `id` ended
   | { event: "fatal"; message: string } // the sandbox ends, and why
-  | { event: "partial"; mount: number; path: string[] }; // a file written aside is about to be made there
+  | { event: "partial"; mount: number; path: string[]; made?: MadeName }; // a file written aside is about to be made there
+
+/** The name a file written aside is for, when this sandbox made it new (empty, by mknod): the kernel removes it too
+ * if the process ends before the aside file is renamed over it, and it is still that file (dev, ino), empty. */
+export type MadeName = { name: string; dev: number; ino: number };
 
 /** A request frame's JSON from the kernel (sandbox/process.py): a SupervisorOp is served by the supervisor, any
  * other op goes to the worker whole (the guest answers one it does not know with an error). */

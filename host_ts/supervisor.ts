@@ -11,6 +11,7 @@ import type {
   FromWorker,
   HostEvent,
   KernelRequest,
+  MadeName,
   Progress,
   SupervisorHandlers,
   SupervisorInit,
@@ -140,9 +141,10 @@ export class Supervisor {
   }
 
   /** A file written aside is about to be made at `path` of mount `mount`: settles once the kernel can know it (the
-   * event is on the socket), so a process killed after it made the file leaves nothing the kernel cannot remove. */
-  partial(mount: number, path: string[]): Promise<void> {
-    this.sendHostEvent({ event: "partial", mount, path });
+   * event is on the socket), so a process killed after it made the file leaves nothing the kernel cannot remove;
+   * `made`: the name it is for was made new, empty, by this sandbox (the kernel removes that too, if still so). */
+  partial(mount: number, path: string[], made?: MadeName): Promise<void> {
+    this.sendHostEvent(made ? { event: "partial", mount, path, made } : { event: "partial", mount, path });
     return this.whenWritten();
   }
 

@@ -274,3 +274,16 @@ Deno.test({
     assert.deepEqual(frames, ["a".repeat(1000), "b".repeat(1000)]);
   },
 });
+
+Deno.test("a partial event says the name it is for was made new only when told so", async () => {
+  const h = harness();
+  await h.supervisor.partial(0, ["t.sandbox-partial-a1-0.csv"]);
+  await h.supervisor.partial(0, ["n.sandbox-partial-a1-1.csv"], { name: "n.csv", dev: 5, ino: 7 });
+  h.supervisor.workerPosted({ type: "fatal", message: "gone" });
+  await h.exited;
+  const events = (await h.frames()).filter((f) => f.kind === HOST_EVENT).map((f) => f.body as { event: string });
+  assert.deepEqual(events.filter((e) => e.event === "partial"), [
+    { event: "partial", mount: 0, path: ["t.sandbox-partial-a1-0.csv"] },
+    { event: "partial", mount: 0, path: ["n.sandbox-partial-a1-1.csv"], made: { name: "n.csv", dev: 5, ino: 7 } },
+  ]);
+});

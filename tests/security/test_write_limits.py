@@ -179,3 +179,43 @@ def test_a_sandbox_killed_while_it_writes_several_files_leaves_none_aside(out_ke
     assert value(execute(kc, "1 + 1")) == "2"  # the kernel noticed, and runs cells again
     assert not list(folder.rglob("*.sandbox-partial-*")), list(folder.rglob("*"))
     assert (folder / "sub" / "kept.csv").read_text() == "kept\n"
+
+
+def test_a_sandbox_killed_while_it_writes_a_new_file_leaves_nothing_at_its_name(out_kernel):
+    km, kc, folder = out_kernel
+    code = (
+        "f = open('/out/new.csv', 'wb')\nchunk = b'n' * (1 << 20)\nfor _ in range(4):\n    f.write(chunk)\n"
+        "f.flush()\nprint('writing', flush=True)\nwhile True:\n    f.write(chunk)\n    f.flush()"
+    )
+    seen: list[tuple[str, int]] = []
+
+    def kill() -> None:
+        seen.extend(sorted((p.name, p.stat().st_size) for p in folder.iterdir()))  # mid-write: the name, empty
+        for pid in sandbox_pids(km.provisioner.pid):  # type: ignore[attr-defined]
+            os.kill(pid, signal.SIGKILL)
+
+    run = execute(kc, code, timeout=120, on_output=once_running(kill))
+    assert run.content["status"] == "error", run.content
+    # The control: the name was made on the host (empty) and the bytes were going aside when the process was killed.
+    assert [name for name, _ in seen] == ["new.csv", seen[1][0]] and seen[0][1] == 0, seen
+    assert seen[1][0].startswith("new.sandbox-partial-") and seen[1][1] >= 4 << 20, seen
+    assert value(execute(kc, "import os\nos.listdir('/out')")) == "[]"
+    assert list(folder.iterdir()) == []  # a new file reaches the host whole or not at all
+
+
+def test_a_new_file_closed_before_the_sandbox_is_killed_stays_whole(out_kernel):
+    km, kc, folder = out_kernel
+    code = (
+        "with open('/out/done.csv', 'wb') as f:\n    f.write(b'd' * 100_000)\n"
+        "open('/out/empty.csv', 'w').close()\nprint('written', flush=True)\nwhile True:\n    pass"
+    )
+
+    def kill() -> None:
+        for pid in sandbox_pids(km.provisioner.pid):  # type: ignore[attr-defined]
+            os.kill(pid, signal.SIGKILL)
+
+    run = execute(kc, code, timeout=120, on_output=once_running(kill))
+    assert run.content["status"] == "error", run.content
+    assert value(execute(kc, "import os\nsorted(os.listdir('/out'))")) == "['done.csv', 'empty.csv']"
+    assert (folder / "done.csv").read_bytes() == b"d" * 100_000
+    assert (folder / "empty.csv").read_bytes() == b""  # closed empty: whole as written, kept

@@ -64,3 +64,50 @@ def test_a_long_session_forgets_those_renamed_over_their_name(tmp_path):
     for n in range(1000):
         partials.note({"event": "partial", "mount": 0, "path": [f"t.sandbox-partial-{TAG}-{n:x}.csv"]})
     assert len(partials.places) <= 257
+
+
+def made_new(rw: Path, name: str, n: int) -> tuple[dict, Path, Path]:
+    """An empty file made new at `name` and its file written aside, with the event that tells both."""
+    new, aside = rw / name, rw / f"{Path(name).stem}.sandbox-partial-{TAG}-{n}{Path(name).suffix}"
+    new.touch()
+    aside.write_text("part")
+    info = new.stat()
+    made = {"name": name, "dev": info.st_dev, "ino": info.st_ino}
+    return {"event": "partial", "mount": 0, "path": [aside.name], "made": made}, new, aside
+
+
+def test_a_name_made_new_goes_with_its_file_written_aside_while_still_that_empty_file(tmp_path):
+    partials, rw, _ = files(tmp_path)
+    event, new, aside = made_new(rw, "new.csv", 0)
+    partials.note(event)
+    assert sorted(partials.remove()) == sorted([str(aside), str(new)])
+    assert list(rw.iterdir()) == []
+
+
+def test_a_name_made_new_stays_unless_it_is_still_that_empty_file_beside_its_aside_file(tmp_path):
+    partials, rw, _ = files(tmp_path)
+    written, w_new, _ = made_new(rw, "written.csv", 0)
+    w_new.write_text("someone wrote this meanwhile")  # not empty: kept
+    other, o_new, _ = made_new(rw, "other.csv", 1)
+    other["made"]["ino"] += 1  # another file than the one made: kept
+    replaced, r_new, _ = made_new(rw, "replaced.csv", 2)
+    r_new.unlink()
+    r_new.symlink_to(tmp_path / "elsewhere.csv")  # a link now: not followed, kept
+    (tmp_path / "elsewhere.csv").touch()
+    published, p_new, p_aside = made_new(rw, "published.csv", 3)
+    p_aside.unlink()  # renamed over its name already (here: gone): its name is whole, kept
+    bad = [
+        {**made_new(rw, f"bad{n}.csv", 4 + n)[0], "made": made}
+        for n, made in enumerate(
+            [{"name": "../x.csv", "dev": 0, "ino": 0}, {"name": "bad0.csv", "dev": True, "ino": 1}, "bad1.csv"]
+        )
+    ]
+    for event in [written, other, replaced, published, *bad]:
+        partials.note(event)
+    removed = partials.remove()
+    assert all(".sandbox-partial-" in p for p in removed), removed  # only the files written aside went
+    assert w_new.read_text() == "someone wrote this meanwhile"
+    assert o_new.exists() and r_new.is_symlink() and (tmp_path / "elsewhere.csv").exists() and p_new.exists()
+    assert sorted(p.name for p in rw.iterdir() if ".sandbox-partial-" not in p.name) == sorted(
+        ["written.csv", "other.csv", "replaced.csv", "published.csv", "bad0.csv", "bad1.csv", "bad2.csv"]
+    )

@@ -5,8 +5,15 @@ over it when its last handle closes. The supervisor tells the kernel each such p
 `partial` host event); when the process ends for any reason (a crash, SIGKILL, a restart, shutdown) the kernel
 removes what is left, so a killed process leaves no part-written file in a host folder.
 
+A new file (`open(p, "w")` of a name that was not there) is made empty at its name first (mknod); its event then says
+so (`made`: the name, and the dev/ino the supervisor made there). When such an aside file is still there at the end,
+that name goes too if it is still that file, empty: so a new file reaches the host folder whole or not at all.
+
 What the Deno process says is untrusted: a place is removed only if it is a regular file (not followed if a link)
-below a read-write mount, reached through real folders only, named with THIS sandbox's tag.
+below a read-write mount, reached through real folders only, named with THIS sandbox's tag; a name made new only if
+its aside file was just removed, in the same folder, and it is a regular file of size 0 with the dev and ino told.
+(A hostile process could name an empty file it did not make by giving its dev/ino: it could unlink it itself, as
+it may change any file in a read-write mount; the kernel never removes a byte of content, nor goes outside a mount.)
 """
 
 from __future__ import annotations
@@ -16,7 +23,7 @@ import os
 import re
 import secrets
 import stat
-from typing import Any
+from typing import Any, NamedTuple
 
 from sandbox_kernel.sandbox.mounts import Mount, _table
 
@@ -28,6 +35,26 @@ def new_tag() -> str:
     return secrets.token_hex(6)
 
 
+class Made(NamedTuple):
+    """A name this sandbox made new, empty (a `partial` event's `made`): in the folder of its file written aside."""
+
+    name: str
+    dev: int
+    ino: int
+
+
+def _made(told: object) -> Made | None:
+    """A `made` field as told, if well formed (a plain file name, two non-negative ints), else None."""
+    if not isinstance(told, dict):
+        return None
+    name, dev, ino = told.get("name"), told.get("dev"), told.get("ino")
+    if not isinstance(name, str) or name in ("", ".", "..") or "/" in name or "\0" in name:
+        return None
+    if not all(isinstance(n, int) and not isinstance(n, bool) and 0 <= n < 2**64 for n in (dev, ino)):
+        return None
+    return Made(name, dev, ino)  # type: ignore[arg-type]
+
+
 class PartialFiles:
     """The places one sandbox said it writes aside in, and their removal once it has ended."""
 
@@ -35,7 +62,7 @@ class PartialFiles:
         self.mounts = mounts
         prefix = re.escape(str(_table()["partial_prefix"]))
         self.name = re.compile(rf"(?:^|\.){prefix}-{re.escape(tag)}-[0-9a-z]+\.[^./]+\Z")
-        self.places: set[tuple[int, tuple[str, ...]]] = set()
+        self.places: dict[tuple[int, tuple[str, ...]], Made | None] = {}
         self._prune_at = PRUNE_FROM
 
     def note(self, event: dict[str, Any]) -> None:
@@ -49,18 +76,20 @@ class PartialFiles:
             return
         if not self.name.search(path[-1]):
             return
-        self.places.add((mount, tuple(path)))
+        self.places[(mount, tuple(path))] = _made(event.get("made"))
         if len(self.places) > self._prune_at:  # a long session: forget those renamed over their name already
-            self.places = {p for p in self.places if self._exists(*p)}
+            self.places = {p: m for p, m in self.places.items() if self._exists(*p)}
             self._prune_at = max(PRUNE_FROM, 2 * len(self.places))
 
     def remove(self) -> list[str]:
         """Remove every remembered place that is still this sandbox's file written aside; returns their host paths."""
         removed = []
-        for mount, path in sorted(self.places):
+        for (mount, path), made in sorted(self.places.items()):
             with contextlib.suppress(OSError):
                 if self._unlink(mount, path):
                     removed.append(os.path.join(self.mounts[mount].host, *path))
+                    if made is not None and self._unlink(mount, (*path[:-1], made.name), made):
+                        removed.append(os.path.join(self.mounts[mount].host, *path[:-1], made.name))
         self.places.clear()
         return removed
 
@@ -90,10 +119,14 @@ class PartialFiles:
             raise
         return fd
 
-    def _unlink(self, mount: int, path: tuple[str, ...]) -> bool:
+    def _unlink(self, mount: int, path: tuple[str, ...], made: Made | None = None) -> bool:
+        """Remove a regular file (with `made`: only if it is still that empty file); whether it was."""
         folder = self._folder(mount, path[:-1])
         try:
-            if not stat.S_ISREG(os.lstat(path[-1], dir_fd=folder).st_mode):
+            info = os.lstat(path[-1], dir_fd=folder)
+            if not stat.S_ISREG(info.st_mode):
+                return False
+            if made is not None and (info.st_size, info.st_dev, info.st_ino) != (0, made.dev, made.ino):
                 return False
             os.unlink(path[-1], dir_fd=folder)
             return True
