@@ -522,8 +522,11 @@ def budget_error(etype: type, evalue: BaseException) -> BaseException | None:
             f"{memory_message()}; no size or count of 2**31 or more fits its 32-bit (wasm32) memory at all"
         )
     if isinstance(evalue, builtins.OSError) and evalue.errno == errno.ENOSPC:
-        why = _host.files_full()
-        return builtins.OSError(errno.ENOSPC, why) if why else None
+        why = _host.files_full()  # taken either way: a refusal the cell caught must not explain a later error
+        # Only the in-memory files' bare ENOSPC (Emscripten's own words) is the budget's: an ENOSPC that already
+        # says why (a host folder's max_total_bytes, explained()) is about something else.
+        generic = evalue.strerror in (None, "", os.strerror(errno.ENOSPC))
+        return builtins.OSError(errno.ENOSPC, why) if why and generic else None
     return None
 
 

@@ -418,6 +418,16 @@ def test_full_files_show_the_budgets_reason_with_enospc(limits, host):
     assert host.calls().count("files_full") == 2  # only for ENOSPC
 
 
+def test_a_host_folders_enospc_keeps_its_own_reason_after_a_caught_budget_refusal(limits, host):
+    """A cell caught the in-memory files' ENOSPC (its refusal was never shown), then a host folder's
+    max_total_bytes refused a write: that error says so, not the memory budget's words."""
+    host.files_full_reasons = ["the sandbox's in-memory files are full: ..."]
+    mount_full = OSError(errno.ENOSPC, "mount /data: SandboxKernel.mount_limits max_total_bytes=10 would be passed")
+    assert guards.budget_error(OSError, mount_full) is None
+    # the stale refusal went with it: a later bare ENOSPC the budget did not give is shown as it is
+    assert guards.budget_error(OSError, OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))) is None
+
+
 INSTALL_CHILD = """
 import builtins, json, os, sys
 sys.path[:0] = [sys.argv[1], sys.argv[2]]
