@@ -149,7 +149,7 @@ _WRITE_EVENTS = {
     "os.remove", "os.rename", "os.mkdir", "os.rmdir", "os.chmod", "os.utime", "os.truncate",
     "shutil.rmtree", "shutil.move",
 }  # fmt: skip
-_COPY_EVENTS = {"shutil.copyfile", "os.symlink", "os.link"}  # (source: read, destination: written)
+_COPY_EVENTS = {"shutil.copyfile", "os.link"}  # (source: read, destination: written)
 _READ_EVENTS = {"os.listdir", "os.scandir"}
 
 
@@ -173,12 +173,24 @@ def _check_event(event: str, args: tuple[Any, ...]) -> None:
         for arg in args[:2]:
             if isinstance(arg, (str, bytes, _PathLike)):
                 check_path(arg, True)
+    elif event == "os.symlink" and len(args) >= 2 and all(isinstance(a, (str, bytes, _PathLike)) for a in args[:2]):
+        check_path(_link_target(_text(args[0]), _text(args[1])), False)
+        check_path(args[1], True)
     elif event in _COPY_EVENTS and len(args) >= 2:
         for arg, writing in ((args[0], False), (args[1], True)):
             if isinstance(arg, (str, bytes, _PathLike)):
                 check_path(arg, writing)
     elif event in _READ_EVENTS and args and isinstance(args[0], (str, bytes, _PathLike)):
         check_path(args[0], False)
+
+
+def _link_target(target: str, link: str) -> str:
+    """Where a symlink at `link` to `target` leads: a relative target is relative to the link's folder (not to the
+    working folder)."""
+    if target.startswith("/"):
+        return target
+    folder = _absolute(link).rsplit("/", 1)[0]
+    return f"{folder}/{target}" if folder else f"/{target}"
 
 
 def explained(error: builtins.OSError) -> builtins.OSError:

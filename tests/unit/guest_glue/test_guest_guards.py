@@ -116,6 +116,19 @@ def test_the_audit_hook_lets_pass(limits, event, args):
     guards._audit(event, args)
 
 
+def test_a_relative_symlink_target_is_judged_from_the_links_folder(limits, monkeypatch):
+    """os.symlink's relative target is relative to the folder the link is in, not to the working folder."""
+    monkeypatch.setattr(guards, "_getcwd", lambda: "/home/pyodide/a/b/c")
+    with pytest.raises(PermissionError, match="'/etc' is not in the sandbox"):
+        guards._audit("os.symlink", ("../../../../etc", "/out/link", None))  # from the cwd: /home, allowed
+    with pytest.raises(PermissionError, match="'/etc/passwd' is not in the sandbox"):
+        guards._audit("os.symlink", (b"../../etc/passwd", "../../../../x/link", None))  # the link: /home/x/link
+    monkeypatch.setattr(guards, "_getcwd", lambda: "/sbk-nowhere")
+    guards._audit("os.symlink", ("data.csv", "/out/link", None))  # /out/data.csv (from the cwd: refused)
+    guards._audit("os.symlink", (b"../data/a", b"/out/link", None))  # /data/a
+    guards._audit("os.symlink", ("../home", "/tmp/link", None))  # /home
+
+
 def test_explained_puts_the_host_reason_in_the_same_kind_of_error(host):
     host.refusals = ["/out/big.bin would be over 1 MiB (SandboxKernel.mount_limits)"]
     error = guards.explained(builtins.PermissionError(13, "Permission denied", "/out/big.bin"))
