@@ -9,6 +9,7 @@ to LLMs writing the code).
 from __future__ import annotations
 
 import builtins
+import contextlib
 import errno
 import io
 import os
@@ -241,18 +242,19 @@ class ExplainedFile:
         """Write `data` and flush it to the host, where the limits are checked exactly: the host's refusal is
         returned (with no traceback: nothing in it holds this file, so a file nobody names closes as usual), and a
         write the host refused keeps none of its bytes in Python's buffers (nothing fails again at close)."""
+        binary = getattr(self._file, "buffer", None)
+        if binary is not None and not isinstance(data, str):
+            self._file.write(data)  # the text layer's own TypeError (it writes nothing)
         try:
             self._call("flush")
         except builtins.OSError as exc:
             return _bare(exc)
-        binary = getattr(self._file, "buffer", None)
         if binary is None:  # a binary file: its bytes as they are
             raw, encoded = self._file, bytes(memoryview(data))
         else:
-            self._file.write("")  # a str is checked here (TypeError for anything else)
-            encoded = data.encode(self._file.encoding, self._file.errors or "strict")
             if "\n" in data and self._newline not in (None, "", "\n"):
-                encoded = data.replace("\n", self._newline).encode(self._file.encoding, self._file.errors or "strict")
+                data = data.replace("\n", self._newline)
+            encoded = self._encoded(data, at_start=binary.tell() == 0)
             raw = binary
         target = getattr(raw, "raw", raw)
         _host.take_refusal()
@@ -268,8 +270,21 @@ class ExplainedFile:
         finally:
             if target is not raw:
                 raw.seek(0, os.SEEK_CUR)  # the buffered layer learns where the raw file is now
+            if raw is not self._file:  # ... and the text layer: its encoder adds no BOM past the start (as io does)
+                with contextlib.suppress(builtins.OSError, ValueError):
+                    self._file.seek(self._file.tell())
             self._room, self._pending = self._read_room(), 0
         return None
+
+    def _encoded(self, text: str, at_start: bool) -> bytes:
+        """`text` as the text layer would encode it there: a BOM (utf-16, utf-32, utf-8-sig) only at the file's
+        start, as io.TextIOWrapper sets its encoder's state (its own encoder is out of reach)."""
+        import codecs
+
+        encoder = codecs.getincrementalencoder(self._file.encoding)(self._file.errors or "strict")
+        if not at_start:
+            encoder.setstate(0)
+        return encoder.encode(text, True)
 
     _newline: str | None = None
 
@@ -288,8 +303,8 @@ class ExplainedFile:
             self._pending += bound
             return self._call("write", data)
         error = self._write_now(data)
-        if error is None:
-            return len(data)
+        if error is None:  # what io returns: characters for text, bytes for a buffer (memoryview(...).nbytes)
+            return len(data) if isinstance(data, str) else _bound(data)
         del self, data  # the traceback keeps this frame: it must not keep the file open
         raise error
 

@@ -205,6 +205,46 @@ def test_explained_file_buffers_writes_only_while_they_fit_the_hosts_room(host, 
     assert path.read_bytes() == b"abcd" * (buffered + 2)
 
 
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-8-sig", "utf-32", "utf-8"])
+@pytest.mark.parametrize("rooms", [(0, 0, 1000, 0), (1000, 0, 1000, 0)])
+def test_explained_file_writes_text_as_the_text_layer_would(host, tmp_path, encoding, rooms):
+    """Writes that go to the host at once (no room) and writes that wait in Python's buffer, in any order, leave the
+    bytes a plain file gets: one BOM at the start, not one per write."""
+    pieces = ["ab\n", "cd", "é\n", "f"]
+    expected = tmp_path / "plain.txt"
+    with open(expected, "w", encoding=encoding, newline="\r\n") as plain:
+        for piece in pieces:
+            plain.write(piece)
+    path = tmp_path / "out.txt"
+    real = open(path, "w", encoding=encoding, newline="\r\n")
+    file = guards.ExplainedFile(real)
+    file._newline = "\r\n"  # as the guarded open() sets it
+    for piece, room in zip(pieces, rooms, strict=True):
+        host.rooms[real.fileno()] = room
+        file._room, file._pending = room, 0  # the host's answer after the last write
+        assert file.write(piece) == len(piece)
+    file.close()
+    assert path.read_bytes() == expected.read_bytes()
+    with open(path, "a", encoding=encoding) as again:  # appending later: no BOM mid-file either
+        host.rooms[again.fileno()] = 0
+        guards.ExplainedFile(again).write("g")
+    assert path.read_bytes().decode(encoding) == "ab\r\ncdé\r\nfg"
+
+
+def test_explained_file_returns_the_bytes_of_a_buffer_as_io_does(host, tmp_path):
+    import array
+
+    items = memoryview(array.array("i", [1, 2, 3]))
+    real = open(tmp_path / "out.bin", "wb")
+    host.rooms[real.fileno()] = 0
+    with guards.ExplainedFile(real) as file:
+        assert file.write(items) == io.BytesIO().write(items) == items.nbytes == 12
+    with pytest.raises(TypeError, match="must be str, not bytes"):
+        with open(tmp_path / "out.txt", "w") as text:
+            host.rooms[text.fileno()] = 0
+            guards.ExplainedFile(text).write(b"x")
+
+
 def test_explained_file_explains_a_refusal_on_closing_a_with_block(host):
     with pytest.raises(guards.OSError, match="over quota"):
         with guards.ExplainedFile(RefusingFile(host, "over quota")) as file:
