@@ -168,3 +168,20 @@ def test_pip_replays_forget_what_pip_uninstall_removed():
     assert replays.installs == [{"specs": ["six"], "index_urls": ["http://127.0.0.1:1/simple"]}]
     replays.forget(["six", "other"])
     assert replays.installs == []
+
+
+def test_a_mount_error_names_mounts_also_for_a_host_path_with_a_colon(tmp_path):
+    """settings.mount_error_setting reads a spec as mounts.parse does (the last two ':' split it): a host folder
+    whose path has ':' still matches its error to SandboxKernel.mounts."""
+    from sandbox_kernel.jupyter import settings
+
+    host = tmp_path / "a:b"
+    host.mkdir()
+    (host / "out").symlink_to(tmp_path)  # leads outside the mounted folder: parse_all refuses it
+    chosen = settings.SandboxSettings(mounts=[f"{host}:/data:ro"])
+    problems = settings.resolve(chosen, tmp_path, [], with_skills=False).problems
+    assert len(problems) == 1 and problems[0].startswith(
+        f"SandboxKernel.mounts: mount /data: {str(host)!r} holds symlinks that lead outside it"
+    )
+    assert settings.mount_error_setting(chosen, "mount /data: anything") == "SandboxKernel.mounts"
+    assert settings.mount_error_setting(chosen, "mount /b: anything") != "SandboxKernel.mounts"

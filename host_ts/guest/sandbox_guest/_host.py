@@ -161,5 +161,8 @@ def shell(request: str, python: Any, write_refusal: Any) -> Any:
 
 
 def shell_limit_bytes() -> int:
-    """The most bytes the worker's shell takes or holds at once (a share of memory_limit_mb: host_ts/shell_limits.ts)."""
+    """The most bytes the worker's shell takes or holds at once (a share of memory_limit_mb: host_ts/shell_limits.ts);
+    0 before attach (no worker: nothing fits, as no shell runs)."""
+    if _js is None:
+        return 0
     return int(_js.shell_limit_bytes)

@@ -9,6 +9,7 @@ to LLMs writing the code).
 from __future__ import annotations
 
 import builtins
+import contextlib
 import errno
 import io
 import os
@@ -149,7 +150,7 @@ _WRITE_EVENTS = {
     "os.remove", "os.rename", "os.mkdir", "os.rmdir", "os.chmod", "os.utime", "os.truncate",
     "shutil.rmtree", "shutil.move",
 }  # fmt: skip
-_COPY_EVENTS = {"shutil.copyfile", "os.symlink", "os.link"}  # (source: read, destination: written)
+_COPY_EVENTS = {"shutil.copyfile", "os.link"}  # (source: read, destination: written)
 _READ_EVENTS = {"os.listdir", "os.scandir"}
 
 
@@ -173,12 +174,24 @@ def _check_event(event: str, args: tuple[Any, ...]) -> None:
         for arg in args[:2]:
             if isinstance(arg, (str, bytes, _PathLike)):
                 check_path(arg, True)
+    elif event == "os.symlink" and len(args) >= 2 and all(isinstance(a, (str, bytes, _PathLike)) for a in args[:2]):
+        check_path(_link_target(_text(args[0]), _text(args[1])), False)
+        check_path(args[1], True)
     elif event in _COPY_EVENTS and len(args) >= 2:
         for arg, writing in ((args[0], False), (args[1], True)):
             if isinstance(arg, (str, bytes, _PathLike)):
                 check_path(arg, writing)
     elif event in _READ_EVENTS and args and isinstance(args[0], (str, bytes, _PathLike)):
         check_path(args[0], False)
+
+
+def _link_target(target: str, link: str) -> str:
+    """Where a symlink at `link` to `target` leads: a relative target is relative to the link's folder (not to the
+    working folder)."""
+    if target.startswith("/"):
+        return target
+    folder = _absolute(link).rsplit("/", 1)[0]
+    return f"{folder}/{target}" if folder else f"/{target}"
 
 
 def explained(error: builtins.OSError) -> builtins.OSError:
@@ -229,18 +242,19 @@ class ExplainedFile:
         """Write `data` and flush it to the host, where the limits are checked exactly: the host's refusal is
         returned (with no traceback: nothing in it holds this file, so a file nobody names closes as usual), and a
         write the host refused keeps none of its bytes in Python's buffers (nothing fails again at close)."""
+        binary = getattr(self._file, "buffer", None)
+        if binary is not None and not isinstance(data, str):
+            self._file.write(data)  # the text layer's own TypeError (it writes nothing)
         try:
             self._call("flush")
         except builtins.OSError as exc:
             return _bare(exc)
-        binary = getattr(self._file, "buffer", None)
         if binary is None:  # a binary file: its bytes as they are
             raw, encoded = self._file, bytes(memoryview(data))
         else:
-            self._file.write("")  # a str is checked here (TypeError for anything else)
-            encoded = data.encode(self._file.encoding, self._file.errors or "strict")
             if "\n" in data and self._newline not in (None, "", "\n"):
-                encoded = data.replace("\n", self._newline).encode(self._file.encoding, self._file.errors or "strict")
+                data = data.replace("\n", self._newline)
+            encoded = self._encoded(data, at_start=binary.tell() == 0)
             raw = binary
         target = getattr(raw, "raw", raw)
         _host.take_refusal()
@@ -256,8 +270,21 @@ class ExplainedFile:
         finally:
             if target is not raw:
                 raw.seek(0, os.SEEK_CUR)  # the buffered layer learns where the raw file is now
+            if raw is not self._file:  # ... and the text layer: its encoder adds no BOM past the start (as io does)
+                with contextlib.suppress(builtins.OSError, ValueError):
+                    self._file.seek(self._file.tell())
             self._room, self._pending = self._read_room(), 0
         return None
+
+    def _encoded(self, text: str, at_start: bool) -> bytes:
+        """`text` as the text layer would encode it there: a BOM (utf-16, utf-32, utf-8-sig) only at the file's
+        start, as io.TextIOWrapper sets its encoder's state (its own encoder is out of reach)."""
+        import codecs
+
+        encoder = codecs.getincrementalencoder(self._file.encoding)(self._file.errors or "strict")
+        if not at_start:
+            encoder.setstate(0)
+        return encoder.encode(text, True)
 
     _newline: str | None = None
 
@@ -276,8 +303,8 @@ class ExplainedFile:
             self._pending += bound
             return self._call("write", data)
         error = self._write_now(data)
-        if error is None:
-            return len(data)
+        if error is None:  # what io returns: characters for text, bytes for a buffer (memoryview(...).nbytes)
+            return len(data) if isinstance(data, str) else _bound(data)
         del self, data  # the traceback keeps this frame: it must not keep the file open
         raise error
 
@@ -522,8 +549,11 @@ def budget_error(etype: type, evalue: BaseException) -> BaseException | None:
             f"{memory_message()}; no size or count of 2**31 or more fits its 32-bit (wasm32) memory at all"
         )
     if isinstance(evalue, builtins.OSError) and evalue.errno == errno.ENOSPC:
-        why = _host.files_full()
-        return builtins.OSError(errno.ENOSPC, why) if why else None
+        why = _host.files_full()  # taken either way: a refusal the cell caught must not explain a later error
+        # Only the in-memory files' bare ENOSPC (Emscripten's own words) is the budget's: an ENOSPC that already
+        # says why (a host folder's max_total_bytes, explained()) is about something else.
+        generic = evalue.strerror in (None, "", os.strerror(errno.ENOSPC))
+        return builtins.OSError(errno.ENOSPC, why) if why and generic else None
     return None
 
 

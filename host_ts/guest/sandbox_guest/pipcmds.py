@@ -23,6 +23,20 @@ def canonical(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
+def project_name(spec: str) -> str:
+    """The canonical project name an install spec names: a requirement's (`Six>=1.1` -> `six`, `x @ URL` -> `x`), or
+    for a wheel's URL or path (`https://host/x_y-1.0-py3-none-any.whl`, `emfs:/tmp/x-1.0-...whl`, as micropip takes
+    them) its file name's, the part before the first '-' (the wheel file name convention)."""
+    spec = spec.strip()
+    name = re.split(r"[<>=!~\[;@ ]", spec, maxsplit=1)[0]
+    if "/" in name or ":" in name or name.endswith(".whl"):
+        from urllib.parse import unquote, urlsplit
+
+        path = urlsplit(spec).path if "://" in spec else spec.split("?", 1)[0].split("#", 1)[0]
+        name = unquote(path).rstrip("/").rsplit("/", 1)[-1].split("-", 1)[0]
+    return canonical(name)
+
+
 def installed() -> dict[str, metadata.Distribution]:
     """Every distribution Python can import, by canonical name (the first on sys.path, as import finds it)."""
     found: dict[str, metadata.Distribution] = {}
@@ -164,7 +178,7 @@ def not_importable(specs: list[str]) -> dict[str, str]:
     importlib.invalidate_caches()
     dists = installed()
     broken: dict[str, str] = {}
-    todo = [(canonical(re.split(r"[<>=!~\[;@ ]", spec.strip(), maxsplit=1)[0]), "") for spec in specs]
+    todo = [(project_name(spec), "") for spec in specs]
     seen: set[str] = set()
     while todo:
         name, needed_by = todo.pop(0)

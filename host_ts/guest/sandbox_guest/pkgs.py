@@ -193,8 +193,10 @@ async def _pyodide_load(names: list[str], on_error: Callable[[str], None] | None
 
 
 def _canonical(requirement: str) -> str:
-    """A requirement's project name as the index names it (`Six>=1.1` -> `six`)."""
-    return re.sub(r"[-_.]+", "-", re.split(r"[<>=!~\[;@ ]", requirement.strip(), maxsplit=1)[0]).lower()
+    """A requirement's project name as the index names it (`Six>=1.1` -> `six`; pipcmds.project_name)."""
+    from .pipcmds import project_name
+
+    return project_name(requirement)
 
 
 def _blocked_hosts(index_urls: list[str] | None) -> list[str]:

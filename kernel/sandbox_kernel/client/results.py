@@ -58,7 +58,10 @@ class ExecutionResult:
             parts.append(self.stdout.rstrip("\n"))
         stderr = self.stderr
         if self.error is not None:  # the kernel's notice of the error (e.g. a time limit) is said once, below
-            stderr = stderr.replace(f"{self.error.ename}: {self.error.evalue}\n", "")
+            notice = f"{self.error.ename}: {self.error.evalue}\n"
+            at = stderr.rfind(notice)  # the last one: the same line printed by the cell itself stays
+            if at >= 0:
+                stderr = stderr[:at] + stderr[at + len(notice) :]
         if stderr:
             parts.append("[stderr]\n" + stderr.rstrip("\n"))
         for out in self.outputs:

@@ -360,7 +360,8 @@ def mount_error_setting(settings: SandboxSettings, message: str) -> str:
     """The setting a MountError's `message` is about: `mounts` when it names one of its entries, else every
     setting that makes mounts."""
     for spec in settings.mounts:
-        guest = spec.split(":")[1] if spec.count(":") else None
+        split = mounts.split_spec(spec)
+        guest = split[1] if split else None
         if message.startswith(f"mount {spec!r}:") or (guest and message.startswith(f"mount {guest}:")):
             return "SandboxKernel.mounts"
     return "SandboxKernel.mounts, mount_limits, working_folder or project_folder"

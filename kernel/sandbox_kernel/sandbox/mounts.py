@@ -32,15 +32,23 @@ class Mount:
     host_writes: str = "data"  # "data": only the allowlist reaches the host; "any": every name (the user's risk)
 
 
-def parse(spec: str, base: Path, limits: dict[str, dict[str, Any]] | None = None) -> Mount:
-    """`host:guest[:ro|rw]` (default ro); host is relative to `base` unless absolute."""
+def split_spec(spec: str) -> tuple[str, str, str] | None:
+    """`host:guest[:ro|rw]` as (host, guest, mode), the mode 'ro' when absent (not checked here); None for a spec
+    with no ':'. The last two ':' split it, so a host path may contain ':'."""
     parts = spec.rsplit(":", 2) if spec.count(":") >= 2 else spec.split(":")
     if len(parts) == 2:
-        host, guest, mode = parts[0], parts[1], "ro"
-    elif len(parts) == 3:
-        host, guest, mode = parts
-    else:
+        return parts[0], parts[1], "ro"
+    if len(parts) == 3:
+        return parts[0], parts[1], parts[2]
+    return None
+
+
+def parse(spec: str, base: Path, limits: dict[str, dict[str, Any]] | None = None) -> Mount:
+    """`host:guest[:ro|rw]` (default ro); host is relative to `base` unless absolute."""
+    split = split_spec(spec)
+    if split is None:
         raise MountError(f"mount {spec!r}: use 'host_folder:/guest/path[:ro|rw]'")
+    host, guest, mode = split
     if mode not in ("ro", "rw"):
         raise MountError(f"mount {spec!r}: the mode must be 'ro' or 'rw', not {mode!r}")
     host_path = Path(os.path.realpath(base / os.path.expanduser(host)))

@@ -116,6 +116,19 @@ def test_the_audit_hook_lets_pass(limits, event, args):
     guards._audit(event, args)
 
 
+def test_a_relative_symlink_target_is_judged_from_the_links_folder(limits, monkeypatch):
+    """os.symlink's relative target is relative to the folder the link is in, not to the working folder."""
+    monkeypatch.setattr(guards, "_getcwd", lambda: "/home/pyodide/a/b/c")
+    with pytest.raises(PermissionError, match="'/etc' is not in the sandbox"):
+        guards._audit("os.symlink", ("../../../../etc", "/out/link", None))  # from the cwd: /home, allowed
+    with pytest.raises(PermissionError, match="'/etc/passwd' is not in the sandbox"):
+        guards._audit("os.symlink", (b"../../etc/passwd", "../../../../x/link", None))  # the link: /home/x/link
+    monkeypatch.setattr(guards, "_getcwd", lambda: "/sbk-nowhere")
+    guards._audit("os.symlink", ("data.csv", "/out/link", None))  # /out/data.csv (from the cwd: refused)
+    guards._audit("os.symlink", (b"../data/a", b"/out/link", None))  # /data/a
+    guards._audit("os.symlink", ("../home", "/tmp/link", None))  # /home
+
+
 def test_explained_puts_the_host_reason_in_the_same_kind_of_error(host):
     host.refusals = ["/out/big.bin would be over 1 MiB (SandboxKernel.mount_limits)"]
     error = guards.explained(builtins.PermissionError(13, "Permission denied", "/out/big.bin"))
@@ -190,6 +203,46 @@ def test_explained_file_buffers_writes_only_while_they_fit_the_hosts_room(host, 
     assert path.read_bytes() == b"abcd" * (buffered + 1)
     file.close()
     assert path.read_bytes() == b"abcd" * (buffered + 2)
+
+
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-8-sig", "utf-32", "utf-8"])
+@pytest.mark.parametrize("rooms", [(0, 0, 1000, 0), (1000, 0, 1000, 0)])
+def test_explained_file_writes_text_as_the_text_layer_would(host, tmp_path, encoding, rooms):
+    """Writes that go to the host at once (no room) and writes that wait in Python's buffer, in any order, leave the
+    bytes a plain file gets: one BOM at the start, not one per write."""
+    pieces = ["ab\n", "cd", "é\n", "f"]
+    expected = tmp_path / "plain.txt"
+    with open(expected, "w", encoding=encoding, newline="\r\n") as plain:
+        for piece in pieces:
+            plain.write(piece)
+    path = tmp_path / "out.txt"
+    real = open(path, "w", encoding=encoding, newline="\r\n")
+    file = guards.ExplainedFile(real)
+    file._newline = "\r\n"  # as the guarded open() sets it
+    for piece, room in zip(pieces, rooms, strict=True):
+        host.rooms[real.fileno()] = room
+        file._room, file._pending = room, 0  # the host's answer after the last write
+        assert file.write(piece) == len(piece)
+    file.close()
+    assert path.read_bytes() == expected.read_bytes()
+    with open(path, "a", encoding=encoding) as again:  # appending later: no BOM mid-file either
+        host.rooms[again.fileno()] = 0
+        guards.ExplainedFile(again).write("g")
+    assert path.read_bytes().decode(encoding) == "ab\r\ncdé\r\nfg"
+
+
+def test_explained_file_returns_the_bytes_of_a_buffer_as_io_does(host, tmp_path):
+    import array
+
+    items = memoryview(array.array("i", [1, 2, 3]))
+    real = open(tmp_path / "out.bin", "wb")
+    host.rooms[real.fileno()] = 0
+    with guards.ExplainedFile(real) as file:
+        assert file.write(items) == io.BytesIO().write(items) == items.nbytes == 12
+    with pytest.raises(TypeError, match="must be str, not bytes"):
+        with open(tmp_path / "out.txt", "w") as text:
+            host.rooms[text.fileno()] = 0
+            guards.ExplainedFile(text).write(b"x")
 
 
 def test_explained_file_explains_a_refusal_on_closing_a_with_block(host):
@@ -416,6 +469,16 @@ def test_full_files_show_the_budgets_reason_with_enospc(limits, host):
     assert guards.budget_error(OSError, OSError(errno.ENOSPC, "No space left on device")) is None
     assert guards.budget_error(OSError, OSError(errno.EACCES, "denied")) is None
     assert host.calls().count("files_full") == 2  # only for ENOSPC
+
+
+def test_a_host_folders_enospc_keeps_its_own_reason_after_a_caught_budget_refusal(limits, host):
+    """A cell caught the in-memory files' ENOSPC (its refusal was never shown), then a host folder's
+    max_total_bytes refused a write: that error says so, not the memory budget's words."""
+    host.files_full_reasons = ["the sandbox's in-memory files are full: ..."]
+    mount_full = OSError(errno.ENOSPC, "mount /data: SandboxKernel.mount_limits max_total_bytes=10 would be passed")
+    assert guards.budget_error(OSError, mount_full) is None
+    # the stale refusal went with it: a later bare ENOSPC the budget did not give is shown as it is
+    assert guards.budget_error(OSError, OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))) is None
 
 
 INSTALL_CHILD = """

@@ -126,6 +126,12 @@ def test_take_refusal_before_attach_and_of_a_non_string(host, monkeypatch):
     assert _host.take_refusal() is None
 
 
+def test_shell_limit_bytes_before_attach(host, monkeypatch):
+    assert _host.shell_limit_bytes() == host.shell_limit_bytes
+    monkeypatch.setattr(_host, "_js", None)
+    assert _host.shell_limit_bytes() == 0  # as its neighbours: no AttributeError on None
+
+
 def test_the_fake_host_has_every_function_the_stub_declares():
     """FakeHost stands for worker.ts's `host` object as host_ts/guest_stubs/_sandbox_host.pyi declares it."""
     stub = ast.parse((GUEST_DIR.parent / "guest_stubs" / "_sandbox_host.pyi").read_text())

@@ -100,6 +100,26 @@ def test_not_importable_checks_each_module_and_each_requirement(tmp_path, monkey
     }
 
 
+def test_a_wheels_url_or_path_names_the_project_in_its_file_name(tmp_path, monkeypatch):
+    """micropip installs a wheel given by URL or emfs: path: the check after it looks for the wheel's project (the
+    file name's part before the first '-'), not for the URL as if it were a name (a false "did not install")."""
+    monkeypatch.syspath_prepend(str(tmp_path))
+    _dist(tmp_path, "sbk_wheeled", {"sbk_wheeled.py": ""})
+    specs = [
+        "https://files.example/pkgs/sbk_wheeled-1.0-py3-none-any.whl",
+        "https://files.example/sbk.Wheeled-1.0-py3-none-any.whl?token=a=b#sha256=00",
+        "emfs:/tmp/wheels/sbk_wheeled-1.0-py3-none-any.whl",
+        "/tmp/wheels/SBK_wheeled-1.0-py3-none-any.whl",
+        "sbk-wheeled @ https://files.example/whatever.whl",
+        "Sbk_Wheeled[extra]>=1.0; python_version > '3'",
+    ]
+    assert [pipcmds.project_name(spec) for spec in specs] == ["sbk-wheeled"] * len(specs)
+    assert pipcmds.not_importable(specs) == {}
+    assert pipcmds.not_importable(["https://files.example/sbk_unwheeled-1.0-py3-none-any.whl"]) == {
+        "sbk-unwheeled": "it is not installed"
+    }
+
+
 def test_uninstall_says_success_only_once_the_files_are_gone(tmp_path, monkeypatch):
     monkeypatch.syspath_prepend(str(tmp_path))
     _dist(tmp_path, "sbk_stays", {"sbk_stays.py": ""})
