@@ -111,3 +111,36 @@ def test_a_name_made_new_stays_unless_it_is_still_that_empty_file_beside_its_asi
     assert sorted(p.name for p in rw.iterdir() if ".sandbox-partial-" not in p.name) == sorted(
         ["written.csv", "other.csv", "replaced.csv", "published.csv", "bad0.csv", "bad1.csv", "bad2.csv"]
     )
+
+
+def told(rw: Path, aside: str, name: str) -> tuple[dict, Path]:
+    """An event for the file written aside `aside` that says `name` (an empty file there) was made new."""
+    (rw / aside).write_text("part")
+    (rw / name).touch()
+    info = (rw / name).stat()
+    made = {"name": name, "dev": info.st_dev, "ino": info.st_ino}
+    return {"event": "partial", "mount": 0, "path": [aside], "made": made}, rw / name
+
+
+def test_only_the_name_its_aside_file_is_named_from_goes_and_never_a_guarded_one(tmp_path):
+    partials, rw, _ = files(tmp_path)
+    cases = [
+        (f"new.sandbox-partial-{TAG}-0.csv", "other.csv"),  # another empty file in the folder
+        (f"sandbox-partial-{TAG}-1.csv", "any.csv"),  # the bare fallback: any name of that suffix maps to it
+        (f"x.sandbox-partial-{TAG}-2.partial", "x"),  # "x" and "x.partial" both map to it
+        (f"CMakeLists.sandbox-partial-{TAG}-3.txt", "CMakeLists.txt"),  # protected at the top (--deny-write)
+        (f".env.sandbox-partial-{TAG}-4.local", ".env.local"),  # protected (.env.*)
+        (f"CMakePresets.sandbox-partial-{TAG}-5.json", "CMakePresets.json"),
+    ]
+    kept = []
+    for aside, name in cases:
+        event, path = told(rw, aside, name)
+        partials.note(event)
+        kept.append(path)
+    control, gone = told(rw, f"table.sandbox-partial-{TAG}-6.csv", "table.csv")
+    partials.note(control)
+    removed = partials.remove()
+    asides = [str(rw / aside) for aside, _ in cases] + [str(rw / f"table.sandbox-partial-{TAG}-6.csv")]
+    assert sorted(removed) == sorted([*asides, str(gone)])  # the control: the name it derives from goes
+    assert all(path.exists() for path in kept), sorted(p.name for p in rw.iterdir())
+    assert sorted(p.name for p in rw.iterdir()) == sorted(path.name for path in kept)
