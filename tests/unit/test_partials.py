@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
 from pathlib import Path
 
+from sandbox_kernel import paths
+from sandbox_kernel.sandbox import provision
 from sandbox_kernel.sandbox.mounts import Mount
 from sandbox_kernel.sandbox.partials import PartialFiles
 
@@ -144,3 +149,46 @@ def test_only_the_name_its_aside_file_is_named_from_goes_and_never_a_guarded_one
     assert sorted(removed) == sorted([*asides, str(gone)])  # the control: the name it derives from goes
     assert all(path.exists() for path in kept), sorted(p.name for p in rw.iterdir())
     assert sorted(p.name for p in rw.iterdir()) == sorted(path.name for path in kept)
+
+
+# (name, host_writes, the name a `made` for its aside file may be): what write_policy.ts partialName makes of each
+# is read from the TypeScript itself, so the two languages cannot drift apart.
+NAMED = [
+    ("a.csv", "data", "a.csv"),
+    ("a.b.tsv", "data", "a.b.tsv"),
+    (".hidden.csv", "data", None),  # a dot name is not a data name: the bare fallback
+    (".hidden.csv", "any", ".hidden.csv"),
+    ("x" * 190 + ".csv", "data", None),  # too long: the bare fallback
+    ("Makefile", "data", None),  # not a data name: the bare fallback
+    ("notes", "any", None),  # no suffix: ".partial", as for "notes.partial"
+    ("x.partial", "any", None),
+]
+
+
+def partial_names(tags: list[str]) -> list[list[str]]:
+    """write_policy.ts partialName's answer for each of NAMED, with each tag."""
+    calls = [[[name], tag, mode] for name, mode, _ in NAMED for tag in tags]
+    script = (
+        'import { partialName } from "./write_policy.ts";\n'
+        f"const calls = {json.dumps(calls)};\n"
+        "console.log(JSON.stringify(calls.map(([p, t, m]) => partialName(p, t, m))));"
+    )
+    env = {**os.environ, "DENO_DIR": str(provision.deno_dir()), "NO_COLOR": "1"}
+    done = subprocess.run(
+        [paths.deno_executable(), "eval", script], cwd=paths.host_dir(), env=env, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    return list(json.loads(done.stdout))
+
+
+def test_the_kernel_knows_every_name_partial_name_makes_and_what_it_is_made_from(tmp_path):
+    partials = files(tmp_path)[0]
+    tags = [f"{TAG}-0", f"{TAG}-z9", f"{TAG}-w3"]  # file_service.ts aside's, rwfs.ts copyOut's
+    made = iter(partial_names(tags))
+    for name, _, derived in NAMED:
+        for _ in tags:
+            aside = next(made)[-1]
+            assert partials.name.search(aside), aside
+            assert partials._made_from(aside) == derived, (name, aside)
+    other = partial_names(["other1-0"])
+    assert not any(partials.name.search(p[-1]) for p in other), other  # another sandbox's tag: never this one's

@@ -28,7 +28,7 @@ import stat
 from typing import Any, NamedTuple
 
 from sandbox_kernel.sandbox import guarded_paths
-from sandbox_kernel.sandbox.mounts import Mount, _table
+from sandbox_kernel.sandbox.mounts import Mount, partial_prefix
 
 PRUNE_FROM = 256  # places remembered before those already renamed away are forgotten
 
@@ -63,7 +63,7 @@ class PartialFiles:
 
     def __init__(self, mounts: list[Mount], tag: str) -> None:
         self.mounts = mounts
-        prefix = re.escape(str(_table()["partial_prefix"]))
+        prefix = re.escape(partial_prefix())
         self.name = re.compile(rf"(?:^|\.){prefix}-{re.escape(tag)}-[0-9a-z]+\.[^./]+\Z")
         self._beside = re.compile(rf"(.+)\.{prefix}-{re.escape(tag)}-[0-9a-z]+(\.[^./]+)\Z")
         self.places: dict[tuple[int, tuple[str, ...]], Made | None] = {}
