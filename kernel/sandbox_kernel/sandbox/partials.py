@@ -25,6 +25,7 @@ import os
 import re
 import secrets
 import stat
+import threading
 from typing import Any, NamedTuple
 
 from sandbox_kernel.sandbox import guarded_paths
@@ -68,6 +69,7 @@ class PartialFiles:
         self._beside = re.compile(rf"(.+)\.{prefix}-{re.escape(tag)}-[0-9a-z]+(\.[^./]+)\Z")
         self.places: dict[tuple[int, tuple[str, ...]], Made | None] = {}
         self._prune_at = PRUNE_FROM
+        self._lock = threading.Lock()  # note() on the loop thread, remove() maybe on the control thread (kill_now)
 
     def note(self, event: dict[str, Any]) -> None:
         """Remember a `partial` host event's place, if it is one this sandbox may have made."""
@@ -85,10 +87,11 @@ class PartialFiles:
             made = None
         if made is not None and guarded_paths.guarded_name(self.mounts[mount], made.name):
             made = None
-        self.places[(mount, tuple(path))] = made
-        if len(self.places) > self._prune_at:  # a long session: forget those renamed over their name already
-            self.places = {p: m for p, m in self.places.items() if self._exists(*p)}
-            self._prune_at = max(PRUNE_FROM, 2 * len(self.places))
+        with self._lock:
+            self.places[(mount, tuple(path))] = made
+            if len(self.places) > self._prune_at:  # a long session: forget those renamed over their name already
+                self.places = {p: m for p, m in self.places.items() if self._exists(*p)}
+                self._prune_at = max(PRUNE_FROM, 2 * len(self.places))
 
     def _made_from(self, aside: str) -> str | None:
         """The one name write_policy.ts partialName turns into `aside`, or None when that is not one name."""
@@ -99,14 +102,15 @@ class PartialFiles:
 
     def remove(self) -> list[str]:
         """Remove every remembered place that is still this sandbox's file written aside; returns their host paths."""
+        with self._lock:
+            places, self.places = self.places, {}
         removed = []
-        for (mount, path), made in sorted(self.places.items()):
+        for (mount, path), made in sorted(places.items()):
             with contextlib.suppress(OSError):
                 if self._unlink(mount, path):
                     removed.append(os.path.join(self.mounts[mount].host, *path))
                     if made is not None and self._unlink(mount, (*path[:-1], made.name), made):
                         removed.append(os.path.join(self.mounts[mount].host, *path[:-1], made.name))
-        self.places.clear()
         return removed
 
     def _exists(self, mount: int, path: tuple[str, ...]) -> bool:
