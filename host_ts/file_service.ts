@@ -60,8 +60,7 @@ interface Aside {
   partial: string; // host path
   handles: number;
   was: string; // "dev:ino" of the file at its name when this began: published only over that file
-  base: number; // the bytes the aside file began with (a copy of the file's: counted at its name already)
-  truncated: boolean; // the open truncated it: its bytes at its name were given back then (once only)
+  base: number; // the bytes the aside file began with (a copy of the file's: not counted until it replaces it)
   settled: boolean; // renamed over its name early (that name was moved or removed): written in place since
 }
 
@@ -404,7 +403,7 @@ export class FileService {
     const handle = this.nextHandle++;
     const h: Handle = { file, target: t, append, offset: append ? -1 : 0, ino: inode(file.statSync()), aside };
     this.handles.set(handle, h);
-    return { handle, room: await this.room(h, (flags & O_TRUNC) ? 0 : info.size) };
+    return { handle, room: await this.room(h, file.statSync().size) }; // the aside file's size, not the name's
   }
 
   /**
@@ -417,7 +416,13 @@ export class FileService {
     const known = this.asides.get(t.host);
     if (known && !known.settled && known.was === inode(info)) { // the same file open again: one aside file, as POSIX shares one file
       known.handles++;
-      if (truncate) Deno.truncateSync(known.partial, 0);
+      if (truncate) {
+        // Its bytes past `base` were counted as they were written; the copy it began with is dropped too.
+        const size = Deno.lstatSync(known.partial).size;
+        Deno.truncateSync(known.partial, 0);
+        await this.grow(t, -(size - known.base), false);
+        known.base = 0;
+      }
       return known;
     }
     const tag = `${this.tag}-${(this.partials++).toString(36)}`;
@@ -456,11 +461,11 @@ export class FileService {
       handles: 1,
       was: inode(info),
       base: truncate ? 0 : info.size,
-      truncated: truncate,
       settled: false,
     };
-    this.asides.set(t.host, aside); // (one open before this, of a file since moved away, keeps its own)
-    if (truncate) await this.grow(t, -info.size, false); // the truncate the open makes, as in place
+    // (One open before this, of a file since moved away, keeps its own.) Nothing is given back here: the file at
+    // the name stays on the host until the aside file replaces it (`replace`).
+    this.asides.set(t.host, aside);
     return aside;
   }
 
@@ -469,22 +474,34 @@ export class FileService {
    * it is being written aside: put what is written so far at its name, and write it in place from then on, as
    * POSIX has the handles keep the file whatever happens to its name.
    */
-  private settle(host: string, under = false): void {
+  private async settle(t: Target, host: string, under = false): Promise<void> {
     for (const [path, aside] of [...this.asides]) {
       if (path !== host && !(under && path.startsWith(`${host}/`))) continue;
       this.asides.delete(path);
-      if (inode(lstat(path)) !== aside.was) continue; // its name holds another file now: publish() drops it
-      Deno.renameSync(aside.partial, path);
+      const replaced = lstat(path);
+      if (inode(replaced) !== aside.was) continue; // its name holds another file now: publish() drops it
+      await this.replace(t, aside, path, replaced as Deno.FileInfo);
       aside.settled = true;
     }
+  }
+
+  /**
+   * Rename the aside file over `path`, which holds `replaced`: the copy it began with (`base`) is counted from now
+   * on, and `replaced` is given back now, or when its last handle closes if one holds it (as rename() does).
+   */
+  private async replace(t: Target, aside: Aside, path: string, replaced: Deno.FileInfo): Promise<void> {
+    Deno.renameSync(aside.partial, path);
+    await this.grow(t, aside.base, false);
+    await this.freed(t, replaced);
   }
 
   /** The last handle of a file written aside closed: rename it over its name, unless that name is no longer the
    * file it began as (removed or replaced meanwhile: then the bytes written go away with the handle, counted). */
   private async publish(t: Target, aside: Aside, size: number): Promise<void> {
     if (this.asides.get(t.host) === aside) this.asides.delete(t.host);
-    if (inode(lstat(t.host)) === aside.was) {
-      Deno.renameSync(aside.partial, t.host);
+    const replaced = lstat(t.host);
+    if (replaced && inode(replaced) === aside.was) {
+      await this.replace(t, aside, t.host, replaced);
       return;
     }
     Deno.removeSync(aside.partial);
@@ -509,12 +526,7 @@ export class FileService {
   /** Give back the bytes of a file whose last name went away (now, or when its last handle closes). */
   private async freed(t: Target, info: Deno.FileInfo): Promise<void> {
     if (!info.isFile || (info.nlink ?? 1) > 1 || this.heldOpen(info)) return;
-    const aside = this.asides.get(t.host);
-    if (aside?.truncated && aside.was === inode(info)) {
-      aside.truncated = false; // given back when it was opened to be written over
-      return;
-    }
-    await this.grow(t, -info.size);
+    await this.grow(t, -info.size, false);
   }
 
   private async close(id: number, h: Handle): Promise<unknown> {
@@ -577,7 +589,7 @@ export class FileService {
     const handle = req.handle === undefined ? null : this.handleOf(req.handle);
     const t = handle ? handle.target : this.target(req.mount, req.path, true);
     // Through a handle: its own file (the name it was opened by may be another file now, or none).
-    if (!handle) this.settle(t.host);
+    if (!handle) await this.settle(t, t.host);
     const info = handle ? handle.file.statSync() : Deno.lstatSync(t.host);
     const path = handle?.aside && !handle.aside.settled ? handle.aside.partial : t.host; // its mode goes with it
     if (handle && (req.mode ?? req.atime ?? req.mtime) !== undefined && inode(lstat(path)) !== handle.ino) {
@@ -617,7 +629,7 @@ export class FileService {
 
   private async remove(t: Target, directory: boolean): Promise<unknown> {
     this.mayChange(t, directory);
-    if (!directory) this.settle(t.host);
+    if (!directory) await this.settle(t, t.host);
     const info = Deno.lstatSync(t.host);
     if (directory && !info.isDirectory) throw new Refused("ENOTDIR");
     if (!directory && info.isDirectory) throw new Refused("EISDIR");
@@ -656,8 +668,8 @@ export class FileService {
     if (info.isSymlink) throw new Refused("EACCES", `moving ${from.guest} is refused: it is a symbolic link`);
     if (info.isDirectory && from.mount.hostWrites === "data") this.mayMoveFolder(from, to);
     if (info.isFile) this.maySuffix(to);
-    this.settle(from.host, info.isDirectory);
-    this.settle(to.host, true);
+    await this.settle(from, from.host, info.isDirectory);
+    await this.settle(to, to.host, true);
     const replaced = lstat(to.host);
     if (replaced && inode(replaced) === inode(info)) return {}; // the same file (rename(2): nothing to do)
     Deno.renameSync(from.host, to.host);

@@ -21,12 +21,13 @@ LIMITS = {
     "/capped": {"max_file_bytes": 1000},
     "/total": {"max_total_bytes": 3000},
     "/grow": {"max_growth_bytes": 2000},
+    "/cycle": {"max_growth_bytes": 1000},
 }
 
 
 @pytest.fixture(scope="module")
 def folders(tmp_path_factory):
-    made = {name: tmp_path_factory.mktemp(name) for name in ("capped", "total", "grow")}
+    made = {name: tmp_path_factory.mktemp(name) for name in ("capped", "total", "grow", "cycle")}
     (made["total"] / "there.csv").write_bytes(b"t" * 2000)  # counted when the sandbox starts
     return made
 
@@ -103,6 +104,36 @@ def test_a_write_past_max_growth_bytes_fails_at_the_write(kc, folders):
     )
     assert execute(kc, "f.close()").content["status"] == "ok"
     assert (folders["grow"] / "g.csv").read_bytes() == b"g" * 1500
+
+
+# Between the first handle's write and the second open: a chmod by name (with the file open, it changes the file
+# being written), or a rename there and back (which puts the bytes written so far at the name).
+TOUCH = {
+    "chmod": "    os.chmod('/cycle/f.csv', 0o644)\n",
+    "rename": "    os.rename('/cycle/f.csv', '/cycle/g.csv')\n    os.rename('/cycle/g.csv', '/cycle/f.csv')\n",
+}
+
+
+@pytest.mark.parametrize("touch", sorted(TOUCH))
+def test_rewriting_a_file_while_its_name_changes_gives_back_no_byte_twice(kc, folders, touch):
+    """Such cycles gave a file's bytes back twice (at the truncating open and at the close of the handle still
+    holding it), or counted bytes a second open had truncated away: a loop of them moved max_growth_bytes."""
+    code = (
+        "import os\nfor _ in range(5):\n    a = open('/cycle/f.csv', 'wb', buffering=0)\n    a.write(b'a' * 400)\n"
+        f"{TOUCH[touch]}    b = open('/cycle/f.csv', 'wb', buffering=0)\n"
+        "    os.remove('/cycle/f.csv')\n    a.close()\n    b.close()\nsorted(os.listdir('/cycle'))"
+    )
+    assert value(execute(kc, code)) == "[]"  # the control: every cycle ran, and left nothing
+    assert list(folders["cycle"].iterdir()) == []
+    run = execute(kc, f"open('/cycle/big_{touch}.csv', 'wb', buffering=0).write(b'b' * 1500)")
+    assert run.content["status"] == "error", run.content
+    assert run.content["evalue"] == (
+        "[Errno 51] the sandbox may add at most 1000 bytes to /cycle (apparent sizes: a sparse file counts at its "
+        'full length; SandboxKernel.mount_limits["/cycle"]["max_growth_bytes"]); it has added 0, and this would '
+        f"add 1500 more (/cycle/big_{touch}.csv)"
+    )
+    assert (folders["cycle"] / f"big_{touch}.csv").read_bytes() == b""
+    os.remove(folders["cycle"] / f"big_{touch}.csv")
 
 
 # ---- a file reaches the host whole or as it was ---------------------------------------------------------------

@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
 from pathlib import Path
 
+from sandbox_kernel import paths
+from sandbox_kernel.sandbox import provision
 from sandbox_kernel.sandbox.mounts import Mount
 from sandbox_kernel.sandbox.partials import PartialFiles
 
@@ -111,3 +116,79 @@ def test_a_name_made_new_stays_unless_it_is_still_that_empty_file_beside_its_asi
     assert sorted(p.name for p in rw.iterdir() if ".sandbox-partial-" not in p.name) == sorted(
         ["written.csv", "other.csv", "replaced.csv", "published.csv", "bad0.csv", "bad1.csv", "bad2.csv"]
     )
+
+
+def told(rw: Path, aside: str, name: str) -> tuple[dict, Path]:
+    """An event for the file written aside `aside` that says `name` (an empty file there) was made new."""
+    (rw / aside).write_text("part")
+    (rw / name).touch()
+    info = (rw / name).stat()
+    made = {"name": name, "dev": info.st_dev, "ino": info.st_ino}
+    return {"event": "partial", "mount": 0, "path": [aside], "made": made}, rw / name
+
+
+def test_only_the_name_its_aside_file_is_named_from_goes_and_never_a_guarded_one(tmp_path):
+    partials, rw, _ = files(tmp_path)
+    cases = [
+        (f"new.sandbox-partial-{TAG}-0.csv", "other.csv"),  # another empty file in the folder
+        (f"sandbox-partial-{TAG}-1.csv", "any.csv"),  # the bare fallback: any name of that suffix maps to it
+        (f"x.sandbox-partial-{TAG}-2.partial", "x"),  # "x" and "x.partial" both map to it
+        (f"CMakeLists.sandbox-partial-{TAG}-3.txt", "CMakeLists.txt"),  # protected at the top (--deny-write)
+        (f".env.sandbox-partial-{TAG}-4.local", ".env.local"),  # protected (.env.*)
+        (f"CMakePresets.sandbox-partial-{TAG}-5.json", "CMakePresets.json"),
+    ]
+    kept = []
+    for aside, name in cases:
+        event, path = told(rw, aside, name)
+        partials.note(event)
+        kept.append(path)
+    control, gone = told(rw, f"table.sandbox-partial-{TAG}-6.csv", "table.csv")
+    partials.note(control)
+    removed = partials.remove()
+    asides = [str(rw / aside) for aside, _ in cases] + [str(rw / f"table.sandbox-partial-{TAG}-6.csv")]
+    assert sorted(removed) == sorted([*asides, str(gone)])  # the control: the name it derives from goes
+    assert all(path.exists() for path in kept), sorted(p.name for p in rw.iterdir())
+    assert sorted(p.name for p in rw.iterdir()) == sorted(path.name for path in kept)
+
+
+# (name, host_writes, the name a `made` for its aside file may be): what write_policy.ts partialName makes of each
+# is read from the TypeScript itself, so the two languages cannot drift apart.
+NAMED = [
+    ("a.csv", "data", "a.csv"),
+    ("a.b.tsv", "data", "a.b.tsv"),
+    (".hidden.csv", "data", None),  # a dot name is not a data name: the bare fallback
+    (".hidden.csv", "any", ".hidden.csv"),
+    ("x" * 190 + ".csv", "data", None),  # too long: the bare fallback
+    ("Makefile", "data", None),  # not a data name: the bare fallback
+    ("notes", "any", None),  # no suffix: ".partial", as for "notes.partial"
+    ("x.partial", "any", None),
+]
+
+
+def partial_names(tags: list[str]) -> list[list[str]]:
+    """write_policy.ts partialName's answer for each of NAMED, with each tag."""
+    calls = [[[name], tag, mode] for name, mode, _ in NAMED for tag in tags]
+    script = (
+        'import { partialName } from "./write_policy.ts";\n'
+        f"const calls = {json.dumps(calls)};\n"
+        "console.log(JSON.stringify(calls.map(([p, t, m]) => partialName(p, t, m))));"
+    )
+    env = {**os.environ, "DENO_DIR": str(provision.deno_dir()), "NO_COLOR": "1"}
+    done = subprocess.run(
+        [paths.deno_executable(), "eval", script], cwd=paths.host_dir(), env=env, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    return list(json.loads(done.stdout))
+
+
+def test_the_kernel_knows_every_name_partial_name_makes_and_what_it_is_made_from(tmp_path):
+    partials = files(tmp_path)[0]
+    tags = [f"{TAG}-0", f"{TAG}-z9", f"{TAG}-w3"]  # file_service.ts aside's, rwfs.ts copyOut's
+    made = iter(partial_names(tags))
+    for name, _, derived in NAMED:
+        for _ in tags:
+            aside = next(made)[-1]
+            assert partials.name.search(aside), aside
+            assert partials._made_from(aside) == derived, (name, aside)
+    other = partial_names(["other1-0"])
+    assert not any(partials.name.search(p[-1]) for p in other), other  # another sandbox's tag: never this one's

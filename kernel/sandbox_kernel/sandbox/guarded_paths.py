@@ -82,3 +82,12 @@ def hidden(mount: Mount) -> list[Path]:
     """Secret-holding files and folders at the top of a mount (`.ssh`, `.aws`, `.env`, ...): never shown."""
     names = {n.lower() for n in rules()["hidden"]}
     return [mount.host / e for e in _entries(mount.host) if e.lower() in names and not (mount.host / e).is_symlink()]
+
+
+def guarded_name(mount: Mount, name: str) -> bool:
+    """Whether `name` is one the mount's top protects (Deno's --deny-write, read-only binds) or hides."""
+    if name.lower() in {n.lower() for n in rules()["hidden"]}:
+        return True
+    return any(
+        _matches(p, name) and not _allowed(mount, rule, p) for rule in rules()["protected"] for p in rule["names"]
+    )

@@ -101,6 +101,11 @@ def _table() -> dict[str, Any]:
     return dict(json.loads((paths.host_dir() / "host_writes.json").read_text()))
 
 
+def partial_prefix() -> str:
+    """host_ts/host_writes.json's start of the names of files written aside (write_policy.ts PARTIAL_TAG)."""
+    return str(_table()["partial_prefix"])
+
+
 def default_max_growth_bytes() -> int:
     """host_ts/host_writes.json's default growth quota (the file the supervisor reads too)."""
     return int(_table()["default_max_growth_bytes"])

@@ -11,9 +11,11 @@ that name goes too if it is still that file, empty: so a new file reaches the ho
 
 What the Deno process says is untrusted: a place is removed only if it is a regular file (not followed if a link)
 below a read-write mount, reached through real folders only, named with THIS sandbox's tag; a name made new only if
-its aside file was just removed, in the same folder, and it is a regular file of size 0 with the dev and ino told.
-(A hostile process could name an empty file it did not make by giving its dev/ino: it could unlink it itself, as
-it may change any file in a read-write mount; the kernel never removes a byte of content, nor goes outside a mount.)
+its aside file was just removed, it is exactly the name that aside file's name is made from (`<stem><suffix>`
+beside `<stem>.sandbox-partial-<tag>-<n><suffix>`; never for the bare `sandbox-partial-...` fallback or a
+`.partial` suffix, which more than one name maps to), not a name guarded_paths protects or hides (which Deno itself
+may not change), and it is a regular file of size 0 with the dev and ino told. So at worst a hostile process has
+the kernel remove an empty file of the one name its own aside file derives from, which it could write itself.
 """
 
 from __future__ import annotations
@@ -23,9 +25,11 @@ import os
 import re
 import secrets
 import stat
+import threading
 from typing import Any, NamedTuple
 
-from sandbox_kernel.sandbox.mounts import Mount, _table
+from sandbox_kernel.sandbox import guarded_paths
+from sandbox_kernel.sandbox.mounts import Mount, partial_prefix
 
 PRUNE_FROM = 256  # places remembered before those already renamed away are forgotten
 
@@ -60,10 +64,12 @@ class PartialFiles:
 
     def __init__(self, mounts: list[Mount], tag: str) -> None:
         self.mounts = mounts
-        prefix = re.escape(str(_table()["partial_prefix"]))
+        prefix = re.escape(partial_prefix())
         self.name = re.compile(rf"(?:^|\.){prefix}-{re.escape(tag)}-[0-9a-z]+\.[^./]+\Z")
+        self._beside = re.compile(rf"(.+)\.{prefix}-{re.escape(tag)}-[0-9a-z]+(\.[^./]+)\Z")
         self.places: dict[tuple[int, tuple[str, ...]], Made | None] = {}
         self._prune_at = PRUNE_FROM
+        self._lock = threading.Lock()  # note() on the loop thread, remove() maybe on the control thread (kill_now)
 
     def note(self, event: dict[str, Any]) -> None:
         """Remember a `partial` host event's place, if it is one this sandbox may have made."""
@@ -76,21 +82,35 @@ class PartialFiles:
             return
         if not self.name.search(path[-1]):
             return
-        self.places[(mount, tuple(path))] = _made(event.get("made"))
-        if len(self.places) > self._prune_at:  # a long session: forget those renamed over their name already
-            self.places = {p: m for p, m in self.places.items() if self._exists(*p)}
-            self._prune_at = max(PRUNE_FROM, 2 * len(self.places))
+        made = _made(event.get("made"))
+        if made is not None and made.name != self._made_from(path[-1]):
+            made = None
+        if made is not None and guarded_paths.guarded_name(self.mounts[mount], made.name):
+            made = None
+        with self._lock:
+            self.places[(mount, tuple(path))] = made
+            if len(self.places) > self._prune_at:  # a long session: forget those renamed over their name already
+                self.places = {p: m for p, m in self.places.items() if self._exists(*p)}
+                self._prune_at = max(PRUNE_FROM, 2 * len(self.places))
+
+    def _made_from(self, aside: str) -> str | None:
+        """The one name write_policy.ts partialName turns into `aside`, or None when that is not one name."""
+        found = self._beside.match(aside)
+        if found is None or found.group(2) == ".partial":  # "x" and "x.partial" both give "x.<...>.partial"
+            return None
+        return found.group(1) + found.group(2)
 
     def remove(self) -> list[str]:
         """Remove every remembered place that is still this sandbox's file written aside; returns their host paths."""
+        with self._lock:
+            places, self.places = self.places, {}
         removed = []
-        for (mount, path), made in sorted(self.places.items()):
+        for (mount, path), made in sorted(places.items()):
             with contextlib.suppress(OSError):
                 if self._unlink(mount, path):
                     removed.append(os.path.join(self.mounts[mount].host, *path))
                     if made is not None and self._unlink(mount, (*path[:-1], made.name), made):
                         removed.append(os.path.join(self.mounts[mount].host, *path[:-1], made.name))
-        self.places.clear()
         return removed
 
     def _exists(self, mount: int, path: tuple[str, ...]) -> bool:

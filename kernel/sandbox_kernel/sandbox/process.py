@@ -11,11 +11,13 @@ from __future__ import annotations
 import asyncio
 import codecs
 import collections
+import concurrent.futures
 import itertools
 import logging
 import os
 import shutil
 import signal
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,6 +35,7 @@ from sandbox_kernel.sandbox.supervision import StopCause
 
 MAX_WASM_BYTES = 1 << 32  # wasm32's whole address space: a larger size reported is not believed
 EXIT_FRAMES_WAIT = 1.0  # seconds the last frames of an ended process may take to be read
+KILL_NOW_WAIT = 5.0  # seconds kill_now waits for a killed process to end and its last frames to be read
 # The protocol's names this module reads and sends (host_ts/protocol.json; one it does not declare fails here).
 INTERRUPT_OP = names.declared("supervisorOps", "interrupt")
 REPLY_OP = names.declared("supervisorOps", "reply")
@@ -114,6 +117,8 @@ class SandboxProcess:
         self.os_layers: dict[str, Any] = {}  # what the launcher applied (oslayers.launch)
         self.wasm_bytes = 0  # the size of its wasm memory when the last request ended (it only grows)
         self._partials: PartialFiles | None = None  # its files written aside: removed when it ends
+        self._loop: asyncio.AbstractEventLoop | None = None  # the loop that watches it (and reads its frames)
+        self._loop_thread: int | None = None
 
     def cpu_seconds(self) -> float | None:
         """CPU time the process has used (user + system, every thread), or None once it is gone."""
@@ -151,6 +156,7 @@ class SandboxProcess:
     def _attach(self, spawned: Spawned) -> None:
         """Watch the spawned process from this event loop: its end, and its output (drained, never parsed)."""
         loop = asyncio.get_running_loop()
+        self._loop, self._loop_thread = loop, threading.get_ident()
         self.snapshot = spawned.snapshot
         self._tmp = spawned.private
         self._partials = PartialFiles(spawned.plan.mounts, spawned.partial_tag)
@@ -234,14 +240,28 @@ class SandboxProcess:
             self._mark_dead(f"the sandbox was stopped because {why}", self._kill_cause)
 
     def kill_now(self) -> None:
-        """Synchronous last resort (shutdown, atexit): SIGKILL the process group, remove its folder."""
+        """Synchronous last resort (shutdown on the control thread, atexit): SIGKILL the process group; its files
+        written aside go once it is dead and the `partial` events it sent are read (a file reaches the host whole).
+
+        From another thread while its loop runs (do_shutdown), the loop does it all (`kill`: its frames task reads
+        the socket to its end), waited for at most KILL_NOW_WAIT. On the loop's own thread, `_watch_exit` does it
+        when the loop next runs. Only if the loop does not answer in time (or runs no more) are they removed from
+        here after a bounded wait for the process, without the frames the loop has not read."""
         if self._killed_because is None:
             self._killed_because = "the kernel shut down"
-        if self._proc is not None and self._proc.returncode is None:
+        loop = self._loop
+        if loop is not None and loop.is_running() and threading.get_ident() == self._loop_thread:
+            self._signal(signal.SIGKILL)
+            return
+        if loop is not None and loop.is_running() and self.alive:
             try:
-                os.killpg(self._proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+                asyncio.run_coroutine_threadsafe(self.kill(self._killed_because), loop).result(KILL_NOW_WAIT)
+                return
+            except (concurrent.futures.TimeoutError, RuntimeError):
+                self.log.warning("the event loop did not stop sandbox %s in time: stopping it from here", self.pid)
+        self._signal(signal.SIGKILL)
+        if self._proc is not None and self._proc.wait_now(KILL_NOW_WAIT) is None:
+            self.log.warning("sandbox process %s did not end within %.0f s of SIGKILL", self.pid, KILL_NOW_WAIT)
         self._remove_partials()
         if self._tmp is not None:
             shutil.rmtree(self._tmp, ignore_errors=True)

@@ -160,6 +160,13 @@ class Child:
     async def wait(self) -> int:
         return await asyncio.shield(self._ended)
 
+    def wait_now(self, timeout: float) -> int | None:
+        """Wait, from any thread, at most `timeout` s for the process to end: its exit code, or None."""
+        try:
+            return self._process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            return None
+
     async def streams(self) -> list[asyncio.StreamReader]:
         """Its stdout and stderr, for draining (never read as protocol)."""
         loop = asyncio.get_running_loop()
