@@ -363,15 +363,16 @@ export class FileService {
   private async mknod(t: Target, directory: boolean, mode: number): Promise<unknown> {
     this.mayChange(t, directory);
     const safe = safeMode(mode, directory);
+    const partial = isPartialName(t.parts[t.parts.length - 1]);
     if (directory) {
       Deno.mkdirSync(t.host, { mode: safe });
     } else {
       this.maySuffix(t);
-      if (isPartialName(t.parts[t.parts.length - 1])) await this.aboutToMake(t.index, t.parts); // rwfs.ts copyOut
+      if (partial) await this.aboutToMake(t.index, t.parts); // rwfs.ts copyOut
       Deno.openSync(t.host, { write: true, createNew: true, mode: safe }).close();
     }
     const info = Deno.lstatSync(t.host);
-    if (!directory && !isPartialName(t.parts[t.parts.length - 1])) {
+    if (!directory && !partial) {
       if (this.made.size >= MAX_MADE) this.made.clear(); // made but never opened for writing: nothing to remove
       this.made.set(t.host, inode(info)); // a new name: if the process dies before it is written whole, it goes
     }
@@ -548,8 +549,8 @@ export class FileService {
     const wholeEnd = h.append ? size + ahead : Math.max(size, position + ahead);
     this.maySize(h.target, wholeEnd);
     const { grown, used } = await this.counts(h.target);
-    this.mayGrow(h.target, wholeEnd - size, grown, used);
-    await this.grow(h.target, end - size);
+    this.mayGrow(h.target, wholeEnd - size, grown, used); // the whole write(): this chunk's growth is part of it
+    await this.grow(h.target, end - size, false);
     this.seek(h, position);
     let written = 0;
     try {
