@@ -11,6 +11,8 @@
  * hard limits instead (docs/security.md).
  */
 
+import { memoryBytes } from "./wasm_memory.ts";
+
 /** What one MEMFS node (a file, folder or link) is counted as: its JS object, its name and its table entries. */
 export const NODE_BYTES = 512;
 /** A file's storage of this size or more grows in place (a resizable ArrayBuffer): no second copy while it grows. */
@@ -233,7 +235,6 @@ export function budgetMemfs(FS: BudgetFS, budget: MemoryBudget, enospc: number):
 }
 
 const memoryGrow = WebAssembly.Memory.prototype.grow; // captured before any guest code runs
-const memoryBuffer = Object.getOwnPropertyDescriptor(WebAssembly.Memory.prototype, "buffer")!.get!;
 const call = Function.prototype.call;
 
 /**
@@ -243,7 +244,7 @@ const call = Function.prototype.call;
 export function budgetWasmGrow(memory: WebAssembly.Memory, budget: MemoryBudget): void {
   Object.defineProperty(memory, "grow", {
     value(pages: number): number {
-      const now = (call.call(memoryBuffer, memory) as ArrayBuffer).byteLength;
+      const now = memoryBytes(memory);
       if (!budget.mayGrowWasm(now + Number(pages) * 65536)) {
         throw new RangeError(`WebAssembly.Memory.grow(): ${budget.fullMessage()}`);
       }

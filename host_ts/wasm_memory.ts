@@ -51,5 +51,7 @@ export async function withMemoryAtLeast<T>(bytes: number, load: () => Promise<T>
 
 /** The interpreter's memory (null before it is instantiated). */
 export const interpreterMemory = (): WebAssembly.Memory | null => wasmMemory;
+/** The size of `memory` now, read through the getters captured before any guest code ran. */
+export const memoryBytes = (memory: WebAssembly.Memory): number => bufferBytes(memoryBuffer(memory));
 /** The size of the interpreter's memory now (0 before it is instantiated). */
-export const wasmBytes = (): number => (wasmMemory ? bufferBytes(memoryBuffer(wasmMemory)) : 0);
+export const wasmBytes = (): number => (wasmMemory ? memoryBytes(wasmMemory) : 0);
