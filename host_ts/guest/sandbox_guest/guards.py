@@ -227,8 +227,9 @@ class ExplainedFile:
     never closed, a garbage collection that only prints "Exception ignored"): so while the bytes written since the
     host last answered may not fit the room it reported (`_host.file_room`), each write goes to the host at once."""
 
-    def __init__(self, file: Any) -> None:
+    def __init__(self, file: Any, newline: Any = None) -> None:
         self._file = file
+        self._newline = newline if isinstance(newline, str) else None  # open()'s: how "\n" is written
         self._pending = 0  # at most this many bytes written since the room was last read
         self._room = self._read_room()
 
@@ -285,8 +286,6 @@ class ExplainedFile:
         if not at_start:
             encoder.setstate(0)
         return encoder.encode(text, True)
-
-    _newline: str | None = None
 
     def _call(self, name: str, *args: Any) -> Any:
         __tracebackhide__ = True
@@ -365,10 +364,7 @@ def _guard_open() -> None:
             path = _absolute(_text(file))
             mount = _mount_of(path)
             if mount is not None and mount.get("limited"):
-                explaining = ExplainedFile(handle)
-                newline = kwargs.get("newline", args[3] if len(args) > 3 else None)
-                explaining._newline = newline if isinstance(newline, str) else None
-                return explaining
+                return ExplainedFile(handle, kwargs.get("newline", args[3] if len(args) > 3 else None))
         return handle
 
     builtins.open = open

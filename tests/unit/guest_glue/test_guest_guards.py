@@ -217,8 +217,7 @@ def test_explained_file_writes_text_as_the_text_layer_would(host, tmp_path, enco
             plain.write(piece)
     path = tmp_path / "out.txt"
     real = open(path, "w", encoding=encoding, newline="\r\n")
-    file = guards.ExplainedFile(real)
-    file._newline = "\r\n"  # as the guarded open() sets it
+    file = guards.ExplainedFile(real, newline="\r\n")  # as the guarded open() makes it
     for piece, room in zip(pieces, rooms, strict=True):
         host.rooms[real.fileno()] = room
         file._room, file._pending = room, 0  # the host's answer after the last write
