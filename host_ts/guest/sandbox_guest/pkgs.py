@@ -166,14 +166,20 @@ async def untrusted_certificate(index_urls: list[str] | None) -> str | None:
 async def load_packages(request: dict[str, Any]) -> list[str]:
     """Have the host fetch Pyodide packages (by import or by name), then load them; returns the names loaded (those
     asked for that the index has, with their dependencies)."""
+    names = _fetch_packages(request)
+    if names:
+        await _pyodide_load(names)
+    return [str(name) for name in names]
+
+
+def _fetch_packages(request: dict[str, Any]) -> list[Any]:
+    """Have the host fetch Pyodide packages into the sandbox (not loaded yet): the names it gave, or
+    PackageLoadError with its reason."""
     reply = _host.request({"type": Event.LOAD_PACKAGES, **request})
     if not isinstance(reply, dict) or "error" in reply:
         error = reply.get("error") if isinstance(reply, dict) else None
         raise PackageLoadError(error.get("message") if isinstance(error, dict) else "the host did not answer")
-    names = reply.get("value") or []
-    if names:
-        await _pyodide_load(names)
-    return [str(name) for name in names]
+    return list(reply.get("value") or [])
 
 
 async def _pyodide_load(names: list[str], on_error: Callable[[str], None] | None = None) -> None:
@@ -277,10 +283,10 @@ class _ReachableLock(dict):  # type: ignore[type-arg]
         if name not in self or name in self.unfetched:
             return default
         if name not in self.fetched:
-            reply = _host.request({"type": Event.LOAD_PACKAGES, "packages": [str(name)]})  # fetched, not yet loaded
-            if not isinstance(reply, dict) or "error" in reply:
-                error = reply.get("error") if isinstance(reply, dict) else None
-                self.unfetched[str(name)] = str(error.get("message") if isinstance(error, dict) else "no answer")
+            try:
+                _fetch_packages({"packages": [str(name)]})  # fetched, not yet loaded
+            except PackageLoadError as exc:
+                self.unfetched[str(name)] = str(exc)
                 return default
             self.fetched.add(name)
         return super().get(name, default)
