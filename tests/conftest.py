@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import http.server
 import os
 import select
 import socket
@@ -104,6 +105,14 @@ def once_running(action: Callable[[], object]) -> Callable[[dict[str, Any]], Non
 
     hook.at = at  # type: ignore[attr-defined]
     return hook
+
+
+def serve_http(handler: type[http.server.BaseHTTPRequestHandler]) -> tuple[http.server.ThreadingHTTPServer, str]:
+    """An HTTP server on a free loopback port serving in a daemon thread, and its URL (`http://127.0.0.1:PORT/`);
+    `server.shutdown()` stops it."""
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server, f"http://127.0.0.1:{server.server_address[1]}/"
 
 
 def sandbox_pids(kernel_pid: int) -> list[int]:

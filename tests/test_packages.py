@@ -9,14 +9,13 @@ import io
 import json
 import re
 import tarfile
-import threading
 import time
 import zipfile
 from pathlib import Path
 
 import pytest
 
-from conftest import execute, start_kernel, stop_kernel, value
+from conftest import execute, serve_http, start_kernel, stop_kernel, value
 from sandbox_kernel import paths
 from sandbox_kernel.sandbox import provision
 
@@ -91,10 +90,8 @@ class HostileIndex:
             def log_message(self, *args: object) -> None:
                 pass
 
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/"
+        self.server, self.url = serve_http(Handler)
         self.files["/req.txt"] = f"evil @ {self.url}evil-1.0.tar.gz\n".encode()
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
     def serve_lock(self, entries: dict[str, dict[str, object]]) -> None:
         info = json.loads((paths.pyodide_dir(provision.deno_dir()) / "pyodide-lock.json").read_text())["info"]
@@ -247,9 +244,8 @@ class Index:
             def log_message(self, *args: object) -> None:
                 pass
 
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server, _ = serve_http(Handler)
         self.port = self.server.server_address[1]
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
     def close(self) -> None:
         self.server.shutdown()

@@ -12,13 +12,12 @@ from __future__ import annotations
 import hashlib
 import http.server
 import json
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from conftest import execute, start_kernel, stop_kernel, value
+from conftest import execute, serve_http, start_kernel, stop_kernel, value
 from sandbox_kernel import paths
 from sandbox_kernel.sandbox import provision
 from test_packages import Index, make_wheel
@@ -47,9 +46,7 @@ class BlockedPyodideIndex:
             def log_message(self, *args: object) -> None:
                 pass
 
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.server, self.url = serve_http(Handler)
 
     def close(self) -> None:
         self.server.shutdown()

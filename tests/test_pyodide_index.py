@@ -11,13 +11,12 @@ import json
 import re
 import subprocess
 import sys
-import threading
 import zipfile
 from pathlib import Path
 
 import pytest
 
-from conftest import execute, start_kernel, stop_kernel, value
+from conftest import execute, serve_http, start_kernel, stop_kernel, value
 from sandbox_kernel import paths
 from sandbox_kernel.packages.checks import lock_entry_problems
 from sandbox_kernel.sandbox import provision
@@ -102,9 +101,7 @@ class Mirror:
             def log_message(self, *args: object) -> None:
                 pass
 
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.server, self.url = serve_http(Handler)
 
     def close(self) -> None:
         self.server.shutdown()
