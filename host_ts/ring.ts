@@ -5,7 +5,6 @@
  * Record layout: [kind u8][request id u32][payload length u32][payload].
  * Kind bit 0x80 marks a record whose payload continues in the next record.
  */
-
 // Captured when the module loads, before guest code runs: guest code shares the worker's realm and could
 // otherwise replace Atomics' functions and be handed the ring's control words.
 const { load, store, add, notify, wait, waitAsync } = Atomics;
@@ -116,10 +115,15 @@ export class RingReader extends RingBase {
     return load(this.ctrl, SEQ);
   }
 
-  /** Resolve when the writer has written since `seq` was read. */
+  /**
+   * Resolve when the writer has written since `seq` was read. When it already has, through a turn of the event loop:
+   * an `await` of a settled promise is a microtask, and a writer that never pauses (a shell loop's empty output)
+   * would otherwise keep the supervisor's timers and the kernel's socket (its interrupts) waiting until it stopped.
+   */
   async waitForData(seq: number): Promise<void> {
     const res = waitAsync(this.ctrl, SEQ, seq);
     if (res.async) await res.value;
+    else await new Promise((resolve) => setTimeout(resolve, 0));
   }
 
   /** Throws RingError (and frees nothing) when the ring holds something RingWriter cannot have written. */

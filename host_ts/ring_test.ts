@@ -139,3 +139,34 @@ self.onmessage = (e) => new RingWriter(e.data.sab).writeBytes(${STREAM}, 5, e.da
     worker.terminate();
   }
 });
+
+Deno.test("a writer that never pauses leaves the reader's event loop its turns (its timers, the kernel's socket)", async () => {
+  const ringUrl = new URL("./ring.ts", import.meta.url).href;
+  // Empty records, written for a second without pause: they frame to nothing, so no socket write paces the reader.
+  const source = `import { RingWriter } from ${JSON.stringify(ringUrl)};
+self.onmessage = (e) => {
+  const writer = new RingWriter(e.data.sab), done = new Int32Array(e.data.done);
+  const end = performance.now() + 1000;
+  while (performance.now() < end) writer.writeText(${STREAM}, 5, "");
+  Atomics.store(done, 0, 1);
+  writer.writeText(${STREAM}, 5, "the end");
+};`;
+  const worker = new Worker(URL.createObjectURL(new Blob([source])), { type: "module" });
+  try {
+    const { sab, reader } = ring(1 << 20);
+    const done = new Int32Array(new SharedArrayBuffer(4));
+    worker.postMessage({ sab, done: done.buffer });
+    await reader.waitForData(reader.sequence()); // the writer has begun
+    let firedWhileWriting: boolean | undefined;
+    setTimeout(() => (firedWhileWriting = Atomics.load(done, 0) === 0), 10);
+    let ended = false;
+    while (firedWhileWriting === undefined && !ended) {
+      const seq = reader.sequence();
+      ended = reader.drain().some((r) => r.payload.length > 0);
+      if (!ended) await reader.waitForData(seq);
+    }
+    assert.equal(firedWhileWriting, true, "the timer waited until the writer stopped");
+  } finally {
+    worker.terminate();
+  }
+});

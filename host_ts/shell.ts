@@ -226,7 +226,8 @@ class SinkFs extends PyodideFs {
     const stream = this.sinks[path];
     if (!stream) return false;
     const text = typeof content === "string" ? content : new TextDecoder().decode(content);
-    this.links.out(stream, stream === "stderr" ? this.worded(text) : text);
+    // Every command of a streamed loop appends to a sink, most of them nothing: no empty records in the ring.
+    if (text) this.links.out(stream, stream === "stderr" ? this.worded(text) : text);
     return true;
   }
   /**

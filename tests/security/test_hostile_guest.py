@@ -86,6 +86,19 @@ def test_a_guest_that_says_it_took_the_interrupt_but_runs_on_is_still_restarted(
     assert_alive(kc)
 
 
+def test_a_guest_that_writes_without_pause_is_still_interrupted_and_keeps_its_variables(hostile):
+    """Before: empty output records, written without pause, kept the supervisor's event loop from reading the
+    kernel's interrupts (each wait for the ring found it written already), so the cell ran past interrupt_grace and
+    the sandbox was restarted, its variables lost. A shell loop (`while true; do :; done`) did it by itself."""
+    _, kc = hostile
+    execute(kc, "kept = 1")
+    for _ in range(3):
+        run = execute(kc, "import _sandbox_host\nwhile True:\n    _sandbox_host.write(1, '')", timeout=60)
+        assert run.content["ename"] == "SandboxTimeout", dump(run)[:2000]
+        assert "variables were kept" in run.content["evalue"], dump(run)[:2000]
+    assert result(execute(kc, "kept")) == "1"
+
+
 def test_a_forged_reply_record_in_the_ring_is_not_a_reply(hostile):
     """Guest code that steals the output ring (through a poisoned typed-array method) and writes a REPLY record."""
     _, kc = hostile
