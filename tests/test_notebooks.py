@@ -7,6 +7,7 @@ import functools
 import json
 import os
 import re
+import shutil
 import struct
 import subprocess
 import sys
@@ -16,7 +17,6 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from nbclient import NotebookClient
 from nbformat import NotebookNode
 
 REPO = Path(__file__).resolve().parent.parent
@@ -37,22 +37,25 @@ HOST_ENV = {"skills.ipynb": {"SANDBOX_DEMO_API_KEY": "notebook-test-key"}}
 
 @functools.cache
 def executed(path: Path) -> NotebookNode:
-    """The notebook after nbclient ran it (once per test session) with its own kernelspec and settings."""
-    nb = nbformat.read(path, as_version=4)
-    with tempfile.TemporaryDirectory() as config_dir, pytest.MonkeyPatch.context() as patch:
+    """The notebook after `jupyter execute` ran it as the README says (once per test session): under the kernel its
+    metadata names, with the settings its text asks for, in a copy of notebooks/ (its outputs are saved there)."""
+    with tempfile.TemporaryDirectory() as config_dir, tempfile.TemporaryDirectory() as copy:
+        shutil.copytree(path.parent, copy, dirs_exist_ok=True)
+        env = {**os.environ, **HOST_ENV.get(path.name, {})}
         if path.name in SETTINGS:
             (Path(config_dir) / "sandbox_kernel_config.json").write_text(json.dumps(SETTINGS[path.name]))
-            patch.setenv("JUPYTER_CONFIG_DIR", config_dir)
-        for name, value in HOST_ENV.get(path.name, {}).items():
-            patch.setenv(name, value)
-        client = NotebookClient(
-            nb,
-            kernel_name=nb.metadata.kernelspec.name,
-            timeout=CELL_TIMEOUT,
-            resources={"metadata": {"path": str(path.parent)}},
+            env["JUPYTER_CONFIG_DIR"] = config_dir
+        proc = subprocess.run(
+            [JUPYTER, "execute", f"--timeout={CELL_TIMEOUT}", "--inplace", path.name],
+            cwd=copy,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=540,
+            stdin=subprocess.DEVNULL,
         )
-        client.execute()  # raises CellExecutionError on an error in a cell not tagged raises-exception
-    return nb
+        assert proc.returncode == 0, proc.stderr[-4000:]  # a cell's error (not tagged raises-exception) fails it
+        return nbformat.read(Path(copy) / path.name, as_version=4)
 
 
 def test_the_skills_notebook_says_which_settings_it_needs() -> None:
@@ -201,6 +204,20 @@ def run(*argv: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         argv, cwd=REPO, env=os.environ.copy(), capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL
     )
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_notebook_names_its_kernel_in_its_first_cell(path: Path) -> None:
+    nb = nbformat.read(path, as_version=4)
+    assert f"**{nb.metadata.kernelspec.display_name}** kernel" in nb.cells[0].source
+
+
+def test_an_agent_notebook_under_the_sandbox_kernel_is_told_which_kernel_it_is_for() -> None:
+    """The README's batch command with the sandbox's kernel on a notebook that starts sandboxes itself."""
+    proc = run(JUPYTER, "execute", "--kernel_name=pyodide-sandbox", "notebooks/agents.ipynb")
+    assert proc.returncode != 0
+    assert "No module named 'sandbox_kernel': sandbox_kernel is the host's package" in proc.stderr, proc.stderr
+    assert "is for the 'Python 3 (ipykernel)' kernel" in proc.stderr
 
 
 def test_jupyter_execute() -> None:

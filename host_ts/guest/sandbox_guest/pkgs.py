@@ -51,6 +51,14 @@ class ModuleNotFoundError(CleanTraceback, builtins.ModuleNotFoundError):
 
 
 UNAVAILABLE: dict[str, str] = {}  # top-level module -> why the host could not provide it
+# Modules of the host's side, which no sandbox has: why, in the words a user of the wrong kernel needs.
+HOST_SIDE = {
+    "sandbox_kernel": (
+        "sandbox_kernel is the host's package (the kernel, the agent API, MCP) and never runs in the sandbox; a "
+        "notebook that starts sandboxes (notebooks/agents.ipynb, notebooks/files_and_network.ipynb) is for the "
+        "'Python 3 (ipykernel)' kernel"
+    ),
+}
 
 
 async def load_for(source: str) -> None:
@@ -63,6 +71,9 @@ async def load_for(source: str) -> None:
     if not SETTINGS["auto_load"]:
         return
     missing = [name for name in missing_imports(source) if name not in UNAVAILABLE]  # asked once per sandbox
+    for name in [name for name in missing if name in HOST_SIDE]:
+        missing.remove(name)
+        _unavailable(name, HOST_SIDE[name])
     if not missing:
         return
     try:

@@ -83,6 +83,16 @@ def test_an_import_the_host_cannot_provide_fails_where_it_runs_with_the_reason(
     assert sum(isinstance(f, pkgs.UnavailableFinder) for f in sys.meta_path) == 1
 
 
+def test_a_host_side_module_is_never_asked_for_and_fails_saying_which_kernel_it_is_for(
+    host, fake_pyodide, settings, unavailable, monkeypatch
+):
+    monkeypatch.setitem(pkgs.HOST_SIDE, "sbk_host_side", "it runs in the 'Python 3 (ipykernel)' kernel")
+    asyncio.run(pkgs.load_for("import sbk_host_side"))
+    assert host.events() == []
+    with pytest.raises(ModuleNotFoundError, match=r"^No module named 'sbk_host_side': it runs in the 'Python 3"):
+        import sbk_host_side  # noqa: F401
+
+
 def test_loaded_packages_are_loaded_with_pyodide_and_say_so(host, fake_pyodide, settings, capsys):
     host.answers = [{"value": ["demo", "demo-dep"]}]
     asyncio.run(pkgs.load_packages({"imports": ["demo"]}))
