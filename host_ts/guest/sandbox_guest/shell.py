@@ -94,6 +94,11 @@ def no_shell(what: str) -> ShellUnavailableError:
     )
 
 
+def no_program(program: str, shown: str) -> ShellUnavailableError:
+    """A script magic's program (%%perl, %%script ruby): ipykernel's words when it is missing, then why."""
+    return ShellUnavailableError(f"Couldn't find program: {program!r} ({no_shell(shown)})")
+
+
 def pip_install_args(command: str) -> str | None:
     """The arguments of a `pip install` shell command (`!pip install x`, `python -m pip install x`), else None."""
     pip = _PIP_INSTALL.match("!" + command.strip())
@@ -154,7 +159,7 @@ class ShellMagics(Magics):
         elif program in _SHELLS:
             result = sh.run(cell, stream=not captured)
         else:
-            raise no_shell(f"%%script {program}")
+            raise no_program(program, f"%%script {program}")
         for name, text, stream in (("out", result.stdout, sys.stdout), ("err", result.stderr, sys.stderr)):
             if options[name] is not None:
                 assert self.shell is not None
@@ -207,6 +212,7 @@ class KernelMagics(Magics):
 PROCESS_MAGICS = frozenset(
     {"python2", "pypy", "perl", "ruby", "killbgscripts", "edit", "ed"}
 )  # fmt: skip
+SCRIPT_PROGRAMS = frozenset({"python2", "pypy", "perl", "ruby"})  # IPython's script magics of programs it lacks
 PROMPT_MAGICS = frozenset({"debug"})  # the debugger reads commands at a prompt until told to quit
 
 
@@ -269,6 +275,8 @@ class SandboxShell(InteractiveShell):
     def _refuse_magic(self, name: str, line: str, cell: bool = False) -> None:
         __tracebackhide__ = True
         shown = f"{'%%' if cell else '%'}{name} {line}".strip()
+        if name in SCRIPT_PROGRAMS and cell:
+            raise no_program(name, shown)
         if name in PROCESS_MAGICS:
             raise no_shell(shown)
         if name in PROMPT_MAGICS and not self.allow_stdin:

@@ -134,15 +134,15 @@ def test_time_sleep_asks_the_host_to_sleep(guest):
 @pytest.mark.parametrize(
     ("code", "message"),
     [
-        ("%%perl\nprint 1", "%%perl: the sandbox starts no processes"),
-        ("%%script ruby\nputs 1", "%%script ruby: the sandbox starts no processes"),
+        ("%%perl\nprint 1", "Couldn't find program: 'perl' (%%perl: the sandbox starts no processes"),
+        ("%%script ruby\nputs 1", "Couldn't find program: 'ruby' (%%script ruby: the sandbox starts no processes"),
         ("%%bash --bg\nls", "%%bash --bg: the sandbox starts no processes"),
     ],
 )  # fmt: skip
 def test_commands_that_would_start_a_process_are_refused(guest, code, message):
     ename, evalue = error(guest.execute(code))
     assert ename == "ShellUnavailableError"
-    assert message in evalue
+    assert evalue.startswith(message), evalue
 
 
 @pytest.mark.parametrize("code", ["!sleep 1 &", "files = !sleep 1 &"])
