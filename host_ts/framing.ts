@@ -73,7 +73,7 @@ export class FrameParser {
 
 /**
  * Turns the worker's ring records into frames for the kernel. Consecutive stream chunks of one stream and request
- * make one frame; an event's or a blob's records (MORE: continued in the next) make one frame, dropped whole when
+ * make one frame (none when they are all empty); an event's or a blob's records (MORE: continued in the next) make one frame, dropped whole when
  * larger than `maxEventBytes`, even when its records come in several drains. Records of other kinds are dropped.
  */
 export class RecordFramer {
@@ -86,7 +86,7 @@ export class RecordFramer {
     const out: Frame[] = [];
     let stream: { kind: number; id: number; parts: Uint8Array[] } | null = null;
     const endStream = () => {
-      if (stream) out.push({ kind: stream.kind, id: stream.id, payload: concat(stream.parts) });
+      if (stream?.parts.length) out.push({ kind: stream.kind, id: stream.id, payload: concat(stream.parts) });
       stream = null;
     };
     for (const rec of records) {
@@ -96,7 +96,7 @@ export class RecordFramer {
           endStream();
           stream = { kind, id: rec.id, parts: [] };
         }
-        stream.parts.push(rec.payload);
+        if (rec.payload.length) stream.parts.push(rec.payload);
         continue;
       }
       endStream();

@@ -102,6 +102,11 @@ Deno.test("RecordFramer: streams coalesce, events join their MORE records, overs
       frames: [[[STDOUT, 1, "a"], [STDERR, 1, "b"], [STDERR, 2, "c"], [STDOUT, 1, "d"]]],
     },
     {
+      name: "empty stream records add nothing, and alone make no frame",
+      drains: [[[STDOUT, 1, ""], [STDOUT, 1, "a"], [STDOUT, 1, ""]], [[STDERR, 2, ""], [STDERR, 2, ""]]],
+      frames: [[[STDOUT, 1, "a"]], []],
+    },
+    {
       name: "streams are not held across drains",
       drains: [[[STDOUT, 1, "a"]], [[STDOUT, 1, "b"]]],
       frames: [[[STDOUT, 1, "a"]], [[STDOUT, 1, "b"]]],

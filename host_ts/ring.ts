@@ -104,6 +104,13 @@ export class RingWriter extends RingBase {
 }
 
 export type RingRecord = { kind: number; id: number; payload: Uint8Array };
+/** The payload of every empty record (nothing to copy: a ring of empty records drains without allocating them). */
+const EMPTY = new Uint8Array(0);
+
+/** Resolves after a turn of the event loop (its I/O and timers), where an `await` of a settled promise would not. */
+export function nextTurn(): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, 0));
+}
 
 /** The counters or a record's length are impossible: the ring was written by something other than RingWriter. */
 export class RingError extends Error {}
@@ -123,34 +130,48 @@ export class RingReader extends RingBase {
   async waitForData(seq: number): Promise<void> {
     const res = waitAsync(this.ctrl, SEQ, seq);
     if (res.async) await res.value;
-    else await new Promise((resolve) => setTimeout(resolve, 0));
+    else await nextTurn();
   }
 
-  /** Throws RingError (and frees nothing) when the ring holds something RingWriter cannot have written. */
-  drain(): RingRecord[] {
+  /** Whether records wait in the ring (written and not drained). */
+  pending(): boolean {
+    return load(this.ctrl, W) !== load(this.ctrl, R);
+  }
+
+  /**
+   * The complete records in the ring, oldest first, until they reach `maxBytes` (a ring full of tiny records takes
+   * long to drain: a slice at a time lets the event loop turn in between). Throws RingError (and frees nothing) when
+   * the ring holds something RingWriter cannot have written.
+   */
+  drain(maxBytes = Infinity): RingRecord[] {
     const out: RingRecord[] = [];
     const w = load(this.ctrl, W) >>> 0;
-    let r = load(this.ctrl, R) >>> 0;
+    const start = load(this.ctrl, R) >>> 0;
+    let r = start;
     if (((w - r) >>> 0) > this.size) throw new RingError(`${(w - r) >>> 0} bytes written to a ring of ${this.size}`);
-    while (r !== w) {
+    while (r !== w && ((r - start) >>> 0) < maxBytes) {
       const left = (w - r) >>> 0;
       if (left < HEADER_BYTES) throw new RingError(`a record of ${left} bytes is shorter than its header`);
-      const head = this.copyOut(r, HEADER_BYTES);
-      const view = new DataView(head.buffer);
-      const length = view.getUint32(5);
+      const length = this.u32At(r + 5);
       if (length > left - HEADER_BYTES) {
         throw new RingError(`a record claims ${length} bytes of ${left - HEADER_BYTES}`);
       }
       out.push({
-        kind: view.getUint8(0),
-        id: view.getUint32(1),
-        payload: this.copyOut((r + HEADER_BYTES) >>> 0, length),
+        kind: this.data[r & this.mask],
+        id: this.u32At(r + 1),
+        payload: length ? this.copyOut((r + HEADER_BYTES) >>> 0, length) : EMPTY,
       });
       r = (r + HEADER_BYTES + length) >>> 0;
     }
     store(this.ctrl, R, r | 0);
     notify(this.ctrl, R);
     return out;
+  }
+
+  /** The big-endian u32 at ring position `pos` (read in place: a header costs no allocation). */
+  private u32At(pos: number): number {
+    const d = this.data, m = this.mask;
+    return ((d[pos & m] << 24) | (d[(pos + 1) & m] << 16) | (d[(pos + 2) & m] << 8) | d[(pos + 3) & m]) >>> 0;
   }
 
   private copyOut(pos: number, length: number): Uint8Array {

@@ -97,6 +97,26 @@ Deno.test("RingReader.sequence counts records; drain frees the space", () => {
   assert.equal(reader.sequence() - seq, 12);
 });
 
+Deno.test("RingReader.drain(maxBytes): whole records until the slice is reached; the rest waits for the next", () => {
+  const { writer, reader } = ring(256, 250); // the counters near the ring's end: headers are read across it
+  for (let i = 0; i < 5; i++) writer.writeBytes(STREAM, i, pattern(11, i)); // 20 bytes a record
+  assert.equal(reader.pending(), true);
+  assert.deepEqual(shape(reader.drain(21)), [[STREAM, 0, 11], [STREAM, 1, 11]], "the record that crosses 21 is whole");
+  const rest = reader.drain(1000);
+  assert.deepEqual(shape(rest), [[STREAM, 2, 11], [STREAM, 3, 11], [STREAM, 4, 11]]);
+  assert.deepEqual([...rest[2].payload], [...pattern(11, 4)]);
+  assert.equal(reader.pending(), false);
+});
+
+Deno.test("RingReader.drain: empty records cost no buffer of their own (a ring full of them drains at once)", () => {
+  const { writer, reader } = ring(1 << 12);
+  for (let i = 0; i < 400; i++) writer.writeText(STREAM, 7, "");
+  const got = reader.drain();
+  assert.equal(got.length, 400);
+  assert.equal(new Set(got.map((r) => r.payload)).size, 1, "one shared empty payload");
+  assert.equal(got[0].payload.length, 0);
+});
+
 Deno.test("RingReader.drain: a ring RingWriter cannot have written is refused, and nothing is freed", () => {
   const cases: { name: string; written: number; header?: [kind: number, length: number] }[] = [
     { name: "more written than the ring holds", written: 65 },

@@ -19,7 +19,7 @@ import type {
   Untrusted,
 } from "./messages.ts";
 import { DATA, HOST_EVENT, REPLY, REQUEST } from "./protocol.ts";
-import { makeRingBuffer, RingError, RingReader, type RingRecord } from "./ring.ts";
+import { makeRingBuffer, nextTurn, RingError, RingReader, type RingRecord } from "./ring.ts";
 
 /** The most the last frames may take before the process ends: a guest cannot hold it. */
 export const EXIT_DEADLINE_MS = 1000;
@@ -30,6 +30,9 @@ export const EXIT_DEADLINE_MS = 1000;
  * 2 GB took the sandbox past 580 MiB and out of memory at memory_limit_mb=256).
  */
 export const SOCKET_BACKLOG_BYTES = 8 << 20;
+// The ring bytes framed per turn of the event loop: a ring full of tiny records (a guest writing nothing, without
+// pause) took 0.5-1.5 s to drain at once, and the kernel's interrupts waited that long in its socket.
+const PUMP_SLICE_BYTES = 256 << 10;
 const encoder = new TextEncoder();
 const decoder = new TextDecoder();
 
@@ -164,11 +167,11 @@ export class Supervisor {
 
   // ---- ring -> kernel ------------------------------------------------------------------
 
-  /** Frame whatever the worker has written to the ring so far; a broken ring ends the sandbox. */
-  pumpOnce(): void {
+  /** Frame what the worker has written to the ring so far (up to `maxBytes` of it); a broken ring ends the sandbox. */
+  pumpOnce(maxBytes = Infinity): void {
     let records: RingRecord[];
     try {
-      records = this.ring.drain();
+      records = this.ring.drain(maxBytes);
     } catch (err) {
       if (!(err instanceof RingError)) throw err;
       this.die(75, `the sandbox worker broke the output ring: ${err.message}`);
@@ -193,8 +196,9 @@ export class Supervisor {
         continue;
       }
       const seq = this.ring.sequence();
-      this.pumpOnce();
-      await this.ring.waitForData(seq);
+      this.pumpOnce(PUMP_SLICE_BYTES);
+      if (this.ring.pending()) await nextTurn(); // the event loop turns between slices: interrupts are read
+      else await this.ring.waitForData(seq);
     }
   }
 
