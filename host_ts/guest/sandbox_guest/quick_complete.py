@@ -11,21 +11,29 @@ import re
 import sys
 from types import ModuleType
 
-IMPORT = re.compile(r"^[ \t]*import[ \t]+([\w.]+)(?:[ \t]+as[ \t]+(\w+))?[ \t]*(?:#.*)?$", re.M)
+# `import a.b as c, d` as a statement of its own: at a line's start or after a `;`, ended by `;`, `#` or the line's end.
+IMPORT = re.compile(r"(?:^|;)[ \t]*import[ \t]+([\w. \t,]+)(?=;|#|$)", re.M)
+IMPORTED = re.compile(r"^([\w.]+)(?:[ \t]+as[ \t]+(\w+))?$")
 DOTTED_TAIL = re.compile(r"([A-Za-z_]\w*)(?:\.\w*)*\.\w*$")
 
 
 def loaded_imports(code: str, namespace: dict[str, object], cursor_pos: int) -> dict[str, ModuleType]:
-    """Names the cell binds with `import x` / `import x as y` to a module already loaded, when the name before
+    """Names the cell binds with `import x` / `import x as y` (`import os; os.pa` too) to a module already loaded, when the name before
     the cursor's dot is one of them and the namespace does not hold it yet; else {} (Jedi answers)."""
     head = DOTTED_TAIL.search(code[:cursor_pos].rsplit("\n", 1)[-1])
     if head is None or head.group(1) in namespace:
         return {}
     bound: dict[str, ModuleType] = {}
-    for match in IMPORT.finditer(code):
-        dotted, alias = match.group(1), match.group(2)
-        name = alias or dotted.split(".")[0]
-        module = sys.modules.get(dotted if alias else dotted.split(".")[0])
-        if name == head.group(1) and isinstance(module, ModuleType):
-            bound[name] = module
+    for statement in IMPORT.finditer(code):
+        for part in statement.group(1).split(","):
+            if match := IMPORTED.match(part.strip()):
+                bind(bound, head.group(1), match.group(1), match.group(2))
     return bound
+
+
+def bind(bound: dict[str, ModuleType], wanted: str, dotted: str, alias: str | None) -> None:
+    """Binds the name `import dotted [as alias]` would bind, when it is `wanted` and its module is loaded."""
+    name = alias or dotted.split(".")[0]
+    module = sys.modules.get(dotted if alias else dotted.split(".")[0])
+    if name == wanted and isinstance(module, ModuleType):
+        bound[name] = module
