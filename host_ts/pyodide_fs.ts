@@ -216,10 +216,18 @@ export class PyodideFs implements IFileSystem {
     const names = this.#call("scandir", path, () => this.#fs.readdir(path));
     return names.filter((name) => name !== "." && name !== "..").sort();
   }
+  /** An entry that cannot be looked at (`/proc/self/fd`: EPERM) is listed of no known type, as readdir(3) gives
+   * DT_UNKNOWN, and the listing goes on (`find /` ended at the first one). */
   async readdirWithFileTypes(path: string) {
     return (await this.readdir(path)).map((name) => {
-      const st = this.#stat(this.#call("lstat", `${path}/${name}`, () => this.#fs.lstat(`${path}/${name}`)));
-      return { name, isFile: st.isFile, isDirectory: st.isDirectory, isSymbolicLink: st.isSymbolicLink };
+      let st: EmscriptenStat;
+      try {
+        st = this.#fs.lstat(`${path}/${name}`);
+      } catch {
+        return { name, isFile: false, isDirectory: false, isSymbolicLink: false };
+      }
+      const { isFile, isDirectory, isSymbolicLink } = this.#stat(st);
+      return { name, isFile, isDirectory, isSymbolicLink };
     });
   }
   async rm(path: string, options?: RmOptions): Promise<void> {

@@ -12,6 +12,7 @@ import { columnsApply, inColumns } from "./ls_columns.ts";
 import { STDERR_SINK, STDOUT_SINK, StreamPlugin, TERMINAL_LS } from "./shell_stream.ts";
 import { quietProcessEnv } from "./node_paths.ts";
 import { byteLimits, fileTooLarge, limitWording, shellBytes } from "./shell_limits.ts";
+import { SHELL_COMMANDS } from "./shell_commands.ts";
 
 /** What the shell needs from the worker. */
 export interface ShellLinks {
@@ -62,8 +63,11 @@ const UNCOUNTED = {
   maxSedIterations: Number.MAX_SAFE_INTEGER,
   maxExecutionTimeMs: Number.MAX_SAFE_INTEGER,
 };
-/** Commands left out: sqlite3 cannot run in a Deno worker; the network ones come with `fetch`. */
-const LEFT_OUT = new Set(["sqlite3", "python", "python3", "js-exec"]);
+/** just-bash's commands left out: sqlite3 cannot run in a Deno worker; python3 and python are the shell's own. */
+export const LEFT_OUT = new Set(["sqlite3", "python", "python3", "js-exec"]);
+/** Commands not among just-bash's getCommandNames(): its curl comes with `fetch`; python3, python and the cell's
+ * `ls` (TERMINAL_LS) are this shell's. */
+export const OWN_COMMANDS = ["curl", "python", "python3", TERMINAL_LS];
 
 /** `url`'s host may be reached under `allowNet` (entries "host" or "host:port"); else why not. */
 export function netRefusal(url: string, allowNet: string[]): string | null {
@@ -156,7 +160,7 @@ export class Shell {
   /** Import just-bash and make the shell (once per sandbox, on the first shell command). */
   static async load(links: ShellLinks, python: PythonCommand): Promise<Shell> {
     quietProcessEnv();
-    const { Bash, defineCommand, getCommandNames, latin1FromBytes } = await import("just-bash");
+    const { Bash, defineCommand, latin1FromBytes } = await import("just-bash");
     const net = { allow: [] as string[] };
     const sinks: Record<string, "stdout" | "stderr"> = { [STDOUT_SINK]: "stdout", [STDERR_SINK]: "stderr" };
     const worded = limitWording(links.memoryLimitMb);
@@ -169,7 +173,9 @@ export class Shell {
     const bash = new Bash({
       fs,
       cwd: "/",
-      commands: getCommandNames().filter((name) => !LEFT_OUT.has(name)) as CommandName[],
+      // Only the listed ones (shell_commands.json: also the files in /usr/bin): a command a newer just-bash adds is
+      // not run until it is listed.
+      commands: SHELL_COMMANDS.filter((name) => !OWN_COMMANDS.includes(name)) as CommandName[],
       customCommands: [
         defineCommand("python3", runPython),
         defineCommand("python", runPython),

@@ -20,6 +20,7 @@ import { interpreterMemory, wasmBytes, withMemoryAtLeast } from "./wasm_memory.t
 import { type BudgetFS, budgetMemfs, budgetWasmGrow, countMemfs, MemoryBudget } from "./memory_budget.ts";
 import { type PythonCommand, Shell, type ShellRequest } from "./shell.ts";
 import { shellBytes } from "./shell_limits.ts";
+import { COMMAND_PATH, type CommandFilesFS, installCommandFiles } from "./shell_commands.ts";
 import { answerAsBrowser, refuseSockets } from "./node_paths.ts";
 
 const post: (message: FromWorker) => void = self.postMessage.bind(self);
@@ -102,6 +103,7 @@ async function start(init: WorkerInit): Promise<void> {
   refuseSockets((pyodide as unknown as { _module: Parameters<typeof refuseSockets>[0] })._module);
   setUpOutput(pyodide, links, requests);
   mountGuestCode(pyodide, init);
+  installCommandFiles(pyodide.FS as unknown as CommandFilesFS);
   const notices = noticeCap((text) => links.ring.writeText(STDERR, requests.currentId, text), () => requests.currentId);
   requests.cellEnded = notices.end;
   const refusals = mountHostFolders(pyodide, init, notices.say);
@@ -404,6 +406,8 @@ function registerHostModule(
  * SandboxKernel.packages to put on sys.path, if any), and tell the kernel it is up. */
 function attachGuest(pyodide: Pyodide, restored: boolean, packagesSite: string | null, ring: RingWriter): Guest {
   if (!restored) pyodide.runPython(PREIMPORT, privately(pyodide));
+  // (A snapshot holds the environment it was made with: the shell's $PATH is set at every start.)
+  pyodide.runPython(`import os\nos.environ["PATH"] = ${JSON.stringify(COMMAND_PATH)}`, privately(pyodide));
   const guest = pyodide.pyimport("sandbox_guest.api");
   const glue: Guest = { handle: guest.handle, interruptAsync: guest.interrupt_async };
   const info = JSON.parse(guest.attach(restored, packagesSite) as string);

@@ -102,6 +102,27 @@ def test_sys_executable_is_no_host_path_and_runs_as_python3(kc):
     assert execute(kc, "!echo {sys.executable}").stream() == "/usr/bin/python3\n"  # only a command is replaced
 
 
+def test_an_agent_exploring_the_shell_finds_every_command_it_can_run(kc):
+    """Before: `which ls` exited 1, /bin and /usr/bin did not exist and $PATH was `/`, while `command -v grep` said
+    /usr/bin/grep: agents probing with `which` concluded nothing was installed. Now the folders hold one file per
+    command the shell runs, and `which`, `type`, `command -v`, `ls`, `find` and shutil.which agree."""
+    listed = execute(kc, "!ls /usr/bin").stream().split()
+    assert {"ls", "grep", "sed", "awk", "curl", "python3", "bash", "which"} <= set(listed), listed
+    assert execute(kc, "!ls /bin").stream().split() == listed
+    probe = "echo $PATH; which ls python3; type -P grep; command -v sed; test -x /bin/cat && echo runnable"
+    assert execute(kc, f"!{probe}").stream() == (
+        "/usr/bin:/bin\n/usr/bin/ls\n/usr/bin/python3\n/usr/bin/grep\n/usr/bin/sed\nrunnable\n"
+    )
+    assert execute(kc, "!find / -name python3").stream() == "/bin/python3\n/usr/bin/python3\n"
+    every = "for c in $(ls /usr/bin); do command -v $c >/dev/null || echo missing $c; done; echo checked"
+    assert execute(kc, f"!{every}").stream() == "checked\n"  # every file is a command the shell runs
+    assert execute(kc, "!/bin/echo by path; /usr/bin/python3 -c 'print(6 * 7)'").stream() == "by path\n42\n"
+    assert value(execute(kc, "import shutil\nshutil.which('grep'), shutil.which('gcc')")) == "('/usr/bin/grep', None)"
+    run = execute(kc, "!which gcc")
+    assert run.stream() == ""
+    assert value(execute(kc, "_exit_code")) == "1"
+
+
 def test_fork_exec_and_spawn_say_the_sandbox_starts_no_processes(kc):
     code = (
         "import os\nsaid = []\nfor call in (os.fork, lambda: os.execv('/bin/ls', ['ls']),"

@@ -174,10 +174,14 @@ def test_host_folders_cannot_be_listed(target, host, how):
 
 
 def test_guest_root_listing_shows_only_the_sandbox(target):
-    """Sanity: the guest's own file system is Pyodide's in-memory one (`.sandbox_overlay`: its layer over mounts)."""
+    """Sanity: the guest's own file system is Pyodide's in-memory one (`.sandbox_overlay`: its layer over mounts;
+    /usr/bin and /bin: the shell's command files, nothing of the host's)."""
     _, kc = target
     listed = set(eval(result(execute(kc, "import os\nsorted(os.listdir('/'))"))))
-    assert listed <= {"dev", "home", "lib", "proc", "tmp", ".sandbox_overlay"}
+    assert listed <= {"bin", "dev", "home", "lib", "proc", "tmp", "usr", ".sandbox_overlay"}
+    assert result(execute(kc, "os.listdir('/usr')")) == "['bin']"
+    code = "{open(f'/usr/bin/{n}').read().split(': ')[1][:32] for n in os.listdir('/usr/bin')}"
+    assert result(execute(kc, code)) == '{"a command of the sandbox\'s shell"}'
 
 
 # ---- environment ----------------------------------------------------------------------------
