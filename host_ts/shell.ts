@@ -13,6 +13,7 @@ import { STDERR_SINK, STDOUT_SINK, StreamPlugin, TERMINAL_LS } from "./shell_str
 import { quietProcessEnv } from "./node_paths.ts";
 import { byteLimits, fileTooLarge, limitWording, shellBytes } from "./shell_limits.ts";
 import { SHELL_COMMANDS } from "./shell_commands.ts";
+import { gnuCommands } from "./gnu_commands.ts";
 
 /** What the shell needs from the worker. */
 export interface ShellLinks {
@@ -65,9 +66,9 @@ const UNCOUNTED = {
 };
 /** just-bash's commands left out: sqlite3 cannot run in a Deno worker; python3 and python are the shell's own. */
 export const LEFT_OUT = new Set(["sqlite3", "python", "python3", "js-exec"]);
-/** Commands not among just-bash's getCommandNames(): its curl comes with `fetch`; python3, python and the cell's
- * `ls` (TERMINAL_LS) are this shell's. */
-export const OWN_COMMANDS = ["curl", "python", "python3", TERMINAL_LS];
+/** Commands not among just-bash's getCommandNames(): its curl comes with `fetch`; python3, python, the cell's `ls`
+ * (TERMINAL_LS), realpath and wget (gnu_commands.ts) are this shell's. */
+export const OWN_COMMANDS = ["curl", "python", "python3", TERMINAL_LS, "realpath", "wget"];
 
 /** `url`'s host may be reached under `allowNet` (entries "host" or "host:port"); else why not. */
 export function netRefusal(url: string, allowNet: string[]): string | null {
@@ -160,7 +161,7 @@ export class Shell {
   /** Import just-bash and make the shell (once per sandbox, on the first shell command). */
   static async load(links: ShellLinks, python: PythonCommand): Promise<Shell> {
     quietProcessEnv();
-    const { Bash, defineCommand, latin1FromBytes } = await import("just-bash");
+    const { Bash, decodeBytesToUtf8, defineCommand, latin1FromBytes } = await import("just-bash");
     const net = { allow: [] as string[] };
     const sinks: Record<string, "stdout" | "stderr"> = { [STDOUT_SINK]: "stdout", [STDERR_SINK]: "stderr" };
     const worded = limitWording(links.memoryLimitMb);
@@ -180,6 +181,7 @@ export class Shell {
         defineCommand("python3", runPython),
         defineCommand("python", runPython),
         defineCommand(TERMINAL_LS, lsOnTerminal),
+        ...Object.entries(gnuCommands(decodeBytesToUtf8)).map(([name, run]) => defineCommand(name, run)),
       ],
       fetch: checkedFetch(() => net.allow),
       sleep: interruptibleSleep(links.interrupt),

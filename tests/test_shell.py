@@ -3,11 +3,12 @@ stopped by interrupts and cell_timeout; `python3` in it runs in the same sandbox
 
 from __future__ import annotations
 
+import http.server
 import subprocess
 
 import pytest
 
-from conftest import execute, once_running, start_kernel, stop_kernel, value
+from conftest import execute, once_running, serve_http, start_kernel, stop_kernel, value
 
 
 @pytest.fixture(scope="module")
@@ -121,6 +122,40 @@ def test_an_agent_exploring_the_shell_finds_every_command_it_can_run(kc):
     run = execute(kc, "!which gcc")
     assert run.stream() == ""
     assert value(execute(kc, "_exit_code")) == "1"
+
+
+def test_wget_fetches_through_the_shells_curl_and_its_allow_net_check(kc):
+    """A tutorial's `!wget URL`: before, `wget: command not found`; now curl's own refusal, naming the setting."""
+    run = execute(kc, "!wget -q https://example.com/data.csv")
+    assert "allow_net" in run.stream("stderr"), run.stream("stderr")
+    assert value(execute(kc, "_exit_code")) == "8"
+    assert value(execute(kc, "import os\nos.path.exists('data.csv')")) == "False"
+
+
+class CsvHandler(http.server.BaseHTTPRequestHandler):
+    def do_GET(self) -> None:
+        body = b"a,b\n1,2\n"
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+def test_wget_saves_a_file_from_an_allowed_host_as_gnu_wget_names_it():
+    server, url = serve_http(CsvHandler)
+    km, kc = start_kernel([f"--SandboxKernel.allow_net=['127.0.0.1:{server.server_address[1]}']"])
+    try:
+        run = execute(kc, f"!cd /tmp && wget {url}files/data.csv && cat data.csv")
+        assert run.stream() == "a,b\n1,2\n", run.outputs
+        assert "Saving to: 'data.csv'" in run.stream("stderr")
+        assert execute(kc, f"!wget -q -O - {url}x.csv").stream() == "a,b\n1,2\n"
+        assert execute(kc, f"!wget -q -P /tmp/got {url} && ls /tmp/got").stream() == "index.html\n"
+    finally:
+        stop_kernel(km, kc)
+        server.shutdown()
 
 
 def test_fork_exec_and_spawn_say_the_sandbox_starts_no_processes(kc):
@@ -254,6 +289,11 @@ SAME_AS_GNU = [
     "fold -w 5 input.txt",
     "sort input.txt | uniq | wc -l",
     "cat input.txt | awk '$2 > 5' | sort -r",
+    "sort input.txt | uniq -c",  # (just-bash pads the count to 4, GNU to 7)
+    "sort input.txt | uniq -c | sort -rn | head -n 2",
+    "cut -d' ' -f1 input.txt | xargs -I{} echo fruit: {} '({})'",
+    "xargs -I % echo [%] < input.txt",
+    "mkdir -p d && realpath d/../input.txt | xargs basename && realpath -m d/x/../y | xargs basename",
 ]
 
 
