@@ -30,7 +30,9 @@ import cloudpickle
 from . import _host
 
 FORMAT = 1
-SYSTEM_ROOTS = frozenset({"dev", "proc", "lib"})  # Pyodide's own; site-packages is taken separately
+# Pyodide's own, and the shell's command files (host_ts/shell_commands.json's folders); site-packages is taken
+# separately.
+SYSTEM_ROOTS = frozenset({"dev", "proc", "lib", "usr", "bin"})
 _OUTPUT_CACHE = re.compile(r"_+|_\d+|_i+|_i\d+")
 MAX_NAMED = 1000  # variables named in the summary
 REASON_CHARS = 200

@@ -180,3 +180,9 @@ def test_a_file_that_cannot_be_written_back_is_named_with_why(host, sandbox):
     assert list(summary["not_restored"]) == [failed]
     assert summary["not_restored"][failed].startswith("NotADirectoryError: ")
     assert summary["files"] == 3
+
+
+def test_the_shells_command_folders_are_left_out_of_a_checkpoint():
+    """Before: a checkpoint held the 176 command files of /usr/bin and /bin as the session's own files."""
+    listed = json.loads((Path(__file__).parents[3] / "host_ts" / "shell_commands.json").read_text())
+    assert {folder.split("/")[1] for folder in listed["folders"]} <= checkpoint.SYSTEM_ROOTS
