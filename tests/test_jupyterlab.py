@@ -248,12 +248,26 @@ def first_tab_completes(page: Page, code: str, expected: str) -> None:
     page.keyboard.press("Escape")
 
 
+# ipykernel, the control, imports Jedi anew in each process and parses `os` then: its own first Tab after a restart
+# missed JupyterLab's 1 s under CI's load (seen). Its Jedi is primed by a cell first, so that the control shows what it
+# is for: a kernel that answers in time passes these steps.
+PRIME_JEDI = "import jedi; [jedi.Interpreter(c, [{}]).complete() for c in ('import collections; collections.Ord', 'import os; os.pa')]"
+
+
+def prime_control(page: Page, kernel_title: str) -> None:
+    if kernel_title != KERNEL:
+        run_cell(page, PRIME_JEDI)
+        expect(page.locator(".jp-Notebook .jp-Cell .jp-InputPrompt").first).to_contain_text("[1]", timeout=CELL_MS)
+
+
 @pytest.mark.parametrize("kernel_title", [KERNEL, "Python 3 (ipykernel)"])
 def test_the_first_tab_completes_in_a_new_and_a_restarted_kernel(lab: Lab, page: Page, kernel_title: str) -> None:
-    """JupyterLab drops a completion reply slower than its provider timeout (1 s): the first Tab in a new kernel
-    and the first after Kernel > Restart must beat it, for a module's attributes as for names (ipykernel: control).
-    Before: the first `collections.Ord` in a new sandbox kernel completed in 0 of 3 trials."""
+    """JupyterLab drops a completion reply slower than its provider timeout (1 s): the first Tab in a new sandbox
+    kernel and the first after Kernel > Restart must beat it, for a module's attributes as for names (ipykernel, its
+    Jedi primed: the control). Before: the first `collections.Ord` in a new sandbox kernel completed in 0 of 3
+    trials, and `os.pa` after a restart in none."""
     open_notebook(page, lab, kernel_title)
+    prime_control(page, kernel_title)
     first_tab_completes(page, "import collections; collections.Ord", "OrderedDict")
     page.keyboard.press("Escape")
     page.locator(".jp-Notebook .jp-Cell").last.locator(".cm-content").press("Control+a")
@@ -263,6 +277,9 @@ def test_the_first_tab_completes_in_a_new_and_a_restarted_kernel(lab: Lab, page:
     page.keyboard.press("0")
     page.get_by_role("button", name="Confirm Kernel Restart").click(timeout=UI_MS)  # status: restarting
     expect(kernel_status(page)).to_have_attribute("data-status", "idle", timeout=KERNEL_MS)
+    if kernel_title != KERNEL:
+        run_cell(page, PRIME_JEDI)  # (a restarted kernel counts from 1 again: the prompt of the new cell says so)
+        expect(page.locator(".jp-Notebook .jp-Cell .jp-InputPrompt").nth(1)).to_contain_text("[1]", timeout=CELL_MS)
     first_tab_completes(page, "import os; os.pa", "path")
 
 
