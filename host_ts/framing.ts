@@ -73,8 +73,9 @@ export class FrameParser {
 
 /**
  * Turns the worker's ring records into frames for the kernel. Consecutive stream chunks of one stream and request
- * make one frame (none when they are all empty); an event's or a blob's records (MORE: continued in the next) make one frame, dropped whole when
- * larger than `maxEventBytes`, even when its records come in several drains. Records of other kinds are dropped.
+ * make one frame (none when they are all empty); an event's or a blob's records (MORE: continued in the next) make
+ * one frame, dropped whole when larger than `maxEventBytes`, even when its records come in several drains. Records
+ * of other kinds are dropped.
  */
 export class RecordFramer {
   private eventParts: Uint8Array[] = [];

@@ -10,6 +10,11 @@ type Run = (args: string[], ctx: Context) => Promise<ExecResult>;
 
 const failed = (stderr: string, exitCode = 1): ExecResult => ({ stdout: "", stderr, exitCode });
 
+/** The options of a subcommand that runs where the command runs, with its environment (as a child process would). */
+export function inPlace(ctx: Context): { cwd: string; env: Record<string, string>; replaceEnv: true } {
+  return { cwd: ctx.cwd, env: Object.fromEntries(ctx.env), replaceEnv: true };
+}
+
 /** A word for a shell command line that the shell reads back as exactly `arg`. */
 export function shellQuote(arg: string): string {
   return /^[\w@%+=:,./-]+$/.test(arg) ? arg : `'${arg.replaceAll("'", `'\\''`)}'`;
@@ -56,7 +61,7 @@ export const xargsWith = (text: (stdin: ByteString) => string): Run => async (ar
     const item = line.replace(/^[ \t]+/, "");
     if (!item) continue;
     const words = command.map((word) => shellQuote(word.replaceAll(replace!, item)));
-    const done = await ctx.exec!(words.join(" "), { cwd: ctx.cwd, env: Object.fromEntries(ctx.env), replaceEnv: true });
+    const done = await ctx.exec!(words.join(" "), inPlace(ctx));
     out.stdout += done.stdout;
     out.stderr += done.stderr;
     if (done.exitCode === 255) return { ...out, exitCode: 124 }; // (GNU: a command exiting 255 stops xargs)
@@ -136,11 +141,7 @@ export const wget: Run = async (args, ctx) => {
     const name = output ?? `${folder}/${new URL(url, "http://x/").pathname.split("/").pop() || "index.html"}`;
     const curlArgs = ["-sSfL", ...(name === "-" ? [] : ["-o", name]), url];
     if (!quiet) stderr += `--${new Date().toISOString().slice(0, 19).replace("T", " ")}--  ${url}\n`;
-    const done = await ctx.exec!(["curl", ...curlArgs].map(shellQuote).join(" "), {
-      cwd: ctx.cwd,
-      env: Object.fromEntries(ctx.env),
-      replaceEnv: true,
-    });
+    const done = await ctx.exec!(["curl", ...curlArgs].map(shellQuote).join(" "), inPlace(ctx));
     stdout += done.stdout;
     if (done.exitCode !== 0) {
       return { stdout, stderr: stderr + done.stderr.replaceAll("curl: ", "wget: "), exitCode: 8 };

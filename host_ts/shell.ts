@@ -13,7 +13,7 @@ import { STDERR_SINK, STDOUT_SINK, StreamPlugin, TERMINAL_LS } from "./shell_str
 import { quietProcessEnv } from "./node_paths.ts";
 import { byteLimits, fileTooLarge, limitWording, shellBytes } from "./shell_limits.ts";
 import { SHELL_COMMANDS } from "./shell_commands.ts";
-import { gnuCommands } from "./gnu_commands.ts";
+import { gnuCommands, inPlace } from "./gnu_commands.ts";
 
 /** What the shell needs from the worker. */
 export interface ShellLinks {
@@ -144,7 +144,7 @@ function interruptibleSleep(interrupt: Int32Array): (ms: number) => Promise<void
 
 /** `ls` whose output is the cell, as GNU ls on ipykernel's pseudo-terminal: names in columns (ls_columns.ts). */
 async function lsOnTerminal(args: string[], ctx: Parameters<Command["execute"]>[1]): Promise<ExecResult> {
-  const listed = await ctx.exec!("ls", { cwd: ctx.cwd, env: Object.fromEntries(ctx.env), replaceEnv: true, args });
+  const listed = await ctx.exec!("ls", { ...inPlace(ctx), args });
   const columns = listed.exitCode === 0 && columnsApply(args) ? inColumns(listed.stdout) : undefined;
   return columns === undefined ? listed : { ...listed, stdout: columns };
 }

@@ -14,7 +14,8 @@ export const COMMAND_PATH = COMMAND_FOLDERS.join(":");
 
 /** What `cat /usr/bin/NAME` shows. */
 export function commandFile(name: string): string {
-  return `#!/bin/sh\n# ${name}: a command of the sandbox's shell (just-bash), run inside the sandbox: no process starts.\n` +
+  return "#!/bin/sh\n" +
+    `# ${name}: a command of the sandbox's shell (just-bash), run inside the sandbox: no process starts.\n` +
     `# \`${name} --help\` says what it takes.\n`;
 }
 

@@ -11,15 +11,17 @@ import re
 import sys
 from types import ModuleType
 
-# `import a.b as c, d` as a statement of its own: at a line's start or after a `;`, ended by `;`, `#` or the line's end.
+# `import a.b as c, d` as a statement of its own: at a line's start or after a `;`, ended by `;`, `#` or the line's
+# end.
 IMPORT = re.compile(r"(?:^|;)[ \t]*import[ \t]+([\w. \t,]+)(?=;|#|$)", re.M)
 IMPORTED = re.compile(r"^([\w.]+)(?:[ \t]+as[ \t]+(\w+))?$")
 DOTTED_TAIL = re.compile(r"([A-Za-z_]\w*)(?:\.\w*)*\.\w*$")
 
 
 def loaded_imports(code: str, namespace: dict[str, object], cursor_pos: int) -> dict[str, ModuleType]:
-    """Names the cell binds with `import x` / `import x as y` (`import os; os.pa` too) to a module already loaded, when the name before
-    the cursor's dot is one of them and the namespace does not hold it yet; else {} (Jedi answers)."""
+    """Names the cell binds with `import x` / `import x as y` (`import os; os.pa` too) to a module already loaded,
+    when the name before the cursor's dot is one of them and the namespace does not hold it yet; else {} (Jedi
+    answers)."""
     head = DOTTED_TAIL.search(code[:cursor_pos].rsplit("\n", 1)[-1])
     if head is None or head.group(1) in namespace:
         return {}
@@ -33,7 +35,8 @@ def loaded_imports(code: str, namespace: dict[str, object], cursor_pos: int) -> 
 
 def bind(bound: dict[str, ModuleType], wanted: str, dotted: str, alias: str | None) -> None:
     """Binds the name `import dotted [as alias]` would bind, when it is `wanted` and its module is loaded."""
-    name = alias or dotted.split(".")[0]
-    module = sys.modules.get(dotted if alias else dotted.split(".")[0])
+    top = dotted.split(".")[0]
+    name = alias or top
+    module = sys.modules.get(dotted if alias else top)
     if name == wanted and isinstance(module, ModuleType):
         bound[name] = module
