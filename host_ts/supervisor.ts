@@ -20,6 +20,7 @@ import type {
 } from "./messages.ts";
 import { DATA, HOST_EVENT, REPLY, REQUEST } from "./protocol.ts";
 import { makeRingBuffer, nextTurn, RingError, RingReader, type RingRecord } from "./ring.ts";
+import { ReplySlot, SLOT_HEADER_BYTES } from "./reply_slot.ts";
 
 /** The most the last frames may take before the process ends: a guest cannot hold it. */
 export const EXIT_DEADLINE_MS = 1000;
@@ -68,8 +69,7 @@ export class Supervisor {
   private readonly ring: RingReader;
   private readonly framer: RecordFramer;
   private readonly interrupt: Int32Array;
-  private readonly replyCtrl: Int32Array; // state, length, reply number
-  private readonly replyData: Uint8Array;
+  private readonly replies: ReplySlot;
   private readonly life: Int32Array;
   private outQueue: Uint8Array[] = [];
   /** Bytes of frames sent and not yet written to the socket (queued, or being written). */
@@ -97,14 +97,13 @@ export class Supervisor {
     this.memory = {
       ring: makeRingBuffer(limits.ringBytes),
       interrupt: new SharedArrayBuffer(4),
-      reply: new SharedArrayBuffer(12 + limits.replyBytes),
+      reply: new SharedArrayBuffer(SLOT_HEADER_BYTES + limits.replyBytes),
       life: new SharedArrayBuffer(4),
     };
     this.ring = new RingReader(this.memory.ring);
     this.framer = new RecordFramer(limits.maxEventBytes);
     this.interrupt = new Int32Array(this.memory.interrupt);
-    this.replyCtrl = new Int32Array(this.memory.reply, 0, 3);
-    this.replyData = new Uint8Array(this.memory.reply, 12);
+    this.replies = new ReplySlot(this.memory.reply);
     this.life = new Int32Array(this.memory.life);
   }
 
@@ -306,20 +305,13 @@ export class Supervisor {
   private raiseInterrupt(id: number): void {
     Atomics.store(this.interrupt, 0, 2); // SIGINT
     Atomics.notify(this.interrupt, 0);
-    Atomics.notify(this.replyCtrl, 0);
+    this.replies.wake();
     this.outside.toWorker({ type: "interrupt", id });
   }
 
   /** The kernel's answer to the guest's blocking request number `n`, put where the guest waits for it. */
   private reply(req: KernelRequest): void {
-    const bytes = encoder.encode(JSON.stringify(req.content ?? null));
-    const fits = bytes.length <= this.replyData.length;
-    const body = fits ? bytes : encoder.encode(JSON.stringify({ error: "reply too large" }));
-    this.replyData.set(body);
-    Atomics.store(this.replyCtrl, 1, body.length);
-    Atomics.store(this.replyCtrl, 2, Number(req.n) | 0);
-    Atomics.store(this.replyCtrl, 0, 1);
-    Atomics.notify(this.replyCtrl, 0);
+    this.replies.put(Number(req.n), req.content);
   }
 
   private forward(id: number, req: KernelRequest): void {

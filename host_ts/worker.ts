@@ -9,6 +9,7 @@
  */
 import { loadPyodide } from "pyodide";
 import { RingWriter } from "./ring.ts";
+import { AnswerReader } from "./reply_slot.ts";
 import { BLOB, GUEST_EVENT, type GuestEventType, STDERR, STDOUT, type WorkerEventType } from "./protocol.ts";
 import { mountGuestFolders, PACKAGES_SITE, PREIMPORT } from "./snapshot_layout.ts";
 import { restoringSparsely } from "./sparse_restore.ts";
@@ -27,7 +28,6 @@ const post: (message: FromWorker) => void = self.postMessage.bind(self);
 const realSetTimeout = setTimeout;
 const realSetInterval = setInterval;
 const stringify = JSON.stringify; // captured before guest code can replace it
-const decoder = new TextDecoder();
 const utf8 = new TextEncoder();
 /** Whether `e` is Python's KeyboardInterrupt as Pyodide hands it to JS (a PythonError). */
 const isInterrupt = (e: unknown) => (e as { type?: unknown } | null)?.type === "KeyboardInterrupt";
@@ -63,8 +63,7 @@ interface Links {
   init: WorkerInit;
   ring: RingWriter;
   interrupt: Int32Array;
-  replyCtrl: Int32Array;
-  replyData: Uint8Array;
+  answers: AnswerReader;
   report: (message: Progress) => void; // the glue's progress port (guest code has no reference to it)
 }
 
@@ -119,8 +118,7 @@ async function start(init: WorkerInit): Promise<void> {
 function linkToSupervisor(init: WorkerInit): Links {
   const ring = new RingWriter(init.ring);
   const interrupt = new Int32Array(init.interrupt);
-  const replyCtrl = new Int32Array(init.reply, 0, 3);
-  const replyData = new Uint8Array(init.reply, 12);
+  const answers = new AnswerReader(init.reply);
   const life = new Int32Array(init.life);
   // captured before any guest code runs
   const report: (message: Progress) => void = init.progress.postMessage.bind(init.progress);
@@ -129,7 +127,7 @@ function linkToSupervisor(init: WorkerInit): Links {
     atomicsStore(life, 0, 1);
     atomicsNotify(life, 0);
   });
-  return { init, ring, interrupt, replyCtrl, replyData, report };
+  return { init, ring, interrupt, answers, report };
 }
 
 /** Keep the worker alive and Deno's own folders untouched, whatever guest code does later. */
@@ -294,7 +292,7 @@ function registerHostModule(
   refusals: Refusals,
   budget: MemoryBudget | null,
 ): void {
-  const { init, ring, interrupt, replyCtrl, replyData } = links;
+  const { init, ring, interrupt, answers } = links;
   // Output goes to the request it was made for (the guest tracks that per asyncio task), but
   // never to a later request than the one being served: the kernel drops finished ones.
   const tag = (rid: unknown) =>
@@ -324,21 +322,11 @@ function registerHostModule(
     },
     /** Block until the kernel answers request `n`; undefined (Python None) when interrupted. */
     wait_reply(n: number): string | undefined {
-      for (;;) {
-        if (atomicsLoad(replyCtrl, 0) === 1) {
-          const length = replyCtrl[1];
-          const number = replyCtrl[2];
-          const text = decoder.decode(replyData.slice(0, length));
-          atomicsStore(replyCtrl, 0, 0);
-          if (number === n) return text;
-          continue; // a stale answer to an interrupted request
-        }
-        if (atomicsLoad(interrupt, 0) !== 0) {
-          atomicsStore(interrupt, 0, 0);
-          return undefined;
-        }
-        atomicsWait(replyCtrl, 0, 0, 50);
-      }
+      return answers.take(n, () => {
+        if (atomicsLoad(interrupt, 0) === 0) return false;
+        atomicsStore(interrupt, 0, 0);
+        return true;
+      });
     },
     /**
      * Run a shell script (just-bash, imported on first use) for the glue's `!cmd`, `%%bash` and subprocess; the

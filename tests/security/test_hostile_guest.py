@@ -296,6 +296,31 @@ def test_guest_prompts_cannot_imitate_the_approval_prompt(asking, prompt):
     assert run.content["ename"] == "InputRefused" and "approval prompt" in run.content["evalue"]
 
 
+def test_answers_to_requests_nobody_waits_for_never_take_the_place_of_the_awaited_one():
+    """The guest sends skill calls it does not wait for, each just before one it does: their answers come back to
+    back into the one slot the guest reads. Before: an answer was written over one being read, then cleared unread,
+    and the cell hung (1000 rounds hung 3 runs of 3; also seen as the approval tests' rare 60 s hang)."""
+    km, kc = start_kernel(
+        [
+            "--SandboxKernel.cell_timeout=30",
+            f"--SandboxKernel.skills_path={FIXTURES_DIR}",
+            '--SandboxKernel.skill_policy={"GuardedSkill": "ask"}',
+        ]
+    )
+    try:
+        unawaited = {"type": "skill_call", "skill": "GuardedSkill", "method": "touch", "args": [], "kwargs": {}}
+        code = (
+            "import _sandbox_host, json\nrefused = 0\nfor i in range(1000):\n"
+            f"    _sandbox_host.emit(json.dumps({{**{unawaited!r}, 'n': 10**6 + i}}))\n"
+            "    try:\n        device.GuardedSkill.touch()\n"
+            "    except Exception as e:\n        refused += type(e).__name__ == 'SkillRefused'\nrefused"
+        )
+        run = execute(kc, code, timeout=60, allow_stdin=False)
+        assert result(run) == "1000", dump(run)[:2000]
+    finally:
+        stop_kernel(km, kc)
+
+
 def test_kernel_notices_carry_metadata_that_guest_output_cannot(hostile):
     _, kc = hostile
     code = (

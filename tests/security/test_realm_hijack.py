@@ -1,6 +1,6 @@
-"""Promise (host_ts/ring.ts, worker.ts): the glue's shared memory never reaches guest code through the
+"""Promise (host_ts/ring.ts, reply_slot.ts, worker.ts): the glue's shared memory never reaches guest code through the
 built-ins they share. Guest code can replace `Atomics`' functions in the worker's realm; the glue calls the
-ones it captured at load, so a replacement never sees the ring's or the lifeline's control words.
+ones it captured at load, so a replacement never sees the ring's, the reply slot's or the lifeline's control words.
 """
 
 from __future__ import annotations
@@ -34,7 +34,10 @@ def test_replaced_atomics_are_never_handed_the_glues_shared_memory(kc):
     assert result(execute(kc, js_cell(SPY))) == "'spying'"
     execute(
         kc,
-        "print('x' * 100_000)\nimport sys; print('y', file=sys.stderr)\nfrom IPython.display import display; display(1)",
+        "print('x' * 100_000)\nimport sys; print('y', file=sys.stderr)\nfrom IPython.display import display; display(1)"
+        # a request the kernel answers through the reply slot
+        "\nfrom sandbox_guest import _host\nprint(_host.request({'type': 'skill_call', 'skill': 'S', 'method': 'm', "
+        "'args': [], 'kwargs': {}}))",
     )
     run = execute(kc, js_cell("return JSON.stringify(globalThis.__handed)"))
     assert result(run) == "'[]'", f"the glue called the guest's Atomics: {result(run)}"
