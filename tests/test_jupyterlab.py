@@ -398,11 +398,20 @@ def test_a_slider_renders_a_drag_reaches_the_sandbox_and_widget_html_runs_no_scr
         listener.close()
 
 
+def notebook_metadata(path: Path) -> dict[str, Any] | None:
+    """A saved notebook's metadata; None while the server is still writing it (it writes the file in place)."""
+    try:
+        return dict(json.loads(path.read_text()).get("metadata", {}))
+    except json.JSONDecodeError:
+        return None
+
+
 def saved_sliders(root: Path) -> dict[str, dict[str, Any]]:
     """The IntSlider models saved in the widget state of the notebooks in `root`, by notebook name."""
     found = {}
     for path in root.glob("*.ipynb"):
-        metadata = json.loads(path.read_text()).get("metadata", {})
+        if path.name.startswith(".") or (metadata := notebook_metadata(path)) is None:
+            continue
         state = metadata.get("widgets", {}).get("application/vnd.jupyter.widget-state+json", {}).get("state", {})
         for model in state.values():
             if model.get("model_name") == "IntSliderModel":
@@ -413,7 +422,7 @@ def saved_sliders(root: Path) -> dict[str, dict[str, Any]]:
 def test_widget_state_is_saved_with_the_notebook_and_shown_again_when_it_is_opened(lab: Lab, page: Page) -> None:
     """As under ipykernel, with JupyterLab's "save widget state" on: the file keeps the slider's state and,
     opened again, the slider is drawn from it before any cell runs."""
-    before = saved_sliders(lab.root)
+    before = {path.name for path in lab.root.glob("*.ipynb")}  # names only: a file may be half-written now
     open_new_notebook(lab, page)
     cell = run_cell(page, "import ipywidgets as w\nw.IntSlider(value=37, max=100, description='saved')")
     expect(cell.locator(".widget-readout")).to_have_text("37", timeout=CELL_MS)
@@ -422,7 +431,7 @@ def test_widget_state_is_saved_with_the_notebook_and_shown_again_when_it_is_open
     deadline = time.monotonic() + UI_MS / 1000
     while not (saved := {n: m for n, m in saved_sliders(lab.root).items() if n not in before}):
         assert time.monotonic() < deadline, "the notebook was not saved with the slider's state: " + str(
-            {p.name: json.loads(p.read_text()).get("metadata") for p in lab.root.glob("*.ipynb")}
+            {p.name: notebook_metadata(p) for p in lab.root.glob("*.ipynb")}
         )
         page.wait_for_timeout(250)
     assert len(saved) == 1, f"more than one notebook was saved with a new slider: {saved}"
