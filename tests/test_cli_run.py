@@ -250,10 +250,16 @@ def test_a_prompt_nobody_answers_ends_at_the_timeout():
 
 
 def test_ctrl_c_ends_the_code_as_python_does():
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "sandbox_kernel", "run", "-c", "print('started', flush=True)\nwhile True: pass"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
-    )  # fmt: skip
+    # As from a terminal's shell. A runner started in the background (`.ci/run &`) ignores SIGINT, and an ignored
+    # signal stays ignored in its children (python then takes no Ctrl-C either); a caught one is default again.
+    runner_has = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "sandbox_kernel", "run", "-c", "print('started', flush=True)\nwhile True: pass"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+        )  # fmt: skip
+    finally:
+        signal.signal(signal.SIGINT, runner_has)
     try:
         assert proc.stdout.readline() == "started\n"
         os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C does: the whole foreground process group
