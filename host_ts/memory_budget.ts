@@ -54,6 +54,11 @@ export class MemoryBudget {
     return (this.files = this.countFiles());
   }
 
+  /** The bytes the budget holds now: the files (counted exactly) and wasm memory. */
+  usedNow(): number {
+    return this.filesNow() + this.wasmBytes();
+  }
+
   /** Whether `bytes` more for files fit as counted now (no recount). */
   fitsNow(bytes: number): boolean {
     return this.files + bytes + this.wasmBytes() <= this.limitBytes;

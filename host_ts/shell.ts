@@ -14,6 +14,7 @@ import { quietProcessEnv } from "./node_paths.ts";
 import { byteLimits, fileTooLarge, limitWording, shellBytes } from "./shell_limits.ts";
 import { SHELL_COMMANDS } from "./shell_commands.ts";
 import { gnuCommands, inPlace } from "./gnu_commands.ts";
+import { dfWith, type DiskUsage } from "./df_command.ts";
 
 /** What the shell needs from the worker. */
 export interface ShellLinks {
@@ -29,6 +30,8 @@ export interface ShellLinks {
   out(stream: "stdout" | "stderr", text: string): void;
   /** SandboxKernel.memory_limit_mb: the shell's byte limits are a share of it (shell_limits.ts). */
   memoryLimitMb: number;
+  /** What `df` lists: the sandbox's memory budget as `/`, then the host folders shown inside. */
+  disks(): DiskUsage[];
 }
 
 /** One run, as the glue asks for it (JSON). */
@@ -67,8 +70,8 @@ const UNCOUNTED = {
 /** just-bash's commands left out: sqlite3 cannot run in a Deno worker; python3 and python are the shell's own. */
 export const LEFT_OUT = new Set(["sqlite3", "python", "python3", "js-exec"]);
 /** Commands not among just-bash's getCommandNames(): its curl comes with `fetch`; python3, python, the cell's `ls`
- * (TERMINAL_LS), realpath and wget (gnu_commands.ts) are this shell's. */
-export const OWN_COMMANDS = ["curl", "python", "python3", TERMINAL_LS, "realpath", "wget"];
+ * (TERMINAL_LS), realpath and wget (gnu_commands.ts) and df (df_command.ts) are this shell's. */
+export const OWN_COMMANDS = ["curl", "python", "python3", TERMINAL_LS, "realpath", "wget", "df"];
 
 /** `url`'s host may be reached under `allowNet` (entries "host" or "host:port"); else why not. */
 export function netRefusal(url: string, allowNet: string[]): string | null {
@@ -182,6 +185,7 @@ export class Shell {
         defineCommand("python", runPython),
         defineCommand(TERMINAL_LS, lsOnTerminal),
         ...Object.entries(gnuCommands(decodeBytesToUtf8)).map(([name, run]) => defineCommand(name, run)),
+        defineCommand("df", dfWith(links.disks)),
       ],
       fetch: checkedFetch(() => net.allow),
       sleep: interruptibleSleep(links.interrupt),

@@ -345,6 +345,10 @@ function registerHostModule(
         interrupt,
         out: (stream, text) => ring.writeText(stream === "stderr" ? STDERR : STDOUT, tag(undefined), text),
         memoryLimitMb: init.memoryLimitMb,
+        disks: () => [
+          { source: "sandbox", mountedOn: "/", sizeBytes: budget?.limitBytes, usedBytes: budget?.usedNow() },
+          ...init.mounts.map((m) => ({ source: "host", mountedOn: m.guest })),
+        ],
       }, python);
       shellState.running++;
       try {

@@ -333,3 +333,31 @@ def test_bash_names_itself_and_ls_aliases_work(kc):
     assert [line.split()[-1] for line in listed[1:]] == ["a.txt", "sub/"], listed
     (folder,) = execute(kc, "ldir /tmp/sh/aliases").stream().splitlines()
     assert folder.startswith("drwxr-xr-x") and folder.endswith(" sub/"), folder
+
+
+def test_df_shows_the_sandboxs_memory_budget_and_its_host_folders_in_gnus_table(tmp_path):
+    """`df -h` (tutorials run it): `/` is the memory the files and Python share (memory_limit_mb), and what a file
+    takes shows in Used; a host folder is listed without the host's sizes. GNU's df on this machine gives the header
+    (its spacing, which follows the widest cell, is held by df_command_test.ts)."""
+    km, kc = start_kernel(["--SandboxKernel.memory_limit_mb=512", f"--SandboxKernel.mounts=['{tmp_path}:/data:rw']"])
+    try:
+        run = execute(kc, "!df -h")
+        header, root, data = run.stream().splitlines()
+        assert (
+            header.split() == subprocess.run(["df", "-h"], capture_output=True, text=True).stdout.split("\n")[0].split()
+        )
+        assert root.split()[0:2] == ["sandbox", "512M"] and root.endswith(" /"), root
+        assert data.split() == ["host", "-", "-", "-", "-", "/data"]
+        used_kib = "int(__import__('subprocess').run(['df', '/'], capture_output=True, text=True).stdout.split()[-4])"
+        grown = value(
+            execute(
+                kc,
+                f"chunk = bytes(2**20)\nbefore = {used_kib}\nwith open('/tmp/big', 'wb') as f:\n"
+                f"    for _ in range(50):\n        f.write(chunk)\n({used_kib} - before) // 1024",
+            )
+        )
+        assert 50 <= int(grown) <= 52, f"50 MiB written to /tmp: Used grew by {grown} MiB"
+        missing = execute(kc, "!df /nowhere 2>&1; echo status $?")
+        assert missing.stream() == "df: /nowhere: No such file or directory\nstatus 1\n"
+    finally:
+        stop_kernel(km, kc)
