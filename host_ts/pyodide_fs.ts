@@ -61,8 +61,17 @@ const DESCRIPTIONS: Record<string, string> = {
 
 /** A Node-style file-system error, as just-bash's commands expect (they test `code` and the message). */
 export class FsError extends Error {
-  constructor(readonly code: string, syscall: string, path: string, detail?: string) {
-    super(`${code}: ${detail ?? DESCRIPTIONS[code] ?? code.toLowerCase()}, ${syscall} '${path}'`);
+  /** Why, in words: the guards' or the service's own, else the errno's. */
+  readonly reason: string;
+  constructor(readonly code: string, syscall: string, readonly path: string, detail?: string) {
+    const reason = detail ?? DESCRIPTIONS[code] ?? code.toLowerCase();
+    super(`${code}: ${reason}, ${syscall} '${path}'`);
+    this.reason = reason;
+  }
+
+  /** As bash says it: `PATH: Reason`. */
+  bashWords(): string {
+    return `${this.path}: ${this.reason.charAt(0).toUpperCase()}${this.reason.slice(1)}`;
   }
 }
 

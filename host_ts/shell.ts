@@ -213,7 +213,9 @@ export class Shell {
         signal: interruptSignal(this.links.interrupt),
       });
     } catch (error) {
-      result = { stdout: "", stderr: `bash: ${String((error as Error)?.message ?? error)}\n`, exitCode: 1 };
+      // (a file error reaches here only from a redirection, which just-bash does not catch: it ends the script)
+      const words = error instanceof FsError ? error.bashWords() : String((error as Error)?.message ?? error);
+      result = { stdout: "", stderr: `bash: ${words}\n`, exitCode: 1 };
     } finally {
       this.stream.armed = false;
     }
