@@ -7,8 +7,9 @@ import re
 import time
 
 import pytest
+from jupyter_client import KernelManager
 
-from conftest import execute, value
+from conftest import Run, execute, value
 
 
 def test_kernel_info_reports_the_guest_python(kc):
@@ -204,3 +205,53 @@ def test_a_pip_error_is_its_message_only(kc):
     run = execute(kc, "%pip frobnicate")
     assert run.content["ename"] == "PackageLoadError"
     assert run.content["traceback"] == [f"PackageLoadError: {run.content['evalue']}"], run.content["traceback"]
+
+
+STREAMS_AND_A_DISPLAY = """import sys, time
+from IPython.display import display
+print('b', file=sys.stderr); print('a')
+display(1)
+print('c'); print('d', file=sys.stderr); print('e')
+"""
+STREAMS_APART = "import sys, time\nprint('f', file=sys.stderr)\ntime.sleep(0.6)\nprint('g')"
+
+
+def output_sequence(run: Run) -> list[tuple[str, str]]:
+    """(stream name or message type, text) in order, consecutive text of one stream joined as a notebook shows it."""
+    shown: list[tuple[str, str]] = []
+    for msg in run.outputs:
+        content = msg["content"]
+        if msg["msg_type"] == "stream" and shown and shown[-1][0] == content["name"]:
+            shown[-1] = (content["name"], shown[-1][1] + content["text"])
+        elif msg["msg_type"] == "stream":
+            shown.append((content["name"], content["text"]))
+        else:
+            shown.append((msg["msg_type"], content.get("data", {}).get("text/plain", "")))
+    return shown
+
+
+def test_stdout_and_stderr_are_shown_in_the_order_ipykernel_shows_them(kc):
+    """ipykernel holds each stream apart: what a quick stretch of code prints shows as its stdout, then its stderr
+    (at a display, at the cell's end); a stream held longer than its interval goes on its own. ipykernel runs the
+    same cells as the control."""
+    expected = {
+        STREAMS_AND_A_DISPLAY: [
+            ("stdout", "a\n"),
+            ("stderr", "b\n"),
+            ("display_data", "1"),
+            ("stdout", "c\ne\n"),
+            ("stderr", "d\n"),
+        ],
+        STREAMS_APART: [("stderr", "f\n"), ("stdout", "g\n")],
+    }
+    control = KernelManager(kernel_name="python3")
+    control.start_kernel()
+    client = control.client()
+    try:
+        client.start_channels()
+        client.wait_for_ready(timeout=60)
+        assert {code: output_sequence(execute(client, code)) for code in expected} == expected, "ipykernel, the control"
+    finally:
+        client.stop_channels()
+        control.shutdown_kernel(now=True)
+    assert {code: output_sequence(execute(kc, code)) for code in expected} == expected

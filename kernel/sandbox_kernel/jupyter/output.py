@@ -1,4 +1,10 @@
-"""Publishes one request's output on IOPub: stream text coalesced, every message within the cell's budget."""
+"""Publishes one request's output on IOPub: stream text coalesced, every message within the cell's budget.
+
+Stream text is held and sent as ipykernel's OutStream sends it: each stream (stdout, stderr) has its own timer,
+started by its first text after the timer last ran out, and sends what it holds when the timer runs out; before
+any other message and at the request's end, stdout's text and then stderr's are sent, and the timers run on. So
+a quick cell that prints to both shows its stdout, then its stderr, as under ipykernel.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +12,8 @@ import asyncio
 import json
 from typing import Any, Protocol
 
-FLUSH_INTERVAL = 0.05  # seconds: stream text reaches the frontend at least this often
+FLUSH_INTERVAL = 0.2  # seconds: each stream's text reaches the frontend at least this often (ipykernel's interval)
+STREAM_ORDER = ("stdout", "stderr")  # the order ipykernel flushes its streams in (any other name after them)
 RESULT_TEXT_CHARS = 10_000  # of an execute_result's text/plain, kept for history's output
 # What each guest message costs on top of its content: a Jupyter message's header, parent header and
 # signature take about this much. Counting it keeps a flood of tiny messages (clear_output in a loop)
@@ -67,8 +74,8 @@ class OutputRouter:
 
     def __init__(self, send: Send, max_bytes: int | None = None) -> None:
         self._send = send
-        self._streams: list[list[str]] = []  # [name, text] segments not yet sent
-        self._timer: asyncio.TimerHandle | None = None
+        self._held: dict[str, list[str]] = {}  # each stream's text not yet sent
+        self._timers: dict[str, asyncio.TimerHandle] = {}
         self.max_bytes = max_bytes
         self.spent = 0
         self.truncated = False
@@ -125,12 +132,14 @@ class OutputRouter:
         return True
 
     def _stream(self, name: str, text: str) -> None:
-        if self._streams and self._streams[-1][0] == name:
-            self._streams[-1][1] += text
-        else:
-            self._streams.append([name, text])
-        if self._timer is None:
-            self._timer = asyncio.get_running_loop().call_later(FLUSH_INTERVAL, self.flush)
+        held = self._held.setdefault(name, [])
+        held.append(text)
+        if name not in self._timers:
+            self._timers[name] = asyncio.get_running_loop().call_later(FLUSH_INTERVAL, self._timer_ran_out, name)
+
+    def _timer_ran_out(self, name: str) -> None:
+        del self._timers[name]
+        self._send_held(name)
 
     # ---- the kernel's own messages ---------------------------------------------------------
     def kernel_message(self, msg_type: str, content: dict[str, Any], kind: str) -> None:
@@ -143,9 +152,11 @@ class OutputRouter:
         self.kernel_message("stream", {"name": name, "text": text}, kind)
 
     def flush(self) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
-        segments, self._streams = self._streams, []
-        for name, text in segments:
+        """Send the text every stream holds: stdout's, then stderr's (their timers run on, as ipykernel's do)."""
+        for name in sorted(self._held, key=lambda n: STREAM_ORDER.index(n) if n in STREAM_ORDER else len(STREAM_ORDER)):
+            self._send_held(name)
+
+    def _send_held(self, name: str) -> None:
+        text = "".join(self._held.pop(name, ()))
+        if text:
             self._send("stream", {"name": name, "text": text}, {})
