@@ -6,8 +6,9 @@ import json
 import time
 
 import pytest
+from jupyter_client import KernelManager
 
-from conftest import execute, start_kernel, stop_kernel
+from conftest import execute, start_kernel, stop_kernel, value
 
 ANSWER_WITHIN = 20.0  # seconds for one magic (measured: well under a second each, %timeit ~2 s)
 NEED_A_PROCESS = ("python2", "pypy", "perl", "ruby")  # %%python and %%python3 run in the sandbox (test_shell.py)
@@ -68,3 +69,40 @@ def test_every_cell_magic_answers_and_none_starts_a_process(magics):
             run = answered(kc, f"%%{name}\nx = 1\n")  # a second use once hung (lazily registered magics)
             assert run.content.get("ename") == "ShellUnavailableError", (name, run.content)
     assert execute(kc, "1+1").of_type("execute_result"), "the kernel no longer answers"
+
+
+IPYKERNEL_ONLY = {"subshell"}  # ipykernel 7's subshells: the sandbox serves one request at a time
+
+
+def test_ipykernels_own_magics_are_here_as_well(magics):
+    """ipykernel adds line magics to IPython's (%clear, %less, %autosave, ... and %store, its default extension):
+    all are here but IPYKERNEL_ONLY, as ipykernel (the control, in the same test) lists them."""
+    _, listed = magics
+    control = KernelManager(kernel_name="python3")
+    control.start_kernel()
+    client = control.client()
+    try:
+        client.start_channels()
+        client.wait_for_ready(timeout=60)
+        code = (
+            "import json\nprint(json.dumps({k: sorted(v) for k, v in get_ipython().magics_manager.lsmagic().items()}))"
+        )
+        ipykernel = json.loads(execute(client, code).stream())
+    finally:
+        client.stop_channels()
+        control.shutdown_kernel(now=True)
+    assert set(ipykernel["line"]) - set(listed["line"]) == IPYKERNEL_ONLY
+    assert set(ipykernel["cell"]) - set(listed["cell"]) == set()
+
+
+def test_ipykernels_magics_do_what_they_do_there(kc):
+    """%less shows a file in the pager, %store keeps a value in the profile's store, %autosave and %clear print
+    what ipykernel's print; %connect_info says where the connection file is instead of its key."""
+    paged = execute(kc, "open('/tmp/n.txt', 'w').write('hello pager\\n')\n%less /tmp/n.txt")
+    assert paged.content["payload"] == [{"source": "page", "data": {"text/plain": "hello pager\n"}, "start": 0}]
+    stored = execute(kc, "x = [1]\n%store x\ndel x\n%store -r x\nx")
+    assert (stored.stream(), value(stored)) == ("Stored 'x' (list)\n", "[1]")
+    assert execute(kc, "%autosave 60").stream() == "Autosaving every 60 seconds\n"
+    assert execute(kc, "%clear").stream() == "\x1b[2J\x1b[H"
+    info = execute(kc, "%connect_info")
+    assert info.content["ename"] == "UsageError" and "connection file stays on the host" in info.stream("stderr")

@@ -239,8 +239,10 @@ class SandboxShell(InteractiveShell):
         super().init_magics()
         self.register_magics(ShellMagics)
         self.register_magics(KernelMagics)
+        from .ipykernel_magics import IpykernelMagics
         from .pkgs import PipMagics
 
+        self.register_magics(IpykernelMagics)
         self.register_magics(PipMagics)
         self._hint_run_misses()
         _time_magic_uses_perf_counter()
@@ -404,8 +406,11 @@ def make_shell() -> SandboxShell:
     # Libraries tell a notebook from a terminal by this section, which ipykernel's app adds (tqdm.auto then draws
     # widget bars, Plotly picks its notebook renderer): the sandbox's output goes to a notebook too.
     config.IPKernelApp.sandboxed = True
-    return SandboxShell.instance(
+    shell = SandboxShell.instance(
         config=config,
         displayhook_class=BridgeDisplayHook,
         display_pub_class=BridgeDisplayPublisher,
     )
+    assert shell.extension_manager is not None  # InteractiveShell makes one
+    shell.extension_manager.load_extension("storemagic")  # as ipykernel's app does (its default extension): %store
+    return shell
