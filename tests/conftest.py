@@ -10,6 +10,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -146,6 +147,21 @@ def start_kernel(
 def stop_kernel(km: KernelManager, kc: BlockingKernelClient) -> None:
     kc.stop_channels()
     km.shutdown_kernel(now=False)
+
+
+@contextmanager
+def ipykernel_control() -> Iterator[BlockingKernelClient]:
+    """A client of ipykernel's own kernel (`python3`): the control a test holds the sandbox to."""
+    km = KernelManager(kernel_name="python3")
+    km.start_kernel()
+    kc = km.client()
+    try:
+        kc.start_channels()
+        kc.wait_for_ready(timeout=START_TIMEOUT)
+        yield kc
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel(now=True)
 
 
 @pytest.fixture(scope="module")

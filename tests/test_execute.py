@@ -7,9 +7,8 @@ import re
 import time
 
 import pytest
-from jupyter_client import KernelManager
 
-from conftest import Run, execute, value
+from conftest import Run, execute, ipykernel_control, value
 
 
 def test_kernel_info_reports_the_guest_python(kc):
@@ -244,14 +243,6 @@ def test_stdout_and_stderr_are_shown_in_the_order_ipykernel_shows_them(kc):
         ],
         STREAMS_APART: [("stderr", "f\n"), ("stdout", "g\n")],
     }
-    control = KernelManager(kernel_name="python3")
-    control.start_kernel()
-    client = control.client()
-    try:
-        client.start_channels()
-        client.wait_for_ready(timeout=60)
+    with ipykernel_control() as client:
         assert {code: output_sequence(execute(client, code)) for code in expected} == expected, "ipykernel, the control"
-    finally:
-        client.stop_channels()
-        control.shutdown_kernel(now=True)
     assert {code: output_sequence(execute(kc, code)) for code in expected} == expected

@@ -6,9 +6,8 @@ import json
 import time
 
 import pytest
-from jupyter_client import KernelManager
 
-from conftest import execute, start_kernel, stop_kernel, value
+from conftest import execute, ipykernel_control, start_kernel, stop_kernel, value
 
 ANSWER_WITHIN = 20.0  # seconds for one magic (measured: well under a second each, %timeit ~2 s)
 NEED_A_PROCESS = ("python2", "pypy", "perl", "ruby")  # %%python and %%python3 run in the sandbox (test_shell.py)
@@ -25,13 +24,17 @@ CELL_ARGS = {
 }
 
 
+LIST_MAGICS = (
+    "import json\nprint(json.dumps({k: sorted(v) for k, v in get_ipython().magics_manager.lsmagic().items()}))"
+)
+
+
 @pytest.fixture
 def magics():
     """A fresh kernel for each walk: line magics such as %doctest_mode or %autocall change how later cells run."""
     km, kc = start_kernel()
     assert "Available line magics" in execute(kc, "%lsmagic").of_type("execute_result")[0]["data"]["text/plain"]
-    code = "import json\nprint(json.dumps({k: sorted(v) for k, v in get_ipython().magics_manager.lsmagic().items()}))"
-    listed = json.loads(execute(kc, code).stream())
+    listed = json.loads(execute(kc, LIST_MAGICS).stream())
     yield kc, listed
     stop_kernel(km, kc)
 
@@ -78,19 +81,8 @@ def test_ipykernels_own_magics_are_here_as_well(magics):
     """ipykernel adds line magics to IPython's (%clear, %less, %autosave, ... and %store, its default extension):
     all are here but IPYKERNEL_ONLY, as ipykernel (the control, in the same test) lists them."""
     _, listed = magics
-    control = KernelManager(kernel_name="python3")
-    control.start_kernel()
-    client = control.client()
-    try:
-        client.start_channels()
-        client.wait_for_ready(timeout=60)
-        code = (
-            "import json\nprint(json.dumps({k: sorted(v) for k, v in get_ipython().magics_manager.lsmagic().items()}))"
-        )
-        ipykernel = json.loads(execute(client, code).stream())
-    finally:
-        client.stop_channels()
-        control.shutdown_kernel(now=True)
+    with ipykernel_control() as client:
+        ipykernel = json.loads(execute(client, LIST_MAGICS).stream())
     assert set(ipykernel["line"]) - set(listed["line"]) == IPYKERNEL_ONLY
     assert set(ipykernel["cell"]) - set(listed["cell"]) == set()
 

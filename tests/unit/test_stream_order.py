@@ -21,6 +21,21 @@ def router_and_sent() -> tuple[OutputRouter, Sent]:
     return OutputRouter(send), sent
 
 
+Timer = tuple[float, Any, tuple[Any, ...]]  # (delay, callback, its arguments)
+
+
+def held_timers(monkeypatch: pytest.MonkeyPatch) -> list[Timer]:
+    """The running loop's call_later, recording each timer instead of starting it: the test runs them out."""
+    timers: list[Timer] = []
+
+    def call_later(delay: float, callback: Any, *args: Any) -> asyncio.TimerHandle:
+        timers.append((delay, callback, args))
+        return asyncio.TimerHandle(0.0, lambda: None, (), asyncio.get_running_loop())
+
+    monkeypatch.setattr(asyncio.get_running_loop(), "call_later", call_later)
+    return timers
+
+
 def test_a_quick_cell_shows_its_stdout_then_its_stderr() -> None:
     async def cell() -> Sent:
         router, sent = router_and_sent()
@@ -43,9 +58,7 @@ def test_a_quick_cell_shows_its_stdout_then_its_stderr() -> None:
 
 def test_each_stream_is_sent_by_its_own_timer_from_its_first_held_text(monkeypatch: pytest.MonkeyPatch) -> None:
     async def cell() -> tuple[list[float], Sent]:
-        loop = asyncio.get_running_loop()
-        timers: list[tuple[float, Any, tuple[Any, ...]]] = []
-        monkeypatch.setattr(loop, "call_later", lambda delay, fn, *args: timers.append((delay, fn, args)) or Handle())
+        timers = held_timers(monkeypatch)
         router, sent = router_and_sent()
         router.stream("stderr", "first\n")
         router.stream("stdout", "second\n")
@@ -67,9 +80,7 @@ def test_a_flush_leaves_the_timers_running_as_ipykernels_do(monkeypatch: pytest.
     """ipykernel's own order after a display: the timers started before it send what was printed after it."""
 
     async def cell() -> tuple[int, Sent]:
-        loop = asyncio.get_running_loop()
-        timers: list[tuple[float, Any, tuple[Any, ...]]] = []
-        monkeypatch.setattr(loop, "call_later", lambda delay, fn, *args: timers.append((delay, fn, args)) or Handle())
+        timers = held_timers(monkeypatch)
         router, sent = router_and_sent()
         router.stream("stderr", "b\n")
         router.stream("stdout", "a\n")
@@ -84,13 +95,6 @@ def test_a_flush_leaves_the_timers_running_as_ipykernels_do(monkeypatch: pytest.
     started, sent = asyncio.run(cell())
     assert started == 2
     assert sent[3:] == [("stream", ("stderr", "d\n")), ("stream", ("stdout", "c\n"))]
-
-
-class Handle:
-    """A timer handle that was never scheduled."""
-
-    def cancel(self) -> None:
-        pass
 
 
 def test_nothing_is_sent_for_a_stream_with_no_text() -> None:
