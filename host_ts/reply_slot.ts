@@ -5,10 +5,13 @@
  * The host writes the slot only while it is empty (state 0) and the guest empties it after reading (state 0, then a
  * notify), so an answer is never written over one the guest is reading, nor cleared unread. Answers that come while
  * the slot is full wait here, oldest first; a guest that never empties the slot (it asked without waiting) costs at
- * most MAX_WAITING_ANSWERS of them, the oldest dropped first.
+ * most MAX_WAITING_ANSWERS of them and WAITING_SLOTS_OF_BYTES slots' worth of bytes, the oldest dropped first. The
+ * guest can reach the slot's words too: whatever it writes there, it stalls only its own answers.
  */
 
 export const MAX_WAITING_ANSWERS = 64;
+/** The answers waiting hold at most this many slots' worth of bytes (answers can be as large as the slot). */
+export const WAITING_SLOTS_OF_BYTES = 4;
 export const SLOT_HEADER_BYTES = 12;
 const EMPTY = 0;
 const FULL = 1;
@@ -26,6 +29,7 @@ export class ReplySlot {
   private readonly ctrl: Int32Array;
   private readonly data: Uint8Array;
   private readonly waiting: { n: number; body: Uint8Array }[] = [];
+  private waitingBytes = 0;
   private watching = false;
 
   constructor(readonly buffer: SharedArrayBuffer) {
@@ -45,7 +49,11 @@ export class ReplySlot {
       ? bytes
       : encoder.encode(JSON.stringify({ error: "reply too large" }));
     this.waiting.push({ n: n | 0, body });
-    if (this.waiting.length > MAX_WAITING_ANSWERS) this.waiting.shift();
+    this.waitingBytes += body.length;
+    const maxBytes = WAITING_SLOTS_OF_BYTES * this.data.length;
+    while (this.waiting.length > 1 && (this.waiting.length > MAX_WAITING_ANSWERS || this.waitingBytes > maxBytes)) {
+      this.waitingBytes -= this.waiting.shift()!.body.length;
+    }
     this.deliver();
   }
 
@@ -55,28 +63,32 @@ export class ReplySlot {
   }
 
   private deliver(): void {
-    const next = this.waiting[0];
-    if (next === undefined) return;
-    if (Atomics.load(this.ctrl, 0) !== EMPTY) return this.watch();
-    this.waiting.shift();
-    this.data.set(next.body);
-    Atomics.store(this.ctrl, 1, next.body.length);
-    Atomics.store(this.ctrl, 2, next.n);
-    Atomics.store(this.ctrl, 0, FULL);
-    Atomics.notify(this.ctrl, 0);
-    if (this.waiting.length > 0) this.watch();
+    for (let next = this.waiting[0]; next !== undefined; next = this.waiting[0]) {
+      const state = Atomics.load(this.ctrl, 0);
+      if (state !== EMPTY) return this.watch(state);
+      this.waiting.shift();
+      this.waitingBytes -= next.body.length;
+      this.data.set(next.body);
+      Atomics.store(this.ctrl, 1, next.body.length);
+      Atomics.store(this.ctrl, 2, next.n);
+      Atomics.store(this.ctrl, 0, FULL);
+      Atomics.notify(this.ctrl, 0);
+    }
   }
 
-  /** Deliver again once the guest has emptied the slot (or anyone notifies it, e.g. an interrupt). */
-  private watch(): void {
+  /** Deliver again once the slot's state is no longer `seen` (the guest emptied it), or on a notify (an interrupt).
+   * Each try is a task of its own, never a microtask: the guest shares the slot, and a state it keeps changing (or
+   * sets to a value that is neither) must still leave the event loop its turns. */
+  private watch(seen: number): void {
     if (this.watching) return;
-    const wait = Atomics.waitAsync(this.ctrl, 0, FULL);
-    if (!wait.async) return queueMicrotask(() => this.deliver()); // emptied already
     this.watching = true;
-    wait.value.then(() => {
+    const again = () => {
       this.watching = false;
       this.deliver();
-    });
+    };
+    const wait = Atomics.waitAsync(this.ctrl, 0, seen);
+    if (wait.async) wait.value.then(() => setTimeout(again, 0));
+    else setTimeout(again, 0); // it changed already
   }
 }
 

@@ -1,5 +1,11 @@
 import assert from "node:assert/strict";
-import { AnswerReader, MAX_WAITING_ANSWERS, ReplySlot, SLOT_HEADER_BYTES } from "./reply_slot.ts";
+import {
+  AnswerReader,
+  MAX_WAITING_ANSWERS,
+  ReplySlot,
+  SLOT_HEADER_BYTES,
+  WAITING_SLOTS_OF_BYTES,
+} from "./reply_slot.ts";
 
 const BYTES = 64;
 
@@ -16,12 +22,23 @@ function slot(): { slot: ReplySlot; ctrl: Int32Array; answer: () => string; empt
 
 const turn = () => new Promise((resolve) => setTimeout(resolve, 0));
 
-Deno.test("an answer lands with its number; one too large becomes an error the guest can read", async () => {
+/** Once the host has put an answer in the slot (its state is no longer 0). */
+async function filled(ctrl: Int32Array): Promise<void> {
+  const wait = Atomics.waitAsync(ctrl, 0, 0, 5000);
+  const alive = setTimeout(() => {}, 5000); // a pending waitAsync alone does not keep Deno's event loop going
+  try {
+    if (wait.async) await wait.value;
+  } finally {
+    clearTimeout(alive);
+  }
+  assert.equal(Atomics.load(ctrl, 0), 1, "no answer was put in the slot");
+}
+
+Deno.test("an answer lands with its number; one too large becomes an error the guest can read", () => {
   const s = slot();
   s.slot.put(9, { value: "hi" });
   assert.deepEqual([s.ctrl[0], s.ctrl[2], s.answer()], [1, 9, '{"value":"hi"}']);
   s.empty();
-  await turn();
   s.slot.put(10, { value: "x".repeat(BYTES) });
   assert.deepEqual([s.ctrl[0], s.ctrl[2], s.answer()], [1, 10, '{"error":"reply too large"}']);
 });
@@ -32,7 +49,7 @@ Deno.test("an answer never overwrites one the guest has not read: it waits until
   s.slot.put(2, "wanted");
   assert.deepEqual([s.ctrl[2], s.answer(), s.slot.backlog], [1, '"stale"', 1]);
   s.empty();
-  await turn();
+  await filled(s.ctrl);
   assert.deepEqual([s.ctrl[0], s.ctrl[2], s.answer(), s.slot.backlog], [1, 2, '"wanted"', 0]);
 });
 
@@ -42,8 +59,25 @@ Deno.test("a guest that never empties the slot holds a bounded backlog, the olde
   assert.equal(s.slot.backlog, MAX_WAITING_ANSWERS);
   assert.equal(s.ctrl[2], 0);
   s.empty();
-  await turn();
+  await filled(s.ctrl);
   assert.equal(s.ctrl[2], 6); // answers 1-5 were dropped
+});
+
+Deno.test("answers as large as the slot wait only a few slots' worth of bytes", () => {
+  const s = slot();
+  for (let n = 0; n < 20; n++) s.slot.put(n, "x".repeat(BYTES - 2)); // JSON: the slot's size exactly
+  assert.equal(s.slot.backlog, WAITING_SLOTS_OF_BYTES);
+});
+
+Deno.test("a state the guest wrote into the slot stalls only its answers: the host's event loop turns", async () => {
+  const s = slot();
+  Atomics.store(s.ctrl, 0, 2); // neither empty nor full
+  s.slot.put(1, "answer");
+  for (let i = 0; i < 5; i++) await turn(); // each would never come if the host retried in microtasks
+  assert.deepEqual([Atomics.load(s.ctrl, 0), s.slot.backlog], [2, 1]);
+  s.empty();
+  await filled(s.ctrl);
+  assert.equal(s.answer(), '"answer"');
 });
 
 Deno.test("a reader in another thread gets every answer it waits for, with stale answers racing each one", async () => {
