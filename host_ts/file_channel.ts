@@ -10,8 +10,10 @@
  * is [JSON length u32][JSON][payload bytes].
  */
 
-// Captured when the module loads, before guest code runs (it shares the worker's realm).
-const { load, store, notify, wait, waitAsync } = Atomics;
+// The client runs in the worker, whose realm guest code shares: both sides touch the channel only through
+// shared_views.ts (and JSON as captured when the module loads).
+import { copyIn, copyOut, load, notify, store, wait, waitAsync } from "./shared_views.ts";
+
 const { stringify, parse } = JSON;
 const encoder = new TextEncoder();
 const decoder = new TextDecoder();
@@ -36,13 +38,16 @@ export interface Message {
   payload: Uint8Array;
 }
 
-function put(area: Uint8Array, json: unknown, payload?: Uint8Array): number {
+/** Write a message into the channel's area (`areaBytes` of `buffer` from CTRL); its size. */
+function put(buffer: SharedArrayBuffer, areaBytes: number, json: unknown, payload?: Uint8Array): number {
   const text = encoder.encode(stringify(json));
   const size = 4 + text.length + (payload?.length ?? 0);
-  if (size > area.length) throw new RangeError(`a file call of ${size} bytes does not fit the channel`);
-  new DataView(area.buffer, area.byteOffset).setUint32(0, text.length);
-  area.set(text, 4);
-  if (payload) area.set(payload, 4 + text.length);
+  if (size > areaBytes) throw new RangeError(`a file call of ${size} bytes does not fit the channel`);
+  const head = new Uint8Array(4);
+  new DataView(head.buffer).setUint32(0, text.length);
+  copyIn(buffer, CTRL, head);
+  copyIn(buffer, CTRL + 4, text);
+  if (payload) copyIn(buffer, CTRL + 4 + text.length, payload);
   return size;
 }
 
@@ -57,16 +62,16 @@ function take(bytes: Uint8Array): Message {
 /** The worker's side: one call at a time, blocking until the answer is in. */
 export class FileClient {
   private ctrl: Int32Array;
-  private area: Uint8Array;
+  private areaBytes: number;
   private number = 0;
 
-  constructor(sab: SharedArrayBuffer) {
+  constructor(private readonly sab: SharedArrayBuffer) {
     this.ctrl = new Int32Array(sab, 0, 4);
-    this.area = new Uint8Array(sab, CTRL);
+    this.areaBytes = sab.byteLength - CTRL;
   }
 
   call(json: unknown, payload?: Uint8Array): Message {
-    store(this.ctrl, REQUEST_LENGTH, put(this.area, json, payload));
+    store(this.ctrl, REQUEST_LENGTH, put(this.sab, this.areaBytes, json, payload));
     const n = (this.number = (this.number + 1) | 0);
     store(this.ctrl, REQUEST, n);
     notify(this.ctrl, REQUEST);
@@ -75,8 +80,8 @@ export class FileClient {
       if (answered === n) break;
       wait(this.ctrl, ANSWER, answered, 1000);
     }
-    const length = Math.min(Math.max(load(this.ctrl, ANSWER_LENGTH), 0), this.area.length);
-    return take(this.area.slice(0, length));
+    const length = Math.min(Math.max(load(this.ctrl, ANSWER_LENGTH), 0), this.areaBytes);
+    return take(copyOut(this.sab, CTRL, length));
   }
 }
 
@@ -85,11 +90,11 @@ export type Handler = (request: Message) => Promise<{ json: unknown; payload?: U
 /** The supervisor's side: serves calls for as long as the sandbox lives. */
 export class FileServer {
   private ctrl: Int32Array;
-  private area: Uint8Array;
+  private areaBytes: number;
 
-  constructor(sab: SharedArrayBuffer) {
+  constructor(private readonly sab: SharedArrayBuffer) {
     this.ctrl = new Int32Array(sab, 0, 4);
-    this.area = new Uint8Array(sab, CTRL);
+    this.areaBytes = sab.byteLength - CTRL;
   }
 
   async serve(handle: Handler): Promise<never> {
@@ -107,18 +112,21 @@ export class FileServer {
       if (n === seen) continue;
       seen = n;
       lingering = true;
-      const length = Math.min(Math.max(load(this.ctrl, REQUEST_LENGTH), 0), this.area.length);
+      const length = Math.min(Math.max(load(this.ctrl, REQUEST_LENGTH), 0), this.areaBytes);
       let answer: { json: unknown; payload?: Uint8Array };
       try {
-        answer = await handle(take(this.area.slice(0, length))); // a copy: the worker cannot change it under us
+        answer = await handle(take(copyOut(this.sab, CTRL, length))); // a copy: the worker cannot change it under us
       } catch (err) {
         answer = { json: { code: "EINVAL", message: `a malformed file call (${String(err).slice(0, 200)})` } };
       }
       let size: number;
       try {
-        size = put(this.area, answer.json, answer.payload);
+        size = put(this.sab, this.areaBytes, answer.json, answer.payload);
       } catch (err) {
-        size = put(this.area, { code: "EIO", message: `the answer did not fit the channel (${String(err)})` });
+        size = put(this.sab, this.areaBytes, {
+          code: "EIO",
+          message: `the answer did not fit the channel (${String(err)})`,
+        });
       }
       store(this.ctrl, ANSWER_LENGTH, size);
       store(this.ctrl, ANSWER, n);

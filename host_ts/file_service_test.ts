@@ -68,3 +68,30 @@ Deno.test("host_writes 'any' lets the name through to the host's own checks", as
   // Refused by Deno here (this test may touch no file), not by the allowlist.
   assert.doesNotMatch((json as { message?: string }).message ?? "", /Only plain data files/);
 });
+
+/** A folder the test may write (test_static_checks.py makes one and grants it): forged calls on real files. */
+const FOLDER = Deno.env.get("SBK_FILE_SERVICE_TEST_FOLDER");
+
+Deno.test({
+  name: "a forged rename of a file onto itself gives no quota back (F3.3: it gave the file's size each time)",
+  ignore: FOLDER === undefined,
+  async fn() {
+    const service = new FileService([{ ...mount("data"), host: FOLDER!, maxGrowthBytes: 1_000_000 }]);
+    const call = async (json: Record<string, unknown>, payload = new Uint8Array()) =>
+      (await service.handle({ json: { mount: 0, ...json }, payload })).json as Record<string, unknown>;
+    const write = async (name: string) => {
+      assert.equal((await call({ op: "mknod", path: [name], mode: 0o644, dir: false })).code, undefined);
+      const { handle } = await call({ op: "open", path: [name], flags: 1 }); // O_WRONLY
+      const written = await call({ op: "write", handle, position: 0 }, new Uint8Array(600_000));
+      await call({ op: "close", handle });
+      return written;
+    };
+    await write("a.csv");
+    for (let i = 0; i < 3; i++) {
+      assert.equal((await call({ op: "rename", path: ["a.csv"], to: ["a.csv"] })).code, undefined);
+    }
+    const refused = await write("b.csv");
+    assert.match(String(refused.message), /max_growth_bytes/, JSON.stringify(refused));
+    assert.equal(Deno.statSync(`${FOLDER}/a.csv`).size, 600_000);
+  },
+});

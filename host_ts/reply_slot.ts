@@ -9,6 +9,8 @@
  * guest can reach the slot's words too: whatever it writes there, it stalls only its own answers.
  */
 
+import { copyOut, load, notify, store, wait } from "./shared_views.ts";
+
 export const MAX_WAITING_ANSWERS = 64;
 /** The answers waiting hold at most this many slots' worth of bytes (answers can be as large as the slot). */
 export const WAITING_SLOTS_OF_BYTES = 4;
@@ -18,11 +20,6 @@ const FULL = 1;
 const POLL_MS = 50; // the reader looks at its interrupt flag this often while it waits
 const encoder = new TextEncoder();
 const decoder = new TextDecoder();
-// The reader runs in the worker, whose realm guest code shares: these are captured as the module loads, before it.
-const atomicsLoad = Atomics.load;
-const atomicsStore = Atomics.store;
-const atomicsNotify = Atomics.notify;
-const atomicsWait = Atomics.wait;
 
 /** The host's side: puts each answer in the slot once the slot is empty. */
 export class ReplySlot {
@@ -92,31 +89,32 @@ export class ReplySlot {
   }
 }
 
-/** The worker's side: waits in the slot for the answer to one request, emptying it of any other. */
+/** The worker's side: waits in the slot for the answer to one request, emptying it of any other. It runs in the
+ * worker, whose realm guest code shares: it touches the slot only through shared_views.ts. */
 export class AnswerReader {
   private readonly ctrl: Int32Array;
-  private readonly data: Uint8Array;
+  private readonly dataBytes: number;
 
-  constructor(buffer: SharedArrayBuffer) {
+  constructor(private readonly buffer: SharedArrayBuffer) {
     this.ctrl = new Int32Array(buffer, 0, 3);
-    this.data = new Uint8Array(buffer, SLOT_HEADER_BYTES);
+    this.dataBytes = buffer.byteLength - SLOT_HEADER_BYTES;
   }
 
   /** The answer to request `n`; undefined as soon as `interrupted()` is true. Answers to other requests (ones
    * interrupted before their answer came) are read and dropped. */
   take(n: number, interrupted: () => boolean): string | undefined {
     for (;;) {
-      if (atomicsLoad(this.ctrl, 0) === FULL) {
-        const length = this.ctrl[1];
+      if (load(this.ctrl, 0) === FULL) {
+        const length = Math.min(Math.max(this.ctrl[1] | 0, 0), this.dataBytes);
         const number = this.ctrl[2];
-        const text = decoder.decode(this.data.slice(0, length));
-        atomicsStore(this.ctrl, 0, EMPTY); // the host may put the next answer in
-        atomicsNotify(this.ctrl, 0);
+        const text = decoder.decode(copyOut(this.buffer, SLOT_HEADER_BYTES, length));
+        store(this.ctrl, 0, EMPTY); // the host may put the next answer in
+        notify(this.ctrl, 0);
         if (number === n) return text;
         continue;
       }
       if (interrupted()) return undefined;
-      atomicsWait(this.ctrl, 0, EMPTY, POLL_MS);
+      wait(this.ctrl, 0, EMPTY, POLL_MS);
     }
   }
 }

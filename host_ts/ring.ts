@@ -5,9 +5,8 @@
  * Record layout: [kind u8][request id u32][payload length u32][payload].
  * Kind bit 0x80 marks a record whose payload continues in the next record.
  */
-// Captured when the module loads, before guest code runs: guest code shares the worker's realm and could
-// otherwise replace Atomics' functions and be handed the ring's control words.
-const { load, store, add, notify, wait, waitAsync } = Atomics;
+// The writer runs in the worker, whose realm guest code shares: it touches the ring only through shared_views.ts.
+import { add, copyIn, load, notify, store, wait, waitAsync } from "./shared_views.ts";
 
 export const CTRL_INTS = 4; // write counter, read counter, sequence, reserved
 const W = 0;
@@ -23,14 +22,16 @@ export function makeRingBuffer(dataBytes: number): SharedArrayBuffer {
   return new SharedArrayBuffer(CTRL_INTS * 4 + dataBytes);
 }
 
+const DATA_OFFSET = CTRL_INTS * 4;
+
 class RingBase {
   protected ctrl: Int32Array;
   protected data: Uint8Array;
   protected size: number;
   protected mask: number;
-  constructor(sab: SharedArrayBuffer) {
+  constructor(protected readonly sab: SharedArrayBuffer) {
     this.ctrl = new Int32Array(sab, 0, CTRL_INTS);
-    this.data = new Uint8Array(sab, CTRL_INTS * 4);
+    this.data = new Uint8Array(sab, DATA_OFFSET);
     this.size = this.data.length;
     this.mask = this.size - 1;
   }
@@ -98,8 +99,8 @@ export class RingWriter extends RingBase {
   private copyIn(pos: number, bytes: Uint8Array): void {
     const start = pos & this.mask;
     const first = Math.min(bytes.length, this.size - start);
-    this.data.set(bytes.subarray(0, first), start);
-    if (first < bytes.length) this.data.set(bytes.subarray(first), 0);
+    copyIn(this.sab, DATA_OFFSET + start, bytes.subarray(0, first));
+    if (first < bytes.length) copyIn(this.sab, DATA_OFFSET, bytes.subarray(first));
   }
 }
 

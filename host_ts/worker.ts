@@ -10,6 +10,12 @@
 import { loadPyodide } from "pyodide";
 import { RingWriter } from "./ring.ts";
 import { AnswerReader } from "./reply_slot.ts";
+import {
+  load as atomicsLoad,
+  notify as atomicsNotify,
+  store as atomicsStore,
+  wait as atomicsWait,
+} from "./shared_views.ts";
 import { BLOB, GUEST_EVENT, type GuestEventType, STDERR, STDOUT, type WorkerEventType } from "./protocol.ts";
 import { mountGuestFolders, PACKAGES_SITE, PREIMPORT } from "./snapshot_layout.ts";
 import { restoringSparsely } from "./sparse_restore.ts";
@@ -35,10 +41,6 @@ const isInterrupt = (e: unknown) => (e as { type?: unknown } | null)?.type === "
  * 800 interrupts racing a cell's start under load: Pyodide reports a ConversionError with no message). */
 const isLostReply = (e: unknown) => (e as { type?: unknown } | null)?.type === "ConversionError";
 const now = performance.now.bind(performance);
-const atomicsWait = Atomics.wait;
-const atomicsLoad = Atomics.load;
-const atomicsStore = Atomics.store;
-const atomicsNotify = Atomics.notify;
 const READY: WorkerEventType = "ready"; // the worker's one event: Python is up
 const IOPUB: GuestEventType = "iopub"; // an interrupt's error, when it landed in the glue (written here, for the glue)
 

@@ -508,28 +508,6 @@ def test_a_refused_rename_over_a_host_file_leaves_it_and_the_source_as_they_were
     (capped / "precious.csv").unlink()
 
 
-# Guest code can make file-channel calls itself (attack-files.md's RAW helper): it catches the channel's buffer by
-# swapping DataView for one write, then writes requests into it with Atomics.
-RAW_JS = """(FS) => { let sab = null; const RDV = DataView;
-  const Fake = function (b, o, l) { if (b instanceof SharedArrayBuffer && b.byteLength === 16 + (1<<20) + (64<<10)) sab = b;
-    return l === undefined ? new RDV(b, o) : new RDV(b, o, l); };
-  Fake.prototype = RDV.prototype; globalThis.DataView = Fake;
-  try { FS.writeFile('/quota/__trigger.csv', 'x'); } catch (e) {} globalThis.DataView = RDV;
-  try { FS.unlink('/quota/__trigger.csv'); } catch (e) {}
-  let K = 0x40000000;
-  globalThis.__raw = (jsonText) => { const ctrl = new Int32Array(sab, 0, 4), area = new Uint8Array(sab, 16);
-    const text = new TextEncoder().encode(jsonText); new RDV(sab, 16).setUint32(0, text.length); area.set(text, 4);
-    Atomics.store(ctrl, 2, 4 + text.length); const n = (K++) | 0; Atomics.store(ctrl, 0, n); Atomics.notify(ctrl, 0);
-    for (;;) { const a = Atomics.load(ctrl, 1); if (a === n) break; Atomics.wait(ctrl, 1, a, 1000); }
-    const b = area.slice(0, Atomics.load(ctrl, 3)); const jl = new RDV(b.buffer).getUint32(0);
-    return new TextDecoder().decode(b.subarray(4, 4 + jl)); }; }"""
-RAW = (
-    "import pyodide_js, pyodide.code, js, json\n"
-    f"pyodide.code.run_js({RAW_JS!r})(pyodide_js.FS)\n"
-    "raw = lambda req: json.loads(js.__raw(json.dumps(req)))\n"
-    "QUOTA_INDEX = pyodide_js.FS.lookupPath('/quota').node.mount.opts.index\n"
-)
-
 TRY_WRITE = (
     "def try_write(path):\n    try:\n        with open(path, 'wb') as f:\n            f.write(b'y' * 600_000)\n"
     "        return 'written'\n    except OSError as e:\n        return str(e)\n"
@@ -563,6 +541,26 @@ def test_unlinking_a_file_still_open_gives_its_bytes_back_only_when_it_is_closed
     quota_empty_after(kc, quota)
 
 
+def test_a_forged_rename_onto_itself_gives_nothing_back(mounted, quota):
+    """F3.3: rename(a, a) is a no-op; it used to give the file's size back each time. The FS ends such a rename
+    itself, so the guest calls the driver's rename directly (it shares the worker's realm), past that check; the
+    same forged call straight to the file service is in host_ts/file_service_test.ts."""
+    _, kc = mounted
+    forge = (
+        "(FS) => { const a = FS.lookupPath('/quota/a.csv').node;"
+        " for (let i = 0; i < 3; i++) a.node_ops.rename(a, a.parent, 'a.csv'); return 'renamed' }"
+    )
+    code = (
+        TRY_WRITE + "import pyodide_js, pyodide.code\nopen('/quota/a.csv', 'wb').write(b'x' * 600_000)\n"
+        f"assert pyodide.code.run_js({forge!r})(pyodide_js.FS) == 'renamed'\ntry_write('/quota/b.csv')"
+    )
+    run = execute(kc, code)
+    assert run.content["status"] == "ok", run.content
+    assert "max_growth_bytes" in eval(value(run))
+    assert sum(p.stat().st_size for p in quota.iterdir()) <= QUOTA
+    quota_empty_after(kc, quota)
+
+
 def test_truncating_through_a_handle_counts_its_own_file_not_the_name_it_was_opened_by(mounted, quota):
     """F3.2: the handle's file moved away and another took its name: truncate(0) gives back the handle's 0 bytes."""
     _, kc = mounted
@@ -573,22 +571,6 @@ def test_truncating_through_a_handle_counts_its_own_file_not_the_name_it_was_ope
     )
     err = eval(value(execute(kc, code)))
     assert "max_growth_bytes" in err, err
-    assert sum(p.stat().st_size for p in quota.iterdir()) <= QUOTA
-    quota_empty_after(kc, quota)
-
-
-def test_a_forged_rename_onto_itself_gives_nothing_back(mounted, quota):
-    """F3.3: rename(a, a) is a no-op; it used to subtract the file's size each time."""
-    _, kc = mounted
-    code = (
-        RAW + TRY_WRITE + "open('/quota/a.csv', 'wb').write(b'x' * 600_000)\n"
-        "for _ in range(3):\n"
-        "    assert raw({'op': 'rename', 'mount': QUOTA_INDEX, 'path': ['a.csv'], 'to': ['a.csv']}) == {}\n"
-        "try_write('/quota/b.csv')"
-    )
-    run = execute(kc, code)
-    assert run.content["status"] == "ok", run.content
-    assert "max_growth_bytes" in eval(value(run))
     assert sum(p.stat().st_size for p in quota.iterdir()) <= QUOTA
     quota_empty_after(kc, quota)
 

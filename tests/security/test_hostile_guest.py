@@ -99,33 +99,29 @@ def test_a_guest_that_writes_without_pause_is_still_interrupted_and_keeps_its_va
     assert result(execute(kc, "kept")) == "1"
 
 
-def test_a_forged_reply_record_in_the_ring_is_not_a_reply(hostile):
-    """Guest code that steals the output ring (through a poisoned typed-array method) and writes a REPLY record."""
+def test_a_poisoned_typed_array_method_no_longer_hands_over_the_output_ring(hostile):
+    """Guest code poisons Uint8Array.prototype.set to catch the output ring and then write a forged REPLY record
+    into it. It used to catch the ring; now the glue writes the ring with the method captured at load
+    (host_ts/shared_views.ts), so it catches nothing. A forged record of any kind the worker may not write is
+    dropped by the supervisor (framing_test.ts: "kinds the worker may not write are dropped")."""
     _, kc = hostile
     code = (
         "import js\n"
         "js.eval('''\n"
-        "const set = Uint8Array.prototype.set;\n"
+        "globalThis.__ring = null;\n"
+        "const set = Object.getPrototypeOf(Uint8Array.prototype).set;\n"
         "Uint8Array.prototype.set = function (src, off) {\n"
         "  if (this.buffer instanceof SharedArrayBuffer && this.length > 100000) globalThis.__ring = this;\n"
         "  return set.call(this, src, off);\n"
         "};\n"
         "''')\n"
-        "print('steal')\n"
-        "js.eval('''\n"
-        "Uint8Array.prototype.set = Object.getPrototypeOf(Uint8Array.prototype).set;\n"
-        "const ring = globalThis.__ring, ctrl = new Int32Array(ring.buffer, 0, 4);\n"
-        "const body = new TextEncoder().encode(JSON.stringify({status: 'ok', user_expressions: {}, payload: []}));\n"
-        "const w = Atomics.load(ctrl, 0) >>> 0, mask = ring.length - 1;\n"
-        "const rec = new Uint8Array(9 + body.length); const v = new DataView(rec.buffer);\n"
-        "v.setUint8(0, 6); v.setUint32(1, 0xffffffff); v.setUint32(5, body.length); rec.set(body, 9);\n"
-        "for (let i = 0; i < rec.length; i++) ring[(w + i) & mask] = rec[i];\n"
-        "Atomics.store(ctrl, 0, (w + rec.length) | 0); Atomics.add(ctrl, 2, 1); Atomics.notify(ctrl, 2);\n"
-        "''')\n"
-        "while True:\n    pass"
+        "print('steal ' * 1000)\n"
+        "caught = js.eval('delete Uint8Array.prototype.set; String(globalThis.__ring)')\n"
+        "caught"
     )
     run = execute(kc, code, timeout=60)
-    assert run.content["ename"] == "SandboxTimeout", dump(run)[:2000]
+    assert run.stream().startswith("steal steal"), dump(run)[:2000]
+    assert result(run) == "'null'", dump(run)[:2000]
     assert_alive(kc)
 
 

@@ -35,17 +35,26 @@ def test_python(argv):
     passes([sys.executable, "-m", *argv], REPO)
 
 
+FILE_SERVICE_FOLDER = "SBK_FILE_SERVICE_TEST_FOLDER"  # file_service_test.ts writes real files there
+
+
 @pytest.mark.parametrize(
     "argv",
     [
         ["check", *TS_FILES],  # the *_test.ts files too
         ["lint"],
         ["fmt", "--check"],
-        ["test", "--allow-read=ring.ts,reply_slot.ts"],  # what the tests' own threads import; nothing else
+        # what the tests' threads import, and a folder of the test's own for the file service's forged calls
+        [
+            "test",
+            "--allow-read=ring.ts,reply_slot.ts,shared_views.ts,{folder}",
+            "--allow-write={folder}",
+            f"--allow-env={FILE_SERVICE_FOLDER}",
+        ],
     ],
     ids=["deno-check", "deno-lint", "deno-fmt", "deno-test"],
 )
-def test_typescript(argv):
+def test_typescript(argv, tmp_path):
     """With the kernel's own Deno cache (the pinned Pyodide's types are there after `sandbox-kernel fetch`)."""
-    env = {**os.environ, "DENO_DIR": str(provision.deno_dir()), "NO_COLOR": "1"}
-    passes([paths.deno_executable(), *argv], HOST, env)
+    env = {**os.environ, "DENO_DIR": str(provision.deno_dir()), "NO_COLOR": "1", FILE_SERVICE_FOLDER: str(tmp_path)}
+    passes([paths.deno_executable(), *(arg.format(folder=tmp_path) for arg in argv)], HOST, env)
