@@ -20,6 +20,12 @@ from jupyter_client.blocking.client import BlockingKernelClient
 from jupyter_client.manager import KernelManager
 
 from sandbox_kernel.jupyter.kernelspec import KERNEL_NAME, install
+from sandbox_kernel.provisioner.pooled import POOL_SIZE_VARIABLE
+
+# The kernels that the tests start come cold: a kernel left waiting after each launch, most of them with settings
+# of their own that no later launch shares, would double the suite's kernel starts. The pool's own tests
+# (tests/test_kernel_pool.py) turn it on.
+os.environ[POOL_SIZE_VARIABLE] = "0"
 
 # bench/kernel_gateway.py, the Kernel Gateway runner that the tests share with bench/load.py
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))

@@ -694,3 +694,48 @@ def test_the_url_judge_agrees_with_chromium(browser: BrowserContext) -> None:
         assert decoded == [value for _, value in ENTITY_CASES]
     finally:
         page.close()
+
+
+def pool_lines(lab: Lab, kernel_id: str) -> list[str]:
+    """What the pooled provisioner said in the server's log of the kernel `kernel_id`."""
+    return [line for line in lab.log.read_text().splitlines() if f"Kernel {kernel_id} " in line and "pool" in line]
+
+
+def test_with_the_pool_new_notebooks_and_restarts_get_fresh_kernels_that_waited(tmp_path: Path, page: Page) -> None:
+    """The kernelspec's pooled provisioner in a real server (on by default; turned off for the other tests): a
+    second notebook and a Kernel > Restart each take a kernel that was started before they asked (the server's log
+    says so), and find nothing of the kernel before: no variable, no file, other randomness, count 1."""
+    (tmp_path / "config").mkdir()
+    pool = {"PooledKernelProvisioner": {"pool_size": 1, "refill_delay": 0}}
+    (tmp_path / "config" / "jupyter_server_config.json").write_text(json.dumps(pool))
+    with served_lab(tmp_path, env_extra={"SANDBOX_KERNEL_POOL_SIZE": "0"}) as lab:  # the config is what turns it on
+        open_notebook(page, lab, KERNEL)
+        cell = run_cell(page, "import random; x = 1; open('/tmp/left.txt', 'w').close(); print(random.random())")
+        output = cell.locator(".jp-OutputArea-output").first
+        expect(output).to_have_text(re.compile(r"0\.\d+"), timeout=CELL_MS)
+        before = output.inner_text()
+        (first,) = lab.api("GET", "/api/kernels")
+        assert pool_lines(lab, first["id"]) == [], "the first kernel of a server starts cold"
+
+        page.keyboard.press("Escape")
+        page.keyboard.press("0")  # Kernel > Restart (command mode: 0 0), then its dialog
+        page.keyboard.press("0")
+        page.get_by_role("button", name="Confirm Kernel Restart").click(timeout=UI_MS)
+        expect(kernel_status(page)).to_have_attribute("data-status", "idle", timeout=KERNEL_MS)
+        check = "import os, random; print('x' in dir(), os.path.exists('/tmp/left.txt'), random.random())"
+        cell = run_cell(page, check)
+        output = cell.locator(".jp-OutputArea-output").first
+        expect(output).to_have_text(re.compile(r"False False 0\.\d+"), timeout=CELL_MS)
+        assert output.inner_text().split()[-1] != before
+        expect(cell.locator(".jp-InputPrompt")).to_contain_text("[1]")
+        (restarted,) = pool_lines(lab, first["id"])
+        assert "taken from the pool" in restarted, restarted
+
+        open_notebook(page, lab, KERNEL)  # a second notebook, its own kernel
+        cell = run_cell(page, check)
+        expect(cell.locator(".jp-OutputArea-output").first).to_have_text(
+            re.compile(r"False False 0\.\d+"), timeout=CELL_MS
+        )
+        (second,) = [k for k in lab.api("GET", "/api/kernels") if k["id"] != first["id"]]
+        (taken,) = pool_lines(lab, second["id"])
+        assert "taken from the pool" in taken, taken

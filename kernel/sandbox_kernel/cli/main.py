@@ -365,6 +365,7 @@ def main(argv: list[str] | None = None) -> None:
 
         from sandbox_kernel.jupyter import early_start
         from sandbox_kernel.malloc_arena import one_malloc_arena
+        from sandbox_kernel.provisioner import handover
 
         one_malloc_arena()  # before the early start's thread and the kernel's (each would make an arena of its own)
 
@@ -375,6 +376,8 @@ def main(argv: list[str] | None = None) -> None:
         early_start.begin(argv)  # the first sandbox starts while the kernel imports ipykernel
         from sandbox_kernel.jupyter.app import launch
 
+        if handover.is_waiting(argv):  # a pooled kernel: spawned and imported, it waits to be given a launch
+            argv = handover.receive(argv)
         launch(argv)
         return
     if argv[0] == "launch-eg":  # EG's launcher options and kernel settings: its own parser checks them

@@ -8,9 +8,11 @@ from typing import Any
 
 from jupyter_client.kernelspec import NoSuchKernel
 from jupyter_client.manager import AsyncKernelManager
+from traitlets.config import Config
 
 from sandbox_kernel.client.connection import Channel, KernelDied
 from sandbox_kernel.jupyter.kernelspec import KERNEL_NAME
+from sandbox_kernel.provisioner.pooled import NO_POOL
 from sandbox_kernel.sandbox import private_folders
 
 
@@ -45,7 +47,9 @@ class LocalKernel:
 
     async def start(self, timeout: float) -> None:
         self._sockets = private_folders.make()
-        self.km = AsyncKernelManager(kernel_name=self.kernel_name, transport="ipc", ip=str(self._sockets / "kernel"))
+        self.km = AsyncKernelManager(
+            kernel_name=self.kernel_name, transport="ipc", ip=str(self._sockets / "kernel"), config=Config(NO_POOL)
+        )
         options: dict[str, Any] = {"cwd": self.cwd} if self.cwd else {}
         if self.stderr is not None:
             options["stderr"] = self.stderr

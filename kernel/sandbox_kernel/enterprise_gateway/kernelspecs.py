@@ -125,6 +125,8 @@ def _base(python: str, display_name: str, process_proxy: dict[str, object]) -> d
     """This kernel's kernel.json (its language, interrupt mode, env) with EG's process proxy and a name."""
     spec = kernel_json(python)
     metadata = dict(spec.get("metadata") or {})  # type: ignore[call-overload]
+    # EG starts kernels through its process proxy, in an environment without this package: no pooled provisioner.
+    metadata.pop("kernel_provisioner", None)
     metadata["process_proxy"] = process_proxy
     spec.update(display_name=display_name, metadata=metadata)
     return spec

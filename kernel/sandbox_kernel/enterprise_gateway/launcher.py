@@ -23,12 +23,14 @@ from pathlib import Path
 from jupyter_client.kernelspec import KernelSpec, KernelSpecManager
 from jupyter_client.manager import AsyncKernelManager
 from jupyter_client.provisioning.local_provisioner import LocalProvisioner
+from traitlets.config import Config
 
 from sandbox_kernel import paths
 from sandbox_kernel.enterprise_gateway import arguments, ports
 from sandbox_kernel.enterprise_gateway.comm import CommListener, Request
 from sandbox_kernel.enterprise_gateway.payload import seal
 from sandbox_kernel.jupyter.kernelspec import KERNEL_NAME, kernel_json
+from sandbox_kernel.provisioner.pooled import NO_POOL
 
 STOP_SECONDS = 10.0  # a clean stop: shutdown_request, SIGTERM at half of it, SIGKILL at its end (jupyter_client)
 GRACE_SECONDS = 2.0  # EG sends the kernel its shutdown_request before it asks the launcher to stop: time to end
@@ -109,6 +111,7 @@ class Launcher:
             cache_ports=False,  # the ports come from EG's range, not jupyter_client's cache
             transport_encryption="disabled",  # EG's jupyter_client cannot speak CurveZMQ
             shutdown_wait_time=STOP_SECONDS,
+            config=Config(NO_POOL),  # one kernel per launcher process: nothing to take a waiting one
         )
         chosen = ports.free_ports(len(JUPYTER_CHANNELS), args.port_range, args.ip)
         for channel, port in zip(JUPYTER_CHANNELS, chosen, strict=True):

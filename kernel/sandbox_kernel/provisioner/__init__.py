@@ -1,0 +1,1 @@
+"""provisioner: see docs/architecture.md."""
