@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -108,14 +109,38 @@ def test_a_launch_of_another_key_is_told_how_it_differs_and_takes_the_room(pool)
     assert pool.pids() != [old] and pool.take(key("b"))[0] is not None  # a's kernel made room for b's
 
 
-def test_the_idle_pool_and_a_pool_of_size_zero_stop_their_kernels(pool):
+def test_the_idle_pool_stops_its_kernels_and_a_refill_under_way_with_them(pool):
     pool.launched(key("a"), stand_in, size=2, refill_delay=0, idle_timeout=0.5)
     assert pool.wait_for_count(2, 30)
     assert pool.wait_for_count(0, 30)  # stopped and reaped half a second after the launch
-    pool.launched(key("a"), stand_in, size=1, refill_delay=0, idle_timeout=0)
-    assert pool.wait_for_count(1, 30)
-    pool.launched(key("a"), stand_in, size=0, refill_delay=0, idle_timeout=0)
+    pool._fill()  # a refill timer that fired after stop_all: it makes nothing until the next launch
     assert pool.pids() == []
+
+
+def test_a_waiting_kernel_that_said_ready_exits_cleanly_when_stopped(pool):
+    """The kernel's own side (handover.receive): READY said and unread, the pool's end closed, it exits with 0."""
+    code = f"from sandbox_kernel.provisioner.handover import receive; receive(['-f', {WAITING!r}])"
+    pool.launched(key("a"), lambda fd: subprocess.Popen([sys.executable, "-c", code], stdin=fd, stderr=subprocess.PIPE),
+                  size=1, refill_delay=0, idle_timeout=0)  # fmt: skip
+    assert pool.wait_for_count(1, 30)
+    kernel, _ = pool.take(key("a"))
+    assert kernel is not None
+    said, _, _ = select.select([kernel._channel], [], [], 30)  # READY is there, and left unread
+    assert said
+    kernel.stop()
+    assert kernel.process.returncode == 0, kernel.process.stderr.read()
+
+
+def test_a_handover_to_a_kernel_that_died_raises_for_the_launch_to_start_cold(pool):
+    pool.launched(key("a"), stand_in, size=1, refill_delay=0, idle_timeout=0)
+    assert pool.wait_for_count(1, 30, ready=True)
+    kernel, _ = pool.take(key("a"))
+    assert kernel is not None
+    kernel.process.kill()
+    kernel.process.wait()
+    with pytest.raises(OSError):
+        kernel.hand_over(Handover("/k.json", "/", {}))
+    kernel.stop()
 
 
 def test_a_dead_waiting_kernel_is_never_handed_out(pool):

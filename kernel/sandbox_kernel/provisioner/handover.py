@@ -72,7 +72,10 @@ def receive(argv: list[str], stdin: IO[bytes] | None = None) -> list[str]:
         os.write(stream.fileno(), READY)
     except OSError:  # a pipe (a test's, or by hand): nobody to tell
         pass
-    line = stream.readline(MAX_LINE + 1)
+    try:
+        line = stream.readline(MAX_LINE + 1)
+    except OSError:  # the pool's end was closed with READY unread: as good as end of file
+        line = b""
     if not line:
         sys.exit(0)
     if len(line) > MAX_LINE or not line.endswith(b"\n"):

@@ -9,6 +9,7 @@ Either way the pool then refills (waiting_kernels.py). Each waiting kernel is ha
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import os
 import subprocess
@@ -21,7 +22,7 @@ from jupyter_client.provisioning.local_provisioner import LocalProvisioner
 from traitlets import Float, Int, default
 
 from sandbox_kernel.provisioner.handover import PER_LAUNCH_ENV, Handover
-from sandbox_kernel.provisioner.waiting_kernels import POOL, LaunchKey, WaitingKernel
+from sandbox_kernel.provisioner.waiting_kernels import EMPTY, POOL, LaunchKey, WaitingKernel
 
 # For kernel managers in programs that keep no pool of waiting kernels: the agent API (AsyncSandboxPool is its pool)
 # and Enterprise Gateway's launcher (one kernel per launcher process). A traitlets config of the kernel manager.
@@ -34,7 +35,7 @@ class PooledKernelProvisioner(LocalProvisioner):
 
     pool_size = Int(
         help="Kernels kept started and waiting, for the next launch (a new notebook, a restart, a batch run's next "
-        f"notebook) to take at once; each waiting kernel costs ~190 MiB. 0: every kernel starts cold. Default 1, "
+        f"notebook) to take at once; each waiting kernel costs ~155 MiB PSS. 0: every kernel starts cold. Default 1, "
         f"or the environment variable {POOL_SIZE_VARIABLE}.",
     ).tag(config=True)
     refill_delay = Float(
@@ -63,22 +64,26 @@ class PooledKernelProvisioner(LocalProvisioner):
         connection_file = str(getattr(self.parent, "connection_file", ""))
         env: dict[str, str] = dict(options.get("env") or os.environ)
         if self.pool_size <= 0 or not connection_file or cmd.count(connection_file) != 1:
-            POOL.stop_all()
-            return await super().launch_kernel(cmd, **kwargs)
+            return await super().launch_kernel(cmd, **kwargs)  # (the pool's waiting kernels stay for other launches)
         key = LaunchKey.of(cmd, env, options, connection_file)
         cwd, kernel, why_not = _take(key, options.get("cwd"))
         start = functools.partial(_start_waiting, list(key.cmd), env, options, cwd)
+        if kernel is not None:
+            ready = kernel.ready()
+            try:
+                kernel.hand_over(_handover(connection_file, cwd, env))
+            except OSError as exc:  # it died since take() saw it alive
+                await asyncio.to_thread(kernel.stop)
+                kernel, why_not = None, f"the waiting kernel was gone ({exc})"
         if kernel is None:
-            (self.log.info if "differs" in why_not else self.log.debug)(
+            (self.log.debug if why_not == EMPTY else self.log.info)(
                 "Kernel %s started cold: %s.", self.kernel_id, why_not
             )
             info = await super().launch_kernel(cmd, **kwargs)
         else:
-            ready = kernel.ready()
-            kernel.hand_over(Handover(connection_file, cwd, {k: env[k] for k in PER_LAUNCH_ENV if k in env}))
             self.process = kernel.process
             self.pid = kernel.process.pid
-            self.pgid = os.getpgid(kernel.process.pid)
+            self.pgid = _process_group(kernel.process.pid)
             self.cwd = cwd
             self.log.info(
                 "Kernel %s taken from the pool (started %.1f s before, %s).",
@@ -91,11 +96,23 @@ class PooledKernelProvisioner(LocalProvisioner):
         return info
 
 
+def _process_group(pid: int) -> int | None:
+    try:
+        return os.getpgid(pid)
+    except OSError:  # it has ended already: the kernel manager finds out as for any kernel
+        return None
+
+
+def _handover(connection_file: str, cwd: str, env: dict[str, str]) -> Handover:
+    """The launch's connection file (absolute: the kernel moves to `cwd` first), folder and per-launch variables."""
+    return Handover(os.path.abspath(connection_file), cwd, {k: env[k] for k in PER_LAUNCH_ENV if k in env})
+
+
 def _take(key: LaunchKey, cwd: str | None) -> tuple[str, WaitingKernel | None, str]:
     """The launch's folder (absolute), and the kernel waiting for `key` or why there is none."""
     folder = str(Path(cwd or os.getcwd()).absolute())
-    if not os.path.isdir(folder):
-        return folder, None, f"its folder {folder} is not a folder"  # a cold start says what is wrong
+    if not (os.path.isdir(folder) and os.access(folder, os.X_OK)):
+        return folder, None, f"its folder {folder} is not a folder it can enter"  # a cold start says what is wrong
     return folder, *POOL.take(key)
 
 

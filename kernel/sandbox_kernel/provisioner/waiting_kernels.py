@@ -11,6 +11,7 @@ pool serves every event loop of the process (nbclient runs each notebook on a lo
 from __future__ import annotations
 
 import atexit
+import contextlib
 import logging
 import select
 import socket
@@ -24,6 +25,7 @@ from sandbox_kernel.provisioner.handover import PER_LAUNCH_ENV, READY, WAITING, 
 
 # Starts one waiting kernel of the latest launch's key, its stdin the given end of a socket pair.
 log = logging.getLogger(__name__)
+EMPTY = "no kernel was waiting (the pool fills after a launch)"  # why a launch started cold, the usual case
 Start = Callable[[int], "subprocess.Popen[bytes]"]
 
 
@@ -96,18 +98,30 @@ class WaitingKernel:
         return self.process.poll() is None
 
     def hand_over(self, handover: Handover) -> None:
-        """Make it the launch's kernel: it reads this line and goes on as a kernel started with it."""
-        self._channel.sendall(handover.line())
-        self._channel.close()  # it reads one line; the end of its stdin is all it sees after
+        """Make it the launch's kernel: it reads this line and goes on as a kernel started with it. OSError: it is
+        gone (the channel is closed then; stop() reaps it)."""
+        try:
+            self._channel.sendall(handover.line())
+        finally:
+            self._close()  # it reads one line; the end of its stdin is all it sees after
 
     def stop(self) -> None:
         """Let it exit (end of file on its stdin: its sandbox ran nothing and goes with it) and reap it."""
-        self._channel.close()
+        self._close()
         try:
             self.process.wait(timeout=10)
         except subprocess.TimeoutExpired:
             self.process.kill()
             self.process.wait()
+
+    def _close(self) -> None:
+        """Close the pool's end, having read what the kernel said (a socket closed with unread bytes is reset, and
+        the kernel's read would fail rather than end)."""
+        with contextlib.suppress(OSError):
+            self._channel.setblocking(False)
+            while self._channel.recv(64):
+                pass
+        self._channel.close()
 
 
 class KernelPool:
@@ -123,6 +137,7 @@ class KernelPool:
         self._size = 0
         self._refill: threading.Timer | None = None
         self._idle: threading.Timer | None = None
+        self._filling = threading.Lock()  # held by the one refill that runs (a timer that fired can't be cancelled)
 
     def pids(self) -> list[int]:
         """The process ids of the waiting kernels, oldest first."""
@@ -161,18 +176,26 @@ class KernelPool:
             return kernel, ""
         if others:
             return None, f"its launch differs from the waiting kernels' ({key.differences(others[0])})"
-        return None, "no kernel was waiting (the pool fills after a launch)"
+        return None, EMPTY
 
     def launched(self, key: LaunchKey, start: Start, size: int, refill_delay: float, idle_timeout: float) -> None:
         """A kernel was launched with `key`: refill for that key after `refill_delay`, and stop all at idle."""
         with self._lock:
             self._key, self._start, self._size = key, start, size
             self._refill = _restart_timer(self._refill, refill_delay, self._fill)
-            self._idle = _restart_timer(self._idle, idle_timeout, self.stop_all) if idle_timeout > 0 else None
-        if size <= 0:
-            self.stop_all()
+            if self._idle is not None:
+                self._idle.cancel()
+            self._idle = _restart_timer(None, idle_timeout, self.stop_all) if idle_timeout > 0 else None
 
     def _fill(self) -> None:
+        if not self._filling.acquire(blocking=False):
+            return  # another refill runs: it reads the latest key and size at every step
+        try:
+            self._fill_up()
+        finally:
+            self._filling.release()
+
+    def _fill_up(self) -> None:
         while True:
             with self._lock:
                 key, start = self._key, self._start
@@ -203,8 +226,9 @@ class KernelPool:
                 unwanted.stop()
 
     def stop_all(self) -> None:
-        """Stop every waiting kernel (at idle, at exit, and when the pool is turned off)."""
+        """Stop every waiting kernel (at idle and at exit); a refill under way stops too, until the next launch."""
         with self._lock:
+            self._key = self._start = None
             waiting, self._waiting = self._waiting, []
             self._stopping += len(waiting)
             for timer in (self._refill, self._idle):
