@@ -26,9 +26,16 @@ from pathlib import Path
 
 from jupyter_client.blocking.client import BlockingKernelClient
 from jupyter_client.manager import KernelManager
+from traitlets.config import Config
+
+from sandbox_kernel.provisioner.pooled import POOL_SIZE_VARIABLE
+from sandbox_kernel.provisioner.waiting_kernels import POOL
 
 OURS = "pyodide-sandbox"
 REFERENCE = "python3"
+# Every row starts its kernels cold unless it names the kernelspec's pool (those rows turn it on for their kernels).
+os.environ[POOL_SIZE_VARIABLE] = "0"
+POOL_ON = Config({"PooledKernelProvisioner": {"pool_size": 1, "refill_delay": 0.0}})
 
 
 @dataclass
@@ -282,6 +289,52 @@ def restart_reference(km: KernelManager, kc: BlockingKernelClient, trials: int) 
     return median_of(trials, once)
 
 
+def kernelspec_pool(trials: int) -> tuple[list[float], list[float], list[float], list[float], float]:
+    """The kernelspec's pooled provisioner, each launch taking a kernel that waited (and said it was ready): launch
+    to first `1+1` of a new kernel manager (a new notebook) and the CPU-bound loop as its next cell; Kernel > Restart
+    to first `1+1`; ipykernel's restart timed the same way; the PSS of one waiting kernel (its process and its
+    sandbox's)."""
+
+    def first_result(kc: BlockingKernelClient, t0: float) -> float:
+        kc.wait_for_ready(timeout=300)
+        value(kc, "1+1")
+        return time.perf_counter() - t0
+
+    starts, cpu, restarts, reference = [], [], [], []
+    km = KernelManager(kernel_name=OURS, config=POOL_ON)
+    km.start_kernel()  # the first launch starts cold and fills the pool
+    kc = km.client()
+    kc.start_channels()
+    ref_km, ref = start(REFERENCE)
+    try:
+        first_result(kc, time.perf_counter())
+        for _ in range(trials):
+            assert POOL.wait_for_count(1, 300, ready=True), "no kernel waiting in the pool"
+            t0 = time.perf_counter()
+            new = KernelManager(kernel_name=OURS, config=POOL_ON)
+            new.start_kernel()
+            client = new.client()
+            client.start_channels()
+            starts.append(first_result(client, t0))
+            cpu.append(cpu_bound(client))
+            stop(new, client)
+            assert POOL.wait_for_count(1, 300, ready=True), "no kernel waiting in the pool"
+            t0 = time.perf_counter()
+            km.restart_kernel()
+            restarts.append(first_result(kc, t0))
+            t0 = time.perf_counter()
+            ref_km.restart_kernel()
+            reference.append(first_result(ref, t0))
+        assert POOL.wait_for_count(1, 300, ready=True), "no kernel waiting in the pool"
+        time.sleep(2)  # the waiting kernel's start settles (its imports' garbage, its sandbox's snapshot pages)
+        memory = tree_pss_mb(POOL.pids()[0])
+    finally:
+        stop(km, kc)
+        stop(ref_km, ref)
+        POOL.stop_all()
+    return starts, cpu, restarts, reference, memory
+
+
 def process_tree(pid: int) -> list[int]:
     """`pid` and all its descendants."""
     found = [pid]
@@ -519,6 +572,7 @@ def start_rows(trials: int, calls: int = 10_000, samples: int = 200, at_once: in
     ipykernel = statistics.median(starts["ipykernel"])
     spread = {name: f"{min(v):.2f}-{max(v):.2f} s" for name, v in starts.items()}
     takes, pooled_cpu, pool_memory = pooled(trials)
+    pool_starts, pool_cpu, pool_restarts, ref_restarts, waiting_memory = kernelspec_pool(trials)
     ours_cpu, ref_cpu = first_and_warm_cpu(OURS), first_and_warm_cpu(REFERENCE)
     typed = first_and_warm_cpu(OURS, pause=2.0)
     peer, peer_missing = peer_figures(trials, calls)
@@ -532,6 +586,14 @@ def start_rows(trials: int, calls: int = 10_000, samples: int = 200, at_once: in
             f"one sandbox kept started and warmed; spread {min(takes):.3f}-{max(takes):.3f} s"),
         Row("memory of one waiting pooled sandbox", "MiB PSS", pool_memory, None,
             "kernel process and its Deno, JIT warmed: the price of each sandbox a pool keeps"),
+        Row("start from the kernelspec's pool (new kernel manager to first `1+1`)", "s",
+            statistics.median(pool_starts), ipykernel,
+            f"a new notebook, nbclient's next notebook: the kernel waited; spread {min(pool_starts):.2f}-"
+            f"{max(pool_starts):.2f} s; ipykernel: its cold start (above); both include wait_for_ready's 0.2 s"),
+        Row("Kernel > Restart from the kernelspec's pool, to the next `1+1`", "s", statistics.median(pool_restarts),
+            statistics.median(ref_restarts), "restart_kernel() (a shutdown request first), both kernels"),
+        Row("memory of one kernel waiting in the kernelspec's pool", "MiB PSS", waiting_memory, None,
+            "its process and its sandbox's, nothing run: the price of `pool_size` 1"),
         Row("CPU-bound loop (3M iterations), first cell of a new kernel", "s", ours_cpu[0], ref_cpu[0],
             "timed inside the cell", peer=peer.get("first_cpu_s")),
         Row("the same loop once warm (after 5 runs)", "s", ours_cpu[1], ref_cpu[1],
@@ -541,6 +603,9 @@ def start_rows(trials: int, calls: int = 10_000, samples: int = 200, at_once: in
             f"as a person types it: V8 has compiled the interpreter loop meanwhile; {typed[0] / typed[1]:.2f}x its warm"),
         Row("the same loop, first cell of a pooled sandbox", "s", statistics.median(pooled_cpu), ref_cpu[0],
             f"AsyncSandboxPool's warm-up cell ran before: {statistics.median(pooled_cpu) / ours_cpu[1]:.2f}x warm"),
+        Row("the same loop, second cell of a kernel from the kernelspec's pool", "s", statistics.median(pool_cpu),
+            ref_cpu[0], f"after its first `1+1`, nothing run to warm it: {statistics.median(pool_cpu) / ours_cpu[1]:.2f}x"
+            " warm"),
         *warm_pass_and_skills(samples, calls),
     ]  # fmt: skip
     rows[-3].peer, rows[-2].peer = peer.get("round_trip_ms"), peer.get("host_call_ms")
