@@ -15,6 +15,8 @@ import { byteLimits, fileTooLarge, limitWording, shellBytes } from "./shell_limi
 import { SHELL_COMMANDS } from "./shell_commands.ts";
 import { gnuCommands, inPlace } from "./gnu_commands.ts";
 import { dfWith, type DiskUsage } from "./df_command.ts";
+// The shell runs in the worker, whose realm guest code shares: the interrupt word only through shared_views.ts.
+import { exchange, load, waitAsync } from "./shared_views.ts";
 
 /** What the shell needs from the worker. */
 export interface ShellLinks {
@@ -128,7 +130,7 @@ function checkedFetch(allowNet: () => string[]): SecureFetch {
 /** An AbortSignal whose `aborted` reads the interrupt word: just-bash checks it between statements. */
 function interruptSignal(interrupt: Int32Array): AbortSignal {
   const signal = new AbortController().signal;
-  Object.defineProperty(signal, "aborted", { get: () => Atomics.load(interrupt, 0) !== 0 });
+  Object.defineProperty(signal, "aborted", { get: () => load(interrupt, 0) !== 0 });
   return signal;
 }
 
@@ -136,10 +138,10 @@ function interruptSignal(interrupt: Int32Array): AbortSignal {
 function interruptibleSleep(interrupt: Int32Array): (ms: number) => Promise<void> {
   return async (ms) => {
     const end = performance.now() + ms;
-    while (Atomics.load(interrupt, 0) === 0) {
+    while (load(interrupt, 0) === 0) {
       const left = end - performance.now();
       if (left <= 0) return;
-      const waited = Atomics.waitAsync(interrupt, 0, 0, Math.min(left, 1000));
+      const waited = waitAsync(interrupt, 0, 0, Math.min(left, 1000));
       if (waited.async) await waited.value;
     }
   };
@@ -220,7 +222,7 @@ export class Shell {
       this.stream.armed = false;
     }
     // Taken here, before Python resumes: the glue raises KeyboardInterrupt itself, inside the cell.
-    const interrupted = Atomics.exchange(this.links.interrupt, 0, 0) !== 0;
+    const interrupted = exchange(this.links.interrupt, 0, 0) !== 0;
     // (stdout too: a captured run (`x = !cmd`) has its stderr there, 2>&1)
     const [stdout, stderr] = [this.worded(result.stdout), this.worded(result.stderr)];
     return { stdout, stderr, exitCode: result.exitCode, interrupted };

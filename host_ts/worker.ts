@@ -11,6 +11,7 @@ import { loadPyodide } from "pyodide";
 import { RingWriter } from "./ring.ts";
 import { AnswerReader } from "./reply_slot.ts";
 import {
+  exchange as atomicsExchange,
   load as atomicsLoad,
   notify as atomicsNotify,
   store as atomicsStore,
@@ -295,6 +296,8 @@ function registerHostModule(
   budget: MemoryBudget | null,
 ): void {
   const { init, ring, interrupt, answers } = links;
+  /** Take the interrupt word (true if an interrupt was raised): a wait it cuts short answers for it. */
+  const takeInterrupt = () => atomicsExchange(interrupt, 0, 0) !== 0;
   // Output goes to the request it was made for (the guest tracks that per asyncio task), but
   // never to a later request than the one being served: the kernel drops finished ones.
   const tag = (rid: unknown) =>
@@ -324,11 +327,7 @@ function registerHostModule(
     },
     /** Block until the kernel answers request `n`; undefined (Python None) when interrupted. */
     wait_reply(n: number): string | undefined {
-      return answers.take(n, () => {
-        if (atomicsLoad(interrupt, 0) === 0) return false;
-        atomicsStore(interrupt, 0, 0);
-        return true;
-      });
+      return answers.take(n, takeInterrupt);
     },
     /**
      * Run a shell script (just-bash, imported on first use) for the glue's `!cmd`, `%%bash` and subprocess; the
@@ -383,10 +382,7 @@ function registerHostModule(
     sleep(ms: number): boolean {
       const end = now() + ms;
       for (;;) {
-        if (atomicsLoad(interrupt, 0) !== 0) {
-          atomicsStore(interrupt, 0, 0);
-          return true;
-        }
+        if (takeInterrupt()) return true;
         const left = end - now();
         if (left <= 0) return false;
         atomicsWait(interrupt, 0, 0, Math.min(left, 1000));

@@ -1,8 +1,8 @@
-"""Promise (host_ts/shared_views.ts and its users ring.ts, reply_slot.ts, file_channel.ts, worker.ts): the glue's
-shared memory never reaches guest code through the built-ins they share. Guest code can replace `Atomics`'
-functions, a typed array's methods and getters, the constructor `slice` and `subarray` consult, and `DataView` in
-the worker's realm; the glue calls only what it captured at load and makes its views of shared memory directly, so
-a replacement never sees the ring, the reply slot, the file channel or the lifeline.
+"""Promise (host_ts/shared_views.ts and its users ring.ts, reply_slot.ts, file_channel.ts, worker.ts and
+shell.ts): the glue's shared memory never reaches guest code through the built-ins they share. Guest code can replace
+`Atomics`' functions, a typed array's methods and getters, the constructor `slice` and `subarray` consult, and
+`DataView` in the worker's realm; the glue calls only what it captured at load and makes its views of shared memory
+directly, so a replacement never sees the ring, the reply slot, the file channel, the interrupt word or the lifeline.
 """
 
 from __future__ import annotations
@@ -67,6 +67,8 @@ def test_replaced_atomics_are_never_handed_the_glues_shared_memory(kc):
         # a request the kernel answers through the reply slot
         "\nfrom sandbox_guest import _host\nprint(_host.request({'type': 'skill_call', 'skill': 'S', 'method': 'm', "
         "'args': [], 'kwargs': {}}))"
+        # a shell command: the shell reads and takes the interrupt word
+        "\nget_ipython().system('sleep 0.01; echo shell')"
         # a write to a read-write mount: calls on the file channel
         "\nopen('/data/x.csv', 'w').write('a,b\\n1,2\\n')\nprint(open('/data/x.csv').read())",
     )
