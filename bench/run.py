@@ -295,7 +295,8 @@ def kernelspec_pool(trials: int) -> tuple[list[float], list[float], list[float],
     to first `1+1`; ipykernel's restart timed the same way; the PSS of one waiting kernel (its process and its
     sandbox's)."""
 
-    def first_result(kc: BlockingKernelClient, t0: float) -> float:
+    def answered(kc: BlockingKernelClient, t0: float) -> float:
+        """Seconds from `t0` to kc's kernel answering kernel_info, then `1+1`."""
         kc.wait_for_ready(timeout=300)
         value(kc, "1+1")
         return time.perf_counter() - t0
@@ -307,7 +308,7 @@ def kernelspec_pool(trials: int) -> tuple[list[float], list[float], list[float],
     kc.start_channels()
     ref_km, ref = start(REFERENCE)
     try:
-        first_result(kc, time.perf_counter())
+        answered(kc, time.perf_counter())
         for _ in range(trials):
             assert POOL.wait_for_count(1, 300, ready=True), "no kernel waiting in the pool"
             t0 = time.perf_counter()
@@ -315,16 +316,16 @@ def kernelspec_pool(trials: int) -> tuple[list[float], list[float], list[float],
             new.start_kernel()
             client = new.client()
             client.start_channels()
-            starts.append(first_result(client, t0))
+            starts.append(answered(client, t0))
             cpu.append(cpu_bound(client))
             stop(new, client)
             assert POOL.wait_for_count(1, 300, ready=True), "no kernel waiting in the pool"
             t0 = time.perf_counter()
             km.restart_kernel()
-            restarts.append(first_result(kc, t0))
+            restarts.append(answered(kc, t0))
             t0 = time.perf_counter()
             ref_km.restart_kernel()
-            reference.append(first_result(ref, t0))
+            reference.append(answered(ref, t0))
         assert POOL.wait_for_count(1, 300, ready=True), "no kernel waiting in the pool"
         time.sleep(2)  # the waiting kernel's start settles (its imports' garbage, its sandbox's snapshot pages)
         memory = tree_pss_mb(POOL.pids()[0])

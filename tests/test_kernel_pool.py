@@ -13,7 +13,7 @@ from jupyter_client.manager import KernelManager
 from nbclient import NotebookClient
 from traitlets.config import Config
 
-from conftest import START_TIMEOUT
+from conftest import START_TIMEOUT, sandbox_pids
 from sandbox_kernel.jupyter.kernelspec import KERNEL_NAME
 from sandbox_kernel.provisioner.waiting_kernels import POOL
 
@@ -87,7 +87,7 @@ def test_a_waiting_kernel_that_is_not_needed_leaves_nothing_behind(pool_log):
     try:
         assert POOL.wait_for_count(1, START_TIMEOUT, ready=True)
         pid = POOL.pids()[0]
-        children = _children(pid)
+        sandboxes = sandbox_pids(pid)  # its Deno
     finally:
         km.shutdown_kernel(now=True)
     off = pooled_manager(pool_size=0)
@@ -98,7 +98,7 @@ def test_a_waiting_kernel_that_is_not_needed_leaves_nothing_behind(pool_log):
         off.shutdown_kernel(now=True)
     POOL.stop_all()
     assert not Path(f"/proc/{pid}").exists()
-    assert children and not [c for c in children if Path(f"/proc/{c}").exists()], children
+    assert sandboxes and not [p for p in sandboxes if Path(f"/proc/{p}").exists()], sandboxes
 
 
 def test_a_launch_with_other_settings_starts_cold_and_says_why(pool_log):
@@ -152,15 +152,3 @@ def test_the_idle_pool_stops_its_kernels(pool_log):
         assert not Path(f"/proc/{pid}").exists()
     finally:
         km.shutdown_kernel(now=True)
-
-
-def _children(pid: int) -> list[int]:
-    """Every process below `pid` (its sandbox's launcher and Deno)."""
-    found, todo = [], [pid]
-    while todo:
-        parent = todo.pop()
-        for task in Path(f"/proc/{parent}/task").iterdir():
-            children = (task / "children").read_text().split()
-            found += map(int, children)
-            todo += map(int, children)
-    return found

@@ -23,9 +23,9 @@ from dataclasses import dataclass
 
 from sandbox_kernel.provisioner.handover import PER_LAUNCH_ENV, READY, WAITING, Handover
 
-# Starts one waiting kernel of the latest launch's key, its stdin the given end of a socket pair.
 log = logging.getLogger(__name__)
 EMPTY = "no kernel was waiting (the pool fills after a launch)"  # why a launch started cold, the usual case
+# Starts one waiting kernel of the latest launch's key, its stdin the given end of a socket pair.
 Start = Callable[[int], "subprocess.Popen[bytes]"]
 
 
@@ -182,10 +182,16 @@ class KernelPool:
         """A kernel was launched with `key`: refill for that key after `refill_delay`, and stop all at idle."""
         with self._lock:
             self._key, self._start, self._size = key, start, size
-            self._refill = _restart_timer(self._refill, refill_delay, self._fill)
-            if self._idle is not None:
-                self._idle.cancel()
-            self._idle = _restart_timer(None, idle_timeout, self.stop_all) if idle_timeout > 0 else None
+            self._cancel_timers()
+            self._refill = _timer(refill_delay, self._fill)
+            self._idle = _timer(idle_timeout, self.stop_all) if idle_timeout > 0 else None
+
+    def _cancel_timers(self) -> None:
+        """(Under the lock.) A timer that has fired already runs on: _fill and stop_all allow for that."""
+        for timer in (self._refill, self._idle):
+            if timer is not None:
+                timer.cancel()
+        self._refill = self._idle = None
 
     def _fill(self) -> None:
         if not self._filling.acquire(blocking=False):
@@ -231,10 +237,7 @@ class KernelPool:
             self._key = self._start = None
             waiting, self._waiting = self._waiting, []
             self._stopping += len(waiting)
-            for timer in (self._refill, self._idle):
-                if timer is not None:
-                    timer.cancel()
-            self._refill = self._idle = None
+            self._cancel_timers()
         try:
             for kernel in waiting:
                 kernel.stop()
@@ -244,9 +247,7 @@ class KernelPool:
                 self._changed.notify_all()
 
 
-def _restart_timer(timer: threading.Timer | None, delay: float, action: Callable[[], None]) -> threading.Timer:
-    if timer is not None:
-        timer.cancel()
+def _timer(delay: float, action: Callable[[], None]) -> threading.Timer:
     timer = threading.Timer(max(delay, 0.0), action)
     timer.daemon = True
     timer.start()
