@@ -47,6 +47,9 @@ SDIST_FILES = {  # what the tests read from EG's sdist (the wheel has neither)
 CACHE = Path(os.environ.get("SANDBOX_KERNEL_TEST_CACHE") or Path.home() / ".cache" / "sandbox-kernel-tests")
 PORT_RANGE = (42000, 43999)  # EG's kernelspec port range for the tests' kernels (EG wants >= 1000 ports)
 START_SECONDS = 180  # a kernel start through EG on a loaded machine
+COMMAND = str(
+    Path(sys.executable).with_name("sandbox-kernel")
+)  # this venv's `sandbox-kernel`, the kernelspec's argv[0]
 KERNEL_USERNAME = "sandbox-test"  # EG refuses its own user when that is root, as it may be here
 NETWORK_TROUBLE = (
     "No matching distribution",
@@ -157,10 +160,12 @@ class EnterpriseGateway(KernelGateway):
 
 @contextmanager
 def enterprise_gateway(
-    folder: Path, eg: EGInstall, kernel_config: str = "", env: dict[str, str] | None = None
-) -> Iterator[EnterpriseGateway]:
+    folder: Path, eg: EGInstall, kernel_config: str = "", env: dict[str, str] | None = None,
+    remote_hosts: list[str] | None = None, response_ip: str = "127.0.0.1",
+) -> Iterator[EnterpriseGateway]:  # fmt: skip
     """EG started in `folder` whose kernels read `kernel_config` as their sandbox_kernel_config.py and get `env`
-    (through EG_INHERITED_ENVS, as an operator passes variables on); stopped at the end."""
+    (through EG_INHERITED_ENVS, as an operator passes variables on); stopped at the end. With `remote_hosts`, its
+    kernelspec starts kernels there over SSH (tests/ssh_hosts.py), and EG listens for them on `response_ip`."""
     config = folder / "config"
     config.mkdir(parents=True, exist_ok=True)
     (config / "sandbox_kernel_config.py").write_text(kernel_config)
@@ -173,8 +178,9 @@ def enterprise_gateway(
     spec = folder / "jupyter" / "kernels" / kernelspecs.DISTRIBUTED_NAME
     spec.mkdir(parents=True)
     kernel_json = kernelspecs.distributed_kernel_json(
-        sys.executable, ["127.0.0.1"], port_range="{}..{}".format(*PORT_RANGE), ip="127.0.0.1"
-    )
+        COMMAND, remote_hosts or ["127.0.0.1"], port_range="{}..{}".format(*PORT_RANGE),
+        ip=None if remote_hosts else "127.0.0.1",
+    )  # fmt: skip
     (spec / "kernel.json").write_text(json.dumps(kernel_json, indent=2))
     (folder / "logs").mkdir()
     extra = env or {}
@@ -190,7 +196,7 @@ def enterprise_gateway(
         "JUPYTER_PATH": str(folder / "jupyter"),
         "JUPYTER_CONFIG_DIR": str(config),
         "JUPYTER_RUNTIME_DIR": str(folder / "runtime"),
-        "EG_RESPONSE_IP": "127.0.0.1",  # else EG binds its response port on this machine's public address
+        "EG_RESPONSE_IP": response_ip,  # else EG binds its response port on this machine's public address
         "EG_RESPONSE_PORT": str(free_port()),
         "EG_KERNEL_LOG_DIR": str(folder / "logs"),
         "EG_INHERITED_ENVS": ",".join(inherited),

@@ -26,7 +26,6 @@ import shutil
 import signal
 import socket
 import subprocess
-import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -43,6 +42,7 @@ from jupyter_client.blocking.client import BlockingKernelClient
 
 from eg_payload import eg_public_key, new_key, open_payload
 from eg_server import (
+    COMMAND,
     EG_VERSION,
     PORT_RANGE,
     START_SECONDS,
@@ -438,7 +438,7 @@ def launch(
 ) -> tuple[subprocess.Popen[bytes], Path]:
     """`sandbox-kernel launch-eg` as EG's distributed kernelspec runs it, answering to `response_port` (with
     `ip` None: no --ip, the launcher's default)."""
-    argv = kernelspecs.distributed_kernel_json(sys.executable, ["127.0.0.1"], ip=ip)["argv"]
+    argv = kernelspecs.distributed_kernel_json(COMMAND, ["127.0.0.1"], ip=ip)["argv"]
     values = {"{kernel_id}": str(uuid.uuid4()), "{response_address}": f"127.0.0.1:{response_port or free_port()}",
               "{public_key}": eg_public_key(key), "{port_range}": "0..0"}  # fmt: skip
     log = tmp_path / "launcher.log"

@@ -237,9 +237,11 @@ EXITS: tuple[Exit, ...] = (
           "tests/security/test_private_files.py::test_checkpoints_the_agent_api_hands_out_and_saves_are_private")),
     # ---- ports ------------------------------------------------------------------------------------------------------
     Exit(PORT, "launch-eg's kernel ports", "every message of the five channels (signed, not encrypted): they "
-         "listen on loopback, or the pod's own IP; any other address is logged as an exposure",
+         "listen on loopback, the pod's own IP, or an SSH host's own address towards EG; any other address is "
+         "logged as an exposure",
          "sandbox_kernel.enterprise_gateway.arguments:exposure",
          ("tests/test_enterprise_gateway.py::test_with_default_arguments_nothing_listens_beyond_loopback",
+          "tests/unit/test_eg_launcher.py::test_remote_hosts_listen_on_their_route_to_eg_by_default",
           "tests/unit/test_eg_launcher.py::test_the_pod_listens_on_its_own_ip_which_kubernetes_gives_it",
           "tests/unit/test_eg_launcher.py::test_only_egs_pods_may_reach_the_kernel_pods")),
     Exit(PORT, "MCP over HTTP", "run results for the agent: only with the bearer token",

@@ -333,31 +333,45 @@ def test_an_operators_kernelspec_names_their_image_in_both_files_and_bad_values_
 
 def test_the_distributed_kernelspec_runs_the_launcher_with_what_eg_substitutes(private_key):
     spec = kernelspecs.distributed_kernel_json(
-        "/opt/env/bin/python", ["node1"], port_range="40000..41999", ip="10.0.0.7"
+        "/opt/env/bin/sandbox-kernel", ["node1"], port_range="40000..41999", ip="10.0.0.7"
     )
     assert spec["metadata"]["process_proxy"]["config"] == {"remote_hosts": "node1", "port_range": "40000..41999"}  # type: ignore[index]
     argv: list[str] = spec["argv"]  # type: ignore[assignment]
-    assert argv[0] == "/opt/env/bin/python" and argv[3] == "launch-eg"
+    assert argv[:2] == ["/opt/env/bin/sandbox-kernel", "launch-eg"]
     values = {"{kernel_id}": "k-1", "{response_address}": "10.0.0.5:8877", "{public_key}": eg_public_key(private_key), "{port_range}": "0..0"}  # fmt: skip
-    parsed = arguments.parse([values.get(word, word) for word in argv[4:]])
+    parsed = arguments.parse([values.get(word, word) for word in argv[2:]])
     assert (parsed.kernel_id, parsed.response_host, parsed.port_range) == ("k-1", "10.0.0.5", PortRange(0, 0))
     assert parsed.ip == "10.0.0.7"
-    local = kernelspecs.distributed_kernel_json("/opt/env/bin/python", ["127.0.0.1"])["argv"]
+    local = kernelspecs.distributed_kernel_json("/opt/env/bin/sandbox-kernel", ["127.0.0.1"])["argv"]
     assert "--ip" not in local  # type: ignore[operator]  # the launcher's default, loopback, is where EG connects
 
 
+def test_remote_hosts_listen_on_their_route_to_eg_by_default(private_key):
+    """One kernelspec for many hosts: each launcher takes its own address towards EG's response address."""
+    argv: list[str] = kernelspecs.distributed_kernel_json("/opt/env/bin/sandbox-kernel", ["node1", "node2"])["argv"]  # type: ignore[assignment]
+    assert argv[-2:] == ["--ip", "route"]
+    values = {"{kernel_id}": "k-1", "{response_address}": "127.0.0.9:8877", "{public_key}": eg_public_key(private_key), "{port_range}": "0..0"}  # fmt: skip
+    assert arguments.parse([values.get(word, word) for word in argv[2:]]).ip == "127.0.0.1"  # loopback's own route
+
+
 @pytest.mark.parametrize(
-    "hosts, ip, says",
+    "command, hosts, ip, says",
     [
-        (["node1"], None, "the launcher's ports listen on 127.0.0.1 unless ip= is given"),
-        (["node1", "node2"], "10.0.0.7", "is one host's address, and remote_hosts names 2"),
+        (
+            "/opt/env/bin/sandbox-kernel",
+            ["node1", "node2"],
+            "10.0.0.7",
+            "is one host's address, and remote_hosts names 2",
+        ),
+        ("/opt/my env/bin/sandbox-kernel", ["node1"], None, "would change meaning in the shell line EG builds"),
+        ("/opt/env/bin/sandbox-kernel;id", ["node1"], None, "would change meaning in the shell line EG builds"),
     ],
 )
-def test_a_distributed_kernelspec_whose_ports_eg_could_not_reach_is_refused(hosts, ip, says):
-    """EG connects (or tunnels over SSH from the host) to the address it resolves the host's name to, so a remote
-    host's kernel must listen there: a loopback default or one address for several hosts would never be reached."""
+def test_a_distributed_kernelspec_eg_could_not_run_is_refused(command, hosts, ip, says):
+    """EG connects to the address it resolves each host's name to, so one address cannot serve several hosts; and
+    it joins the argv with spaces into a shell line over SSH, so a word a shell would split or run is refused."""
     with pytest.raises(ValueError, match=re.escape(says)):
-        kernelspecs.distributed_kernel_json("/opt/env/bin/python", hosts, ip=ip)
+        kernelspecs.distributed_kernel_json(command, hosts, ip=ip)
 
 
 def test_the_default_ip_is_loopback_and_anything_else_is_named_an_exposure():

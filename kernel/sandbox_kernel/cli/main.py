@@ -1,10 +1,11 @@
-"""The `sandbox-kernel` command: install, uninstall, fetch, run, compare, mirror, doctor, mcp, launch-eg,
+"""The `sandbox-kernel` command: install, uninstall, fetch, run, compare, mirror, doctor, mcp, launch-eg, eg-ssh,
 seccomp-profile; otherwise the kernel itself."""
 
 from __future__ import annotations
 
 import argparse
 import sys
+import tempfile
 from pathlib import Path
 
 from sandbox_kernel import __version__
@@ -124,6 +125,12 @@ def _mcp(args: argparse.Namespace) -> int:
     )
 
 
+def _eg_ssh(args: argparse.Namespace) -> int:
+    from sandbox_kernel.enterprise_gateway import ssh_gate
+
+    return ssh_gate.main(args.log_folder)
+
+
 def _seccomp_profile(args: argparse.Namespace) -> int:
     """A container seccomp profile: the base one given, plus the calls the OS layers need."""
     from sandbox_kernel.sandbox.oslayers.seccomp_profile import main as make
@@ -185,8 +192,8 @@ def split_command_line(words: list[str]) -> tuple[list[str], list[str], list[str
 
 
 COMMANDS = frozenset({
-    "install", "uninstall", "fetch", "run", "compare", "mirror", "doctor", "mcp", "launch-eg", "seccomp-profile",
-    "--version", "-h", "--help",
+    "install", "uninstall", "fetch", "run", "compare", "mirror", "doctor", "mcp", "launch-eg", "eg-ssh",
+    "seccomp-profile", "--version", "-h", "--help",
 })  # fmt: skip
 
 
@@ -342,6 +349,20 @@ def _parser() -> argparse.ArgumentParser:
         help="the kernel launcher for Jupyter Enterprise Gateway (run by EG from a kernelspec; see its --help)",
         add_help=False,
     )
+    gate = sub.add_parser(
+        "eg-ssh",
+        help="the forced command of EG's SSH key on a kernel host: runs only EG's launch of launch-eg and its signals",
+        description="Reads SSH_ORIGINAL_COMMAND (set by sshd) and carries it out without a shell if it is EG's "
+        "launch of this host's launcher or a signal to one of its launchers; refuses anything else. In "
+        'authorized_keys: command="/full/path/sandbox-kernel eg-ssh",restrict ssh-ed25519 ... (docs/enterprise-gateway.md).',
+    )
+    gate.add_argument(
+        "--log-folder",
+        type=Path,
+        default=Path(tempfile.gettempdir()),
+        help="where each launcher's output goes, as kernel-<kernel id>.log (default: %(default)s)",
+    )
+    gate.set_defaults(func=_eg_ssh)
     profile = sub.add_parser(
         "seccomp-profile",
         help="a container seccomp profile under which the OS layers work: BASE plus the calls they need",

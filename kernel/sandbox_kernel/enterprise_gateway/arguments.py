@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import ipaddress
 import re
+import socket
 from dataclasses import dataclass
 
 from cryptography.hazmat.primitives.asymmetric.rsa import RSAPublicKey
@@ -22,6 +23,7 @@ KERNEL_PORTS = 6  # Jupyter's five channels (shell, iopub, stdin, hb, control) a
 KERNEL_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")  # EG's are UUIDs; this keeps them safe in a file name
 HOST = re.compile(r"[A-Za-z0-9.-]{1,253}")  # an IPv4 address (what EG sends) or a DNS name
 LOOPBACK = "127.0.0.1"  # --ip's default: only this machine (and EG on it) reaches the kernel's ports
+ROUTE = "route"  # --ip route: this host's address on its route to EG's response address (one kernelspec, many hosts)
 
 
 class LaunchArgumentError(ValueError):
@@ -106,14 +108,30 @@ def parse_kernel_id(text: str) -> str:
     return text
 
 
-def parse_ip(text: str) -> str:
-    """`--ip`, the IPv4 address the kernel's ports listen on, normalised; LaunchArgumentError if it is not one."""
+def parse_ip(text: str, response_host: str, response_port: int) -> str:
+    """`--ip`, the IPv4 address the kernel's ports listen on, normalised (`route`: the one this host reaches EG's
+    response address from); LaunchArgumentError if it is neither."""
+    if text == ROUTE:
+        return route_address(response_host, response_port)
     try:
         return str(ipaddress.IPv4Address(text))
     except ValueError:
         raise LaunchArgumentError(
-            f"--ip {text[:100]!r} is not an IPv4 address (the address the kernel's ports listen on; default {LOOPBACK})"
+            f"--ip {text[:100]!r} is not an IPv4 address or {ROUTE!r} (the address the kernel's ports listen on; "
+            f"default {LOOPBACK})"
         ) from None
+
+
+def route_address(host: str, port: int) -> str:
+    """This host's source address towards `host`: where EG, at that address, reaches this host's kernel."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        try:
+            probe.connect((host, port))  # UDP: nothing is sent; the system picks the route and its source address
+        except OSError as exc:
+            raise LaunchArgumentError(
+                f"--ip {ROUTE}: this host has no route to EG's response address {host}:{port} ({exc})"
+            ) from None
+        return str(probe.getsockname()[0])
 
 
 def exposure(ip: str) -> str | None:
@@ -170,8 +188,8 @@ def _parser() -> argparse.ArgumentParser:
         "--ip",
         default=LOOPBACK,
         help=f"the IPv4 address the kernel's ports and the comm port listen on (default {LOOPBACK}: EG on this host; "
-        "a pod gives its own address, a remote host the address EG knows it by: anything but loopback is logged as "
-        "an exposure)",
+        f"a pod gives its own address, a remote host the address EG knows it by or {ROUTE!r}, its address on the "
+        "route to EG's response address: anything but loopback is logged as an exposure)",
     )
     return parser
 
@@ -198,6 +216,6 @@ def parse(words: list[str]) -> LaunchArguments:
         response_port=port,
         public_key=public_key,
         port_range=parse_port_range(namespace.port_range),
-        ip=parse_ip(namespace.ip),
+        ip=parse_ip(namespace.ip, host, port),
         kernel_settings=tuple(settings),
     )

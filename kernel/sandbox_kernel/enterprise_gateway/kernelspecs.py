@@ -8,7 +8,8 @@
   PodSettings, never taken from their KERNEL_* variables. deploy/enterprise-gateway/kernelspec.py writes both files
   (with an operator's own PodSettings); the repository keeps them made with the defaults, which a test checks.
 - Hosts reached by EG directly or over SSH (`DistributedProcessProxy`): the kernelspec's argv is the launcher
-  itself, with EG_VALUES, which EG substitutes.
+  itself (the `sandbox-kernel` command, then EG_VALUES, which EG substitutes); on each SSH host, EG's key runs
+  only `sandbox-kernel eg-ssh` (ssh_gate.py).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from dataclasses import dataclass
 from string import Template
 
 from sandbox_kernel import __version__
+from sandbox_kernel.enterprise_gateway import arguments
 from sandbox_kernel.jupyter.kernelspec import DISPLAY_NAME, kernel_json
 
 IMAGE = f"sandbox-kernel:{__version__}"  # the kernel's container image (deploy/container/)
@@ -46,6 +48,7 @@ _IMAGE_REF = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/:@+-]{0,254}")  # registry/pat
 _DNS_LABEL = re.compile(r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?")
 _DNS_NAME = re.compile(r"[a-z0-9]([a-z0-9.-]{0,251}[a-z0-9])?")
 _PROFILE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_./-]{0,200}")
+_SHELL_INERT = re.compile(r"[A-Za-z0-9_./:=,@%+{}-]+")  # a word a shell leaves as it is ({} for EG's placeholders)
 
 
 @dataclass(frozen=True)
@@ -144,27 +147,34 @@ def kubernetes_kernel_json(image: str = IMAGE) -> dict[str, object]:
 
 
 def distributed_kernel_json(
-    python: str, remote_hosts: list[str], *, port_range: str | None = None, ip: str | None = None,
-    settings: list[str] | None = None,
-) -> dict[str, object]:  # fmt: skip
+    command: str, remote_hosts: list[str], *, port_range: str | None = None, ip: str | None = None
+) -> dict[str, object]:
     """A kernel.json for EG's DistributedProcessProxy: the launcher on `remote_hosts` (EG starts it itself on its
-    own host, over SSH on others), with this `python` (the same path on every host)."""
-    if ip is None and not set(remote_hosts) <= LOOPBACK_HOSTS:
+    own host, over SSH on others), run as `command`, the full path of `sandbox-kernel` (the same on every host).
+
+    EG joins the argv into one shell line with spaces, unquoted, so every word must be inert in a shell. The
+    ports listen on loopback for EG's own host, and elsewhere on `ip`, by default `route`: each host's address on
+    its route to EG. Kernel settings are not given here: on other hosts they come from the host's configuration
+    files (the SSH key's forced command, `sandbox-kernel eg-ssh`, passes none)."""
+    local = set(remote_hosts) <= LOOPBACK_HOSTS
+    if ip is None and not local:
+        ip = arguments.ROUTE
+    if ip not in (None, arguments.ROUTE) and len(remote_hosts) > 1 and not ip.startswith("127."):
         raise ValueError(
-            f"remote hosts {remote_hosts!r:.200}: the launcher's ports listen on 127.0.0.1 unless ip= is given, and EG "
-            "connects (or tunnels over SSH) to the address it resolves each host's name to: give one kernelspec per "
-            "host, with ip= that address (a network only EG reaches: docs/enterprise-gateway.md)"
-        )
-    if ip is not None and len(remote_hosts) > 1 and not ip.startswith("127."):
-        raise ValueError(
-            f"ip {ip!r:.100} is one host's address, and remote_hosts names {len(remote_hosts)}: give one kernelspec per host"
+            f"ip {ip!r:.100} is one host's address, and remote_hosts names {len(remote_hosts)}: give "
+            f"ip={arguments.ROUTE!r} (each host's own address towards EG), or one kernelspec per host"
         )
     config: dict[str, object] = {"remote_hosts": ",".join(remote_hosts)}
     if port_range:
         config["port_range"] = port_range
-    spec = _base(python, f"{DISPLAY_NAME}, distributed", {"class_name": DISTRIBUTED_PROXY, "config": config})
-    program = kernel_json(python)["argv"][:3]  # type: ignore[index]  # python -c "...main()": the kernel's own way in
-    spec["argv"] = [*program, *launcher_arguments(EG_VALUES), *(["--ip", ip] if ip else []), *(settings or [])]
+    spec = _base(command, f"{DISPLAY_NAME}, distributed", {"class_name": DISTRIBUTED_PROXY, "config": config})
+    argv = [command, *launcher_arguments(EG_VALUES), *(["--ip", ip] if ip else [])]
+    if unsafe := [word for word in argv if not _SHELL_INERT.fullmatch(word)]:
+        raise ValueError(
+            f"argv words {unsafe!r:.300} would change meaning in the shell line EG builds over SSH: allowed are "
+            "letters, digits and _ . / : = , @ % + - (give a path without spaces or quotes)"
+        )
+    spec["argv"] = argv
     return spec
 
 

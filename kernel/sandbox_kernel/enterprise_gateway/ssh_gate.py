@@ -1,0 +1,182 @@
+"""The only commands Enterprise Gateway's SSH key may run on a kernel host. Security-critical: review with launcher.py.
+
+EG's DistributedProcessProxy runs kernels on other hosts over SSH, and builds each command as one shell line:
+`export NAME="value";... nohup ARGV >> LOG 2>&1 & echo $!` to launch, `kill -N TARGET; echo $?` to signal and
+poll. Its values are JSON strings inside double quotes, where a shell still expands `$(...)` and backticks, and
+KERNEL_* values come from EG's clients: on a plain login shell, any client that may start a kernel runs commands on
+the host, outside every sandbox. Installed as the key's forced command (authorized_keys:
+`command="/opt/sandbox-kernel/venv/bin/sandbox-kernel eg-ssh",restrict ssh-ed25519 ...`), this module reads what EG
+asked for from SSH_ORIGINAL_COMMAND and carries it out without a shell, if it is one of those two shapes:
+
+- **launch**: the words must be this host's own launcher (this program, then `launch-eg` and only EG's own options).
+  It starts in a session of its own, with each KERNEL_* value exactly as EG meant it (decoded, never expanded) and
+  no other exported name; its output goes to LOG_FOLDER/kernel-<kernel id>.log; its pid is printed.
+- **signal**: the target (a pid, or minus a process group's leader) must be a launcher of this program; kill's
+  status is printed, as EG reads it.
+
+Anything else is refused with one line on stderr saying what was asked and what is allowed (EG shows it), status 1.
+Kernel settings do not pass either: a host's kernels take theirs from the host's own configuration files.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from sandbox_kernel.enterprise_gateway.arguments import LaunchArgumentError, parse_kernel_id
+
+COMMAND_ENV = "SSH_ORIGINAL_COMMAND"  # what sshd gives a forced command: the client's command line
+LAUNCHER = "launch-eg"
+# launch-eg's options EG's words may carry, each followed by its value (the kernelspec's argv and EG's values)
+OPTIONS = frozenset({
+    "--kernel-id", "--RemoteProcessProxy.kernel-id", "--response-address", "--RemoteProcessProxy.response-address",
+    "--public-key", "--RemoteProcessProxy.public-key", "--port-range", "--RemoteProcessProxy.port-range",
+    "--spark-context-initialization-mode", "--RemoteProcessProxy.spark-context-initialization-mode", "--ip",
+})  # fmt: skip
+KERNEL_ID_OPTIONS = ("--kernel-id", "--RemoteProcessProxy.kernel-id")
+PASSED_ENV = re.compile(r"KERNEL_[A-Z0-9_]{1,64}")  # exported names that reach the launcher, as data
+SIGNALS = frozenset({0, signal.SIGHUP, signal.SIGINT, signal.SIGQUIT, signal.SIGKILL, signal.SIGTERM})
+MAX_COMMAND = 64 * 1024
+
+_EXPORT = re.compile(r'export ([A-Za-z_][A-Za-z0-9_]*)=("(?:[^"\\]|\\.)*");')  # json.dumps output: ASCII
+_LAUNCH = re.compile(r"nohup ([^ ].*) >> (\S+) 2>&1 & echo \$!")
+_SIGNAL = re.compile(r"kill -(\d{1,2}) (-?[1-9]\d{0,9}); echo \$\?")
+
+
+class Refused(ValueError):
+    """A command this gate does not run; the message says what it was and what is allowed."""
+
+
+@dataclass(frozen=True)
+class Launch:
+    words: list[str]  # launch-eg's options (after `<program> launch-eg`)
+    env: dict[str, str]  # KERNEL_* values, decoded
+    kernel_id: str
+    dropped: list[str]  # exported names that did not pass
+
+
+@dataclass(frozen=True)
+class Signal:
+    signum: int
+    target: int  # a pid, or minus a process group id
+
+
+def _shown(command: str) -> str:
+    return repr(command[:200]) + ("..." if len(command) > 200 else "")
+
+
+def _decoded(value: str) -> str:
+    """EG's value: json.dumps(value) with each ' doubled (EG's own escaping, undone pair by pair)."""
+    decoded = json.loads(value.replace("''", "'"))
+    if not isinstance(decoded, str):
+        raise Refused(f"an exported value is not a string: {value[:100]!r}")
+    return decoded
+
+
+def parse(command: str, program: str) -> Launch | Signal:
+    """What `command` (EG's line) asks for, if this gate runs it; Refused otherwise. `program` is this host's
+    `sandbox-kernel`, the only first word a launch may have."""
+    allowed = (
+        f'allowed: EG\'s launch of `{program} {LAUNCHER} ...` (export NAME="value";... nohup ... >> LOG 2>&1 & '
+        "echo $!) and `kill -N TARGET; echo $?` for its launchers (docs/enterprise-gateway.md, the SSH hosts)"
+    )
+    if len(command) > MAX_COMMAND:
+        raise Refused(f"a command of {len(command)} characters (at most {MAX_COMMAND}); {allowed}")
+    if found := _SIGNAL.fullmatch(command):
+        signum, target = int(found[1]), int(found[2])
+        if signum not in SIGNALS:
+            raise Refused(f"signal {signum} in {_shown(command)}: allowed are {sorted(map(int, SIGNALS))}")
+        return Signal(signum, target)
+    env: dict[str, str] = {}
+    position = 0
+    while found := _EXPORT.match(command, position):
+        try:
+            env[found[1]] = _decoded(found[2])
+        except ValueError as exc:
+            raise Refused(f"export {found[1]}: {exc}; {allowed}") from None
+        position = found.end()
+    launch = _LAUNCH.fullmatch(command, position)
+    if launch is None:
+        raise Refused(f"{_shown(command)} is not a command this host runs for EG; {allowed}")
+    words = launch[1].split(" ")
+    if len(words) < 2 or words[0] != program or words[1] != LAUNCHER:
+        raise Refused(f"the launch runs {' '.join(words[:2])[:200]!r}, not {program} {LAUNCHER}; {allowed}")
+    options = words[2:]
+    for i in range(0, len(options), 2):
+        if options[i] not in OPTIONS or i + 1 == len(options) or not options[i + 1]:
+            raise Refused(
+                f"launcher option {options[i][:100]!r}: allowed are {', '.join(sorted(OPTIONS))}, each with a value "
+                "(kernel settings come from this host's own configuration files, not from EG's command line)"
+            )
+    ids = [options[i + 1] for i in range(0, len(options), 2) if options[i] in KERNEL_ID_OPTIONS]
+    if len(ids) != 1:
+        raise Refused(f"the launch gives {len(ids)} kernel ids; exactly one is allowed")
+    try:
+        kernel_id = parse_kernel_id(ids[0])
+    except LaunchArgumentError as exc:
+        raise Refused(str(exc)) from None
+    passed = {name: value for name, value in env.items() if PASSED_ENV.fullmatch(name)}
+    return Launch(options, passed, kernel_id, sorted(set(env) - set(passed)))
+
+
+def is_launcher(pid: int, program: str) -> bool:
+    """Whether process `pid` is `program launch-eg ...` (a launcher this gate starts), by its command line."""
+    try:
+        words = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return False
+    text = [w.decode(errors="replace") for w in words[:3]]
+    return LAUNCHER in text and any(os.path.realpath(w) == os.path.realpath(program) for w in text)
+
+
+def run_signal(request: Signal, program: str) -> int:
+    """kill's exit status (0 or 1), as EG reads it from stdout."""
+    leader = -request.target if request.target < 0 else request.target
+    if not is_launcher(leader, program):
+        print(f"sandbox-kernel eg-ssh: process {leader} is not a launcher of {program}", file=sys.stderr)
+        return 1
+    try:
+        if request.target < 0:
+            os.killpg(leader, request.signum)
+        else:
+            os.kill(leader, request.signum)
+    except OSError:
+        return 1
+    return 0
+
+
+def run_launch(request: Launch, program: str, log_folder: Path) -> int:
+    """Start the launcher in a session of its own; its pid."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SSH_")} | request.env
+    log_folder.mkdir(parents=True, exist_ok=True)
+    with open(log_folder / f"kernel-{request.kernel_id}.log", "ab") as log:
+        if request.dropped:
+            log.write(f"eg-ssh: exported names not passed to the kernel: {', '.join(request.dropped)}\n".encode())
+            log.flush()
+        proc = subprocess.Popen(
+            [program, LAUNCHER, *request.words], stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+            env=env, start_new_session=True, close_fds=True,
+        )  # fmt: skip
+    return proc.pid
+
+
+def main(log_folder: Path) -> int:
+    """The forced command: carry out SSH_ORIGINAL_COMMAND if allowed, print what EG reads."""
+    program = os.path.realpath(sys.argv[0])
+    command = os.environ.get(COMMAND_ENV, "")
+    try:
+        request = parse(command, program)
+    except Refused as exc:
+        print(f"sandbox-kernel eg-ssh refused: {exc}", file=sys.stderr)
+        return 1
+    if isinstance(request, Signal):
+        print(run_signal(request, program))
+    else:
+        print(run_launch(request, program, log_folder))
+    return 0

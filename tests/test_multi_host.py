@@ -1,0 +1,134 @@
+"""Kernels on other hosts: a real Enterprise Gateway 3.3.0 starts sandbox kernels over SSH on two hosts (network
+namespaces with sshd on a private range, tests/ssh_hosts.py) from the shipped distributed kernelspec, whose argv
+survives EG's shell line; EG's key runs only `sandbox-kernel eg-ssh` there, as docs/enterprise-gateway.md says.
+
+Cells run through `Sandbox(gateway_url=...)`, each kernel is found in its host's namespace, a checkpoint taken on
+one host is restored on the other, and a host taken down leaves the other's kernels running while a start on it
+fails within seconds, naming the host. The attack the gate stops, a client's KERNEL_* value that the host's shell
+would expand, is tried with the gate and without it (to show it is real).
+
+Needs root, iproute2 and openssh-server (.ci/run installs the last); skipped with the reason elsewhere.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import ssh_hosts
+from eg_server import COMMAND, KERNEL_USERNAME, EnterpriseGateway, enterprise_gateway, installed
+from sandbox_kernel.client.gateway_rest import GatewayError
+from sandbox_kernel.client.sync_sandbox import Sandbox
+
+if (why := ssh_hosts.unavailable()) is not None:
+    pytest.skip(f"other hosts cannot be made here: {why}", allow_module_level=True)
+
+HOME = os.path.expanduser("~")  # the kernels' home on every host (the same files: its Pyodide cache, its key)
+DOWN_SECONDS = 40  # a start on a host that is down fails within this (EG's SSH connect, then its error)
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("multi-host")
+
+
+def gate_options(folder: Path) -> str:
+    """The key's authorized_keys options on every host: its forced command is the gate, and nothing else is allowed."""
+    return f'command="/usr/bin/env HOME={HOME} {COMMAND} eg-ssh --log-folder {folder / "remote-logs"}",restrict'
+
+
+@pytest.fixture(scope="module")
+def hosts(folder: Path) -> Iterator[ssh_hosts.Hosts]:
+    with ssh_hosts.ssh_hosts(folder / "hosts", 2, gate_options(folder)) as made:
+        yield made
+
+
+@pytest.fixture(scope="module")
+def gateway(folder: Path, hosts: ssh_hosts.Hosts) -> Iterator[EnterpriseGateway]:
+    env = {"HOME": str(hosts.client_home), "EG_REMOTE_USER": "root"}  # paramiko reads HOME/.ssh; root's key
+    addresses = [host.address for host in hosts.hosts]
+    with enterprise_gateway(folder / "eg", installed(), env=env, remote_hosts=addresses,
+                            response_ip=hosts.bridge_address) as running:  # fmt: skip
+        yield running
+
+
+def on(host: ssh_hosts.Host, gateway: EnterpriseGateway, **env: str) -> Sandbox:
+    """A sandbox whose kernel EG starts on `host` (KERNEL_REMOTE_HOST, EG's own choice of host for a start)."""
+    options = gateway.client_options()
+    options["gateway_env"] = {**options["gateway_env"], "KERNEL_REMOTE_HOST": host.address, **env}
+    return Sandbox(**options)
+
+
+def host_of(sb: Sandbox, gateway: EnterpriseGateway, hosts: ssh_hosts.Hosts) -> str:
+    """The host whose network namespace the sandbox's launcher runs in."""
+    kernel_id = sb._async.kernel.kernel_id  # type: ignore[union-attr]
+    pids = gateway.launcher_pids(kernel_id)
+    assert len(pids) == 1, f"launchers of {kernel_id}: {pids}{gateway.story(kernel_id)}"
+    namespace = os.stat(f"/proc/{pids[0]}/ns/net").st_ino
+    found = [h.name for h in hosts.hosts if os.stat(f"/run/netns/{h.name}").st_ino == namespace]
+    assert len(found) == 1, f"launcher {pids[0]} is in no host's namespace"
+    return found[0]
+
+
+def test_kernels_run_on_two_other_hosts_and_a_checkpoint_moves_between_them(gateway, hosts):
+    first, second = hosts.hosts
+    with on(first, gateway) as a:
+        assert host_of(a, gateway, hosts) == first.name
+        a.run("rows = [n * n for n in range(10)]\nopen('/tmp/made-on', 'w').write('first')")
+        assert a.run("sum(rows)").text == "285"
+        cp = a.checkpoint()
+    options = gateway.client_options()
+    options["gateway_env"] = {**options["gateway_env"], "KERNEL_REMOTE_HOST": second.address}
+    with Sandbox.from_checkpoint(cp, **options) as b:
+        assert host_of(b, gateway, hosts) == second.name
+        assert b.run("sum(rows), open('/tmp/made-on').read()").text == "(285, 'first')"
+
+
+def test_a_clients_kernel_value_is_data_on_the_host_not_a_command(gateway, hosts, folder):
+    """EG writes KERNEL_* values into its SSH shell line inside double quotes, where `$(...)` would run on the host.
+    Through the gate the kernel starts and sees the value exactly as the client sent it; nothing ran."""
+    mark = folder / "ran-on-host"
+    hostile = f"$(touch {mark})`touch {mark}`"
+    with on(hosts.hosts[0], gateway, KERNEL_NOTE=hostile) as sb:
+        assert sb.run("1 + 1").text == "2"
+        log = (folder / "remote-logs" / f"kernel-{sb._async.kernel.kernel_id}.log").read_text()  # type: ignore[union-attr]
+    assert not mark.exists(), log
+    assert "exported names not passed to the kernel" in log  # EG's own variables stay out; KERNEL_NOTE went in
+
+
+def test_without_the_gate_the_same_value_runs_on_the_host(gateway, hosts, folder):
+    """The attack is real: with a plain login shell for the key, EG's line runs the client's command. The
+    kernelspec's argv survives that shell too: EG's start returns once the launcher on the host has answered."""
+    mark = folder / "ran-without-gate"
+    gated = hosts.authorized_keys.read_text()
+    hosts.authorized_keys.write_text(gated.replace(gate_options(folder), "restrict"))
+    env = {"KERNEL_USERNAME": KERNEL_USERNAME, "KERNEL_REMOTE_HOST": hosts.hosts[0].address,
+           "KERNEL_NOTE": f"$(touch {mark})"}  # fmt: skip
+    try:
+        kernel_id = gateway.request("POST", "/api/kernels", {"name": gateway.kernel_name, "env": env})["id"]
+    finally:
+        hosts.authorized_keys.write_text(gated)
+    try:
+        assert mark.exists()
+        assert len(gateway.launcher_pids(kernel_id)) == 1, gateway.story(kernel_id)
+    finally:
+        gateway.request("DELETE", f"/api/kernels/{kernel_id}")
+
+
+def test_a_host_taken_down_fails_its_starts_fast_and_leaves_the_other_running(gateway, hosts):
+    alive, dead = hosts.hosts
+    with on(alive, gateway) as sb:
+        sb.run("n = 1")
+        dead.take_down()
+        t0 = time.monotonic()
+        with pytest.raises(GatewayError) as refused:
+            with on(dead, gateway) as never:
+                never.run("1")
+        took = time.monotonic() - t0
+        assert took < DOWN_SECONDS, f"a start on the dead host took {took:.1f} s"
+        assert dead.address in str(refused.value), refused.value
+        assert sb.run("n + 1").text == "2"

@@ -1,0 +1,106 @@
+"""`sandbox-kernel eg-ssh`, the forced command of EG's SSH key: what it takes from EG's shell line, and what not.
+
+The lines are built as Enterprise Gateway 3.3.0's DistributedProcessProxy builds them (`eg_launch_line`, the same
+format as its `_build_startup_command`); tests/test_multi_host.py drives the gate with EG itself over SSH.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from sandbox_kernel.enterprise_gateway import ssh_gate
+from sandbox_kernel.enterprise_gateway.ssh_gate import Launch, Refused, Signal
+
+PROGRAM = "/opt/env/bin/sandbox-kernel"
+KERNEL_ID = "0b7a3c9e-1111-4222-8333-444455556666"
+OPTIONS = ["--kernel-id", KERNEL_ID, "--response-address", "10.0.0.5:8877", "--public-key", "AAAA+/=",
+           "--port-range", "0..0", "--ip", "route"]  # fmt: skip
+
+
+def eg_launch_line(env: dict[str, str], argv: list[str], log: str = f"/tmp/kernel-{KERNEL_ID}.log") -> str:
+    """EG's line: `export K=json;`... then nohup, the argv joined with spaces, the log, `& echo $!`."""
+    line = "".join("export {}={};".format(k, json.dumps(v).replace("'", "''")) for k, v in env.items())
+    return line + "nohup" + "".join(f" {a}" for a in argv) + f" >> {log} 2>&1 & echo $!"
+
+
+def test_egs_launch_line_gives_the_launcher_and_kernel_values_exactly_as_sent():
+    hostile = "$(touch /tmp/pwned) `id` \"q\" 'a'' \\ é"
+    line = eg_launch_line({"KERNEL_USERNAME": hostile, "KERNEL_ID": KERNEL_ID, "PATH": "/evil"},
+                          [PROGRAM, "launch-eg", *OPTIONS])  # fmt: skip
+    request = ssh_gate.parse(line, PROGRAM)
+    assert request == Launch(OPTIONS, {"KERNEL_USERNAME": hostile, "KERNEL_ID": KERNEL_ID}, KERNEL_ID, ["PATH"])
+
+
+@pytest.mark.parametrize(
+    "argv, says",
+    [
+        (["/bin/sh", "launch-eg", *OPTIONS], "not /opt/env/bin/sandbox-kernel launch-eg"),
+        ([PROGRAM, "run", "-c", "1"], "not /opt/env/bin/sandbox-kernel launch-eg"),
+        ([PROGRAM, "launch-eg", *OPTIONS, "--SandboxKernel.os_sandbox=off"], "kernel settings come from this host's"),
+        ([PROGRAM, "launch-eg", *OPTIONS, "--ip"], "each with a value"),
+        ([PROGRAM, "launch-eg", *OPTIONS, "--kernel-id", "x"], "gives 2 kernel ids"),
+        ([PROGRAM, "launch-eg", *OPTIONS[2:]], "gives 0 kernel ids"),
+        ([PROGRAM, "launch-eg", "--kernel-id", "../x", *OPTIONS[2:]], "is not a kernel id"),
+    ],
+)
+def test_a_launch_of_anything_but_this_hosts_launcher_with_egs_options_is_refused(argv, says):
+    with pytest.raises(Refused, match=says):
+        ssh_gate.parse(eg_launch_line({"KERNEL_ID": KERNEL_ID}, argv), PROGRAM)
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "id",
+        "",
+        eg_launch_line({}, [PROGRAM, "launch-eg", *OPTIONS]) + "; id",
+        "id; " + eg_launch_line({}, [PROGRAM, "launch-eg", *OPTIONS]),
+        'export A="$(id)"x;' + eg_launch_line({}, [PROGRAM, "launch-eg", *OPTIONS]),
+        "kill -9 1; echo $?; id",
+        "kill -9 $(id); echo $?",
+        "x" * (ssh_gate.MAX_COMMAND + 1),
+    ],
+)
+def test_any_other_command_is_refused(command):
+    with pytest.raises(Refused):
+        ssh_gate.parse(command, PROGRAM)
+
+
+def test_egs_signals_and_polls_are_read_and_other_signals_refused():
+    assert ssh_gate.parse("kill -0 4242; echo $?", PROGRAM) == Signal(0, 4242)
+    assert ssh_gate.parse("kill -15 -4242; echo $?", PROGRAM) == Signal(15, -4242)
+    with pytest.raises(Refused, match="signal 11"):
+        ssh_gate.parse("kill -11 4242; echo $?", PROGRAM)
+
+
+def gate(command: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    """The installed `sandbox-kernel eg-ssh`, as sshd runs it for the key."""
+    program = str(Path(sys.executable).with_name("sandbox-kernel"))
+    return subprocess.run([program, "eg-ssh", "--log-folder", str(tmp_path)], capture_output=True, text=True,
+                          env={**os.environ, ssh_gate.COMMAND_ENV: command}, timeout=60)  # fmt: skip
+
+
+def test_the_installed_gate_refuses_a_shell_command_and_runs_nothing(tmp_path: Path):
+    mark = tmp_path / "ran"
+    done = gate(f"touch {mark}", tmp_path)
+    assert done.returncode == 1 and done.stdout == ""
+    assert "sandbox-kernel eg-ssh refused:" in done.stderr and "is not a command this host runs for EG" in done.stderr
+    assert not mark.exists()
+
+
+def test_the_installed_gate_signals_only_its_own_launchers(tmp_path: Path):
+    other = subprocess.Popen(["sleep", "60"])
+    try:
+        done = gate(f"kill -{int(signal.SIGKILL)} {other.pid}; echo $?", tmp_path)
+        assert done.stdout == "1\n" and "is not a launcher of" in done.stderr
+        assert other.poll() is None
+    finally:
+        other.kill()
+        other.wait()
