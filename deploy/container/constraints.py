@@ -17,11 +17,16 @@ from importlib import metadata
 from pathlib import Path
 
 from packaging.requirements import Requirement
+from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 
 HERE = Path(__file__).resolve().parent
 ROOT = "sandbox-kernel"
 UNPINNED = {"pip"}  # the image's own pip installs the rest (the tests' virtual environment has an older one)
+# The Python of each base docs/container.md names: a pin must install on all of them. A tested version that needs a
+# newer Python is left unpinned (with a comment saying so), and pip takes the newest version that fits on that base.
+BASE_PYTHONS = {"Debian bookworm": "3.11.2", "Debian trixie": "3.13.5"}
+NOT_PINNED = ": not pinned;"  # the comment's mark, after the package's name
 
 
 def requirements(name: str, extras: frozenset[str] = frozenset()) -> list[Requirement]:
@@ -49,14 +54,31 @@ def closure(root: str = ROOT) -> dict[str, list[Requirement]]:
     return needed
 
 
+def bases_excluded(name: str) -> tuple[str, list[str]]:
+    """The installed version's Requires-Python, and the bases whose Python it excludes."""
+    needs = metadata.distribution(name).metadata.get("Requires-Python") or ""
+    return needs, [base for base, python in BASE_PYTHONS.items() if not SpecifierSet(needs).contains(python)]
+
+
 def pins(root: str = ROOT) -> str:
     """The constraints file's text."""
     lines = [
         "# Made by deploy/container/constraints.py from the environment the tests ran in "
         f"(Python {sys.version_info.major}.{sys.version_info.minor}): sandbox-kernel's run-time packages, pinned.",
     ]
-    lines += sorted(f"{name}=={metadata.version(name)}" for name in closure(root) if name not in UNPINNED)
-    return "\n".join(lines) + "\n"
+    notes = []
+    for name in sorted(closure(root)):
+        if name in UNPINNED:
+            continue
+        needs, excluded = bases_excluded(name)
+        if excluded:
+            notes.append(
+                f"# {name}{NOT_PINNED} {metadata.version(name)} needs Python {needs}, which "
+                f"{' and '.join(f'{b} ({BASE_PYTHONS[b]})' for b in excluded)} lacks"
+            )
+        else:
+            lines.append(f"{name}=={metadata.version(name)}")
+    return "\n".join(lines[:1] + sorted(lines[1:]) + notes) + "\n"
 
 
 def main() -> int:
