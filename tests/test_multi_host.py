@@ -3,9 +3,11 @@ namespaces with sshd on a private range, tests/ssh_hosts.py) from the shipped di
 survives EG's shell line; EG's key runs only `sandbox-kernel eg-ssh` there, as docs/enterprise-gateway.md says.
 
 Cells run through `Sandbox(gateway_url=...)`, each kernel is found in its host's namespace, a checkpoint taken on
-one host is restored on the other, and a host taken down leaves the other's kernels running while a start on it
-fails within seconds, naming the host. The attack the gate stops, a client's KERNEL_* value that the host's shell
-would expand, is tried with the gate and without it (to show it is real).
+one host is restored on the other, `sandbox-kernel eg-hosts` tells ready hosts from unreachable and ungated ones, a
+launcher that cannot start its kernel makes EG's start fail within seconds saying why, and a host taken down leaves
+the other's kernels running while a start on it fails within seconds, naming the host. The attack the gate stops,
+a client's KERNEL_* value that the host's shell would expand, is tried with the gate and without it (to show it is
+real).
 
 Needs root, iproute2 and openssh-server (.ci/run installs the last); skipped with the reason elsewhere.
 """
@@ -13,6 +15,8 @@ Needs root, iproute2 and openssh-server (.ci/run installs the last); skipped wit
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,7 +24,7 @@ from pathlib import Path
 import pytest
 
 import ssh_hosts
-from eg_server import COMMAND, KERNEL_USERNAME, EnterpriseGateway, enterprise_gateway, installed
+from eg_server import COMMAND, KERNEL_USERNAME, PORT_RANGE, EnterpriseGateway, enterprise_gateway, installed
 from sandbox_kernel.client.gateway_rest import GatewayError
 from sandbox_kernel.client.sync_sandbox import Sandbox
 
@@ -29,6 +33,7 @@ if (why := ssh_hosts.unavailable()) is not None:
 
 HOME = os.path.expanduser("~")  # the kernels' home on every host (the same files: its Pyodide cache, its key)
 DOWN_SECONDS = 40  # a start on a host that is down fails within this (EG's SSH connect, then its error)
+FAILED_START_SECONDS = 30  # a launcher that cannot start its kernel: EG answers within this (its launch timeout: 180)
 
 
 @pytest.fixture(scope="module")
@@ -117,6 +122,71 @@ def test_without_the_gate_the_same_value_runs_on_the_host(gateway, hosts, folder
         assert len(gateway.launcher_pids(kernel_id)) == 1, gateway.story(kernel_id)
     finally:
         gateway.request("DELETE", f"/api/kernels/{kernel_id}")
+
+
+def preflight(hosts: ssh_hosts.Hosts, *addresses: str) -> subprocess.CompletedProcess[str]:
+    """`sandbox-kernel eg-hosts` as an operator runs it on EG's host, with EG's key."""
+    key, known = hosts.client_home / ".ssh" / "id_ed25519", hosts.client_home / ".ssh" / "known_hosts"
+    return subprocess.run([COMMAND, "eg-hosts", "--user", "root", "--identity", str(key), "--known-hosts", str(known),
+                           *addresses], capture_output=True, text=True, timeout=300)  # fmt: skip
+
+
+def test_the_preflight_tells_ready_hosts_from_unreachable_and_ungated_ones(hosts, folder):
+    first, second = hosts.hosts
+    nowhere = f"{ssh_hosts.ADDRESS_RANGE}.99"  # on the bridge's network, and no host has it
+    done = preflight(hosts, first.address, nowhere, second.address)
+    assert done.returncode == 1, done.stdout + done.stderr
+    blocks = done.stdout.split(f"\n{nowhere}: ")
+    assert blocks[0].startswith(f"{first.address}: ready\n  the forced command is sandbox-kernel eg-ssh\n")
+    assert "[  ok] os layers: OS layers in force" in blocks[0] and "[FAIL]" not in done.stdout
+    assert blocks[1].startswith("NOT READY\n  SSH: "), done.stdout
+    assert f"\n{second.address}: ready\n" in done.stdout
+    gated = hosts.authorized_keys.read_text()
+    hosts.authorized_keys.write_text(gated.replace(gate_options(folder), "restrict"))
+    try:
+        plain = preflight(hosts, first.address)
+    finally:
+        hosts.authorized_keys.write_text(gated)
+    assert plain.returncode == 1
+    assert plain.stdout.startswith(f"{first.address}: NOT READY\n  EG's key has a shell here: a client's KERNEL_*")
+
+
+HOLD_PORTS = """
+import resource, socket, sys
+resource.setrlimit(resource.RLIMIT_NOFILE, (4096, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
+held = []
+for port in range({lower}, {upper} + 1):
+    s = socket.socket()
+    try:
+        s.bind(("0.0.0.0", port))
+    except OSError:  # in use already (a port of an earlier test's kernel, in TIME_WAIT)
+        continue
+    held.append(s)
+print("held", flush=True)
+sys.stdin.read()
+"""
+
+
+def test_a_launcher_that_cannot_start_the_kernel_tells_eg_why_at_once(gateway, hosts):
+    """With every port of EG's range taken on the host, the launcher cannot start the kernel: EG's answer to the
+    start says so within seconds, instead of waiting for its launch timeout (START_SECONDS)."""
+    host = hosts.hosts[0]
+    lower, upper = PORT_RANGE
+    holder = subprocess.Popen(["ip", "netns", "exec", host.name, sys.executable, "-c",
+                               HOLD_PORTS.format(lower=lower, upper=upper)],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+        t0 = time.monotonic()
+        with pytest.raises(GatewayError) as refused:
+            with on(host, gateway) as never:
+                never.run("1")
+        took = time.monotonic() - t0
+    finally:
+        holder.kill()
+        holder.wait()
+    assert took < FAILED_START_SECONDS, f"EG answered the failed start after {took:.1f} s"
+    assert "could not start the kernel: no free port on" in str(refused.value), refused.value
 
 
 def test_a_host_taken_down_fails_its_starts_fast_and_leaves_the_other_running(gateway, hosts):

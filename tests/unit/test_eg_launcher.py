@@ -469,3 +469,20 @@ def test_the_docs_check_egs_sdist_with_the_sha256_the_tests_pin():
     page = (REPO / "docs" / "enterprise-gateway.md").read_text()
     assert f'echo "{EG_SDIST_SHA256}  {EG_SDIST}" | sha256sum -c' in page
     assert set(re.findall(r"[0-9a-f]{64}", page)) == {EG_SDIST_SHA256}
+
+
+def test_a_launcher_that_cannot_start_its_kernel_answers_eg_with_the_reason_where_eg_reads_a_number(private_key):
+    """EG 3.3.0's answer to such a payload is HTTP 500 with `invalid literal for int() with base 10: '<reason>'`
+    (tests/test_multi_host.py shows it with EG itself); int() shows 200 characters of it."""
+    from sandbox_kernel.enterprise_gateway import launcher
+
+    values = {"{kernel_id}": "k-1", "{response_address}": "127.0.0.1:9", "{public_key}": eg_public_key(private_key),
+              "{port_range}": "0..0"}  # fmt: skip
+    argv: list[str] = kernelspecs.distributed_kernel_json("/x/sandbox-kernel", ["127.0.0.1"])["argv"]  # type: ignore[assignment]
+    args = arguments.parse([values.get(word, word) for word in argv[2:]])
+    info = open_payload(launcher.failure_report(args, "no free port on 10.0.0.7 " + "x" * 500), private_key)
+    assert info["kernel_id"] == "k-1"
+    assert info["comm_port"].startswith("launch-eg could not start the kernel: no free port on 10.0.0.7")
+    assert len(info["comm_port"]) <= 190
+    with pytest.raises(ValueError, match="launch-eg could not start the kernel"):
+        int(info["comm_port"])

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from sandbox_kernel.enterprise_gateway import ssh_gate
-from sandbox_kernel.enterprise_gateway.ssh_gate import Launch, Refused, Signal
+from sandbox_kernel.enterprise_gateway.ssh_gate import Doctor, Launch, Refused, Signal
 
 PROGRAM = "/opt/env/bin/sandbox-kernel"
 KERNEL_ID = "0b7a3c9e-1111-4222-8333-444455556666"
@@ -73,6 +73,13 @@ def test_any_other_command_is_refused(command):
         ssh_gate.parse(command, PROGRAM)
 
 
+def test_the_preflights_doctor_is_the_only_other_command():
+    assert ssh_gate.parse("doctor", PROGRAM) == Doctor()
+    for command in ("doctor ", "doctor --fix", "sandbox-kernel doctor", "doctor; id"):
+        with pytest.raises(Refused):
+            ssh_gate.parse(command, PROGRAM)
+
+
 def test_egs_signals_and_polls_are_read_and_other_signals_refused():
     assert ssh_gate.parse("kill -0 4242; echo $?", PROGRAM) == Signal(0, 4242)
     assert ssh_gate.parse("kill -15 -4242; echo $?", PROGRAM) == Signal(15, -4242)
@@ -104,3 +111,61 @@ def test_the_installed_gate_signals_only_its_own_launchers(tmp_path: Path):
     finally:
         other.kill()
         other.wait()
+
+
+@pytest.mark.parametrize("value, says", [("a\0b", "NUL"), ("\udc00", "lone surrogate")])
+def test_a_value_no_process_environment_can_hold_is_refused(value, says):
+    line = eg_launch_line({"KERNEL_X": value}, [PROGRAM, "launch-eg", *OPTIONS])
+    with pytest.raises(Refused, match=says):
+        ssh_gate.parse(line, PROGRAM)
+
+
+@pytest.mark.parametrize("target", [1, -1])
+def test_every_process_and_init_are_never_targets(target):
+    with pytest.raises(Refused, match="never 1 or -1"):
+        ssh_gate.parse(f"kill -9 {target}; echo $?", PROGRAM)
+
+
+def test_the_log_is_private_and_never_written_through_a_planted_link(tmp_path: Path):
+    folder = tmp_path / "logs"
+    log = ssh_gate.open_log(folder, KERNEL_ID)
+    os.close(log)
+    assert folder.stat().st_mode & 0o777 == 0o700
+    assert (folder / f"kernel-{KERNEL_ID}.log").stat().st_mode & 0o777 == 0o600
+    victim = tmp_path / "victim"
+    victim.write_text("untouched")
+    other = "1b7a3c9e-1111-4222-8333-444455556666"
+    (folder / f"kernel-{other}.log").symlink_to(victim)
+    with pytest.raises(OSError):
+        ssh_gate.open_log(folder, other)
+    assert victim.read_text() == "untouched"
+
+
+def test_the_launcher_gets_kernel_values_and_the_kept_names_only(tmp_path: Path, monkeypatch):
+    """A stand-in launcher that prints its environment, started by run_launch as the gate starts the real one."""
+    from eg_payload import eg_public_key, new_key
+
+    program = tmp_path / "sandbox-kernel"
+    program.write_text("#!/bin/sh\nenv\n")
+    program.chmod(0o755)
+    monkeypatch.setenv("SSH_CONNECTION", "10.0.0.1 1 10.0.0.2 22")
+    monkeypatch.setenv("LANG", "sent-by-the-client")
+    monkeypatch.setenv("LD_PRELOAD", "/tmp/evil.so")
+    options = [eg_public_key(new_key()) if word == "AAAA+/=" else word for word in OPTIONS]
+    line = eg_launch_line({"KERNEL_NOTE": "$(id)", "PATH": "/evil"}, [str(program), "launch-eg", *options])
+    request = ssh_gate.parse(line, str(program))
+    assert isinstance(request, Launch)
+    pid = ssh_gate.run_launch(request, str(program), tmp_path / "logs")
+    os.waitpid(pid, 0)
+    printed = (tmp_path / "logs" / f"kernel-{KERNEL_ID}.log").read_text().splitlines()
+    env = dict(entry.split("=", 1) for entry in printed if "=" in entry and not entry.startswith("eg-ssh:"))
+    assert env["KERNEL_NOTE"] == "$(id)" and env["PATH"] == os.environ["PATH"]
+    assert not {"SSH_CONNECTION", "LANG", "LD_PRELOAD"} & set(env)
+
+
+def test_the_installed_gate_refuses_values_the_launcher_would_refuse_before_starting_it(tmp_path: Path):
+    program = os.path.realpath(Path(sys.executable).with_name("sandbox-kernel"))
+    done = gate(eg_launch_line({}, [program, "launch-eg", *OPTIONS]), tmp_path)  # "AAAA+/=" is no public key
+    assert done.returncode == 1 and done.stdout == ""
+    assert "is not a base64 DER public key" in done.stderr
+    assert not list(tmp_path.iterdir())  # no log: nothing was started

@@ -1,11 +1,10 @@
 """The `sandbox-kernel` command: install, uninstall, fetch, run, compare, mirror, doctor, mcp, launch-eg, eg-ssh,
-seccomp-profile; otherwise the kernel itself."""
+eg-hosts, seccomp-profile; otherwise the kernel itself."""
 
 from __future__ import annotations
 
 import argparse
 import sys
-import tempfile
 from pathlib import Path
 
 from sandbox_kernel import __version__
@@ -131,6 +130,14 @@ def _eg_ssh(args: argparse.Namespace) -> int:
     return ssh_gate.main(args.log_folder)
 
 
+def _eg_hosts(args: argparse.Namespace) -> int:
+    from sandbox_kernel.enterprise_gateway import host_check
+
+    options = [*(["-i", args.identity] if args.identity else []),
+               *(["-o", f"UserKnownHostsFile={args.known_hosts}"] if args.known_hosts else [])]  # fmt: skip
+    return host_check.main(args.hosts, args.user, options)
+
+
 def _seccomp_profile(args: argparse.Namespace) -> int:
     """A container seccomp profile: the base one given, plus the calls the OS layers need."""
     from sandbox_kernel.sandbox.oslayers.seccomp_profile import main as make
@@ -193,7 +200,7 @@ def split_command_line(words: list[str]) -> tuple[list[str], list[str], list[str
 
 COMMANDS = frozenset({
     "install", "uninstall", "fetch", "run", "compare", "mirror", "doctor", "mcp", "launch-eg", "eg-ssh",
-    "seccomp-profile", "--version", "-h", "--help",
+    "eg-hosts", "seccomp-profile", "--version", "-h", "--help",
 })  # fmt: skip
 
 
@@ -359,10 +366,22 @@ def _parser() -> argparse.ArgumentParser:
     gate.add_argument(
         "--log-folder",
         type=Path,
-        default=Path(tempfile.gettempdir()),
-        help="where each launcher's output goes, as kernel-<kernel id>.log (default: %(default)s)",
+        help="where each launcher's output goes, as kernel-<kernel id>.log (default: "
+        "$XDG_STATE_HOME/sandbox-kernel/eg-kernel-logs, else ~/.local/state/...; made 0700)",
     )
     gate.set_defaults(func=_eg_ssh)
+    hosts = sub.add_parser(
+        "eg-hosts",
+        help="check, over SSH as Enterprise Gateway connects, which hosts can run this kernel, and why not",
+        description="For each HOST: whether EG's key reaches it, whether its forced command is sandbox-kernel eg-ssh "
+        "(a plain shell would run a client's KERNEL_* values), and that host's `sandbox-kernel doctor`. Run it on "
+        "EG's host as EG's user. Exit status 1 if any host is not ready.",
+    )
+    hosts.add_argument("hosts", nargs="+", metavar="HOST", help="a host of the kernelspec's remote_hosts")
+    hosts.add_argument("--user", help="the user EG logs in as (EG_REMOTE_USER; default: ssh's)")
+    hosts.add_argument("--identity", help="EG's private key file, if not one ssh finds itself")
+    hosts.add_argument("--known-hosts", help="the known_hosts file with the hosts' keys, if not ssh's own")
+    hosts.set_defaults(func=_eg_hosts)
     profile = sub.add_parser(
         "seccomp-profile",
         help="a container seccomp profile under which the OS layers work: BASE plus the calls they need",

@@ -18,6 +18,7 @@ import httpx
 TOKEN_ENV = "SANDBOX_KERNEL_GATEWAY_TOKEN"  # where the agent API and `sandbox-kernel mcp` find a gateway's token
 REQUEST_TIMEOUT = 30.0  # seconds for a request other than starting or restarting a kernel
 MAX_BODY_BYTES = 4 << 20  # of a REST answer (a kernel's model, the list of kernelspecs: kilobytes)
+MAX_SAID = 500  # characters of a refusal's reason and message shown (EG's name the kernel, the host and the cause)
 
 
 class GatewayError(OSError):
@@ -155,10 +156,10 @@ class GatewayRest:
             found = json.loads(answer.body)
             message = found.get("message") if isinstance(found, dict) else None
             if isinstance(message, str) and message.strip():
-                said = f" ({printable(message.strip()[:200])})"
+                said = f" ({printable(message.strip()[:MAX_SAID])})"
         except ValueError:
             pass
-        status, reason = answer.status, printable(answer.reason[:200])
+        status, reason = answer.status, printable(answer.reason[:MAX_SAID])
         hint = ""
         if status == 401:
             hint = f"; gateway_token (or ${TOKEN_ENV}) is missing or is not the gateway's auth token"

@@ -69,6 +69,7 @@ class Launcher:
         self.kill = False
         self.km: AsyncKernelManager | None = None
         self._tasks: set[asyncio.Task[None]] = set()
+        self.told_eg = False  # the connection info reached EG's response address
 
     def on_request(self, request: Request) -> None:
         """A request from EG's comm port or a signal to the launcher."""
@@ -150,6 +151,7 @@ class Launcher:
             log.error("could not send the connection info to EG's response address %s: %s", where, exc or "timeout")
             return False
         log.info("connection info sent to %s", where)
+        self.told_eg = True
         return True
 
     @staticmethod
@@ -178,6 +180,22 @@ class Launcher:
         return 0 if not status else (128 - status if status < 0 else status)
 
 
+def failure_report(args: arguments.LaunchArguments, reason: str) -> bytes:
+    """A sealed answer that makes EG end the start at once and show `reason`: EG 3.x reads `comm_port` with int(),
+    and answers the start with HTTP 500 naming what int() could not read (its first 200 characters)."""
+    text = f"launch-eg could not start the kernel: {reason}"
+    info = {"kernel_id": args.kernel_id, "pid": os.getpid(), "pgid": os.getpgid(0), "comm_port": text[:190]}
+    return seal(info, args.public_key)
+
+
+def report_failure(args: arguments.LaunchArguments, reason: str) -> None:
+    """Tell EG why the kernel will not start, so that its client hears within seconds, not at its launch timeout."""
+    try:
+        asyncio.run(send_connection_info(args.response_host, args.response_port, failure_report(args, reason)))
+    except (OSError, asyncio.TimeoutError) as exc:
+        log.error("could not tell EG's response address why: %s", exc or "timeout")
+
+
 def main(words: list[str]) -> int:
     """The launcher's command line: checked, then run until the kernel ends."""
     logging.basicConfig(
@@ -188,11 +206,12 @@ def main(words: list[str]) -> int:
     except arguments.LaunchArgumentError as exc:
         print(f"{arguments.PROG}: error: {exc}", file=sys.stderr)
         return 2
+    launcher = Launcher(args)
     try:
-        return asyncio.run(Launcher(args).run())
+        return asyncio.run(launcher.run())
     except ports.NoFreePort as exc:
         log.error("%s", exc)
-        return 1
+        reason = str(exc)
     except Exception as exc:  # the kernel could not be started: one line in EG's kernel log, not a traceback
         log.error(
             "could not start the kernel: %s: %s (`sandbox-kernel doctor` in this environment checks its kernelspec, "
@@ -200,4 +219,7 @@ def main(words: list[str]) -> int:
             type(exc).__name__,
             exc,
         )
-        return 1
+        reason = f"{type(exc).__name__}: {exc}"
+    if not launcher.told_eg:
+        report_failure(args, reason)
+    return 1
