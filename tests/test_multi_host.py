@@ -31,6 +31,7 @@ from sandbox_kernel.client.sync_sandbox import Sandbox
 if (why := ssh_hosts.unavailable()) is not None:
     pytest.skip(f"other hosts cannot be made here: {why}", allow_module_level=True)
 
+BENCH = Path(__file__).resolve().parents[1] / "bench"
 HOME = os.path.expanduser("~")  # the kernels' home on every host (the same files: its Pyodide cache, its key)
 DOWN_SECONDS = 40  # a start on a host that is down fails within this (EG's SSH connect, then its error)
 FAILED_START_SECONDS = 30  # a launcher that cannot start its kernel: EG answers within this (its launch timeout: 180)
@@ -149,6 +150,26 @@ def test_the_preflight_tells_ready_hosts_from_unreachable_and_ungated_ones(hosts
         hosts.authorized_keys.write_text(gated)
     assert plain.returncode == 1
     assert plain.stdout.startswith(f"{first.address}: NOT READY\n  EG's key has a shell here: a client's KERNEL_*")
+
+
+def test_the_remote_load_script_reports_cells_and_each_hosts_kernels(gateway, hosts, tmp_path):
+    """bench/remote_load.py, as a user runs it against a gateway URL with EG's key for the hosts' memory."""
+    key, known = hosts.client_home / ".ssh" / "id_ed25519", hosts.client_home / ".ssh" / "known_hosts"
+    output = tmp_path / "RESULTS.md"
+    argv = [sys.executable, str(BENCH / "remote_load.py"), "--gateway-url", gateway.url, "--token-env", "EG_TOKEN",
+            "--kernel-name", gateway.kernel_name, "--gateway-env", f"KERNEL_USERNAME={KERNEL_USERNAME}",
+            "--kernels", "2", "--duration", "4", "--think", "0.2", "--cpu-iterations", "10000",
+            "--ssh-user", "root", "--identity", str(key), "--known-hosts", str(known), "--output", str(output),
+            *(word for host in hosts.hosts for word in ("--ssh-host", host.address))]  # fmt: skip
+    done = subprocess.run(
+        argv, capture_output=True, text=True, timeout=600, env={**os.environ, "EG_TOKEN": gateway.token}
+    )
+    assert done.returncode == 0, done.stdout + done.stderr[-3000:]
+    text = output.read_text()
+    assert "| kernels held to the end | 2 of 2 |" in text and "| failures | 0 |" in text, text
+    for host in hosts.hosts:  # EG placed one kernel on each (in turn), and each host's gate counted its own
+        row = next(line for line in text.splitlines() if line.startswith(f"| {host.address} |"))
+        assert row.split("|")[2].strip() == "1", row
 
 
 HOLD_PORTS = """

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from sandbox_kernel.enterprise_gateway import ssh_gate
-from sandbox_kernel.enterprise_gateway.ssh_gate import Doctor, Launch, Refused, Signal
+from sandbox_kernel.enterprise_gateway.ssh_gate import Doctor, Launch, Memory, Refused, Signal
 
 PROGRAM = "/opt/env/bin/sandbox-kernel"
 KERNEL_ID = "0b7a3c9e-1111-4222-8333-444455556666"
@@ -73,9 +73,10 @@ def test_any_other_command_is_refused(command):
         ssh_gate.parse(command, PROGRAM)
 
 
-def test_the_preflights_doctor_is_the_only_other_command():
+def test_the_preflights_doctor_and_the_load_tests_memory_are_the_only_other_commands():
     assert ssh_gate.parse("doctor", PROGRAM) == Doctor()
-    for command in ("doctor ", "doctor --fix", "sandbox-kernel doctor", "doctor; id"):
+    assert ssh_gate.parse("memory", PROGRAM) == Memory()
+    for command in ("doctor ", "doctor --fix", "sandbox-kernel doctor", "doctor; id", "memory --all"):
         with pytest.raises(Refused):
             ssh_gate.parse(command, PROGRAM)
 
@@ -169,3 +170,22 @@ def test_the_installed_gate_refuses_values_the_launcher_would_refuse_before_star
     assert done.returncode == 1 and done.stdout == ""
     assert "is not a base64 DER public key" in done.stderr
     assert not list(tmp_path.iterdir())  # no log: nothing was started
+
+
+def test_memory_counts_a_launchers_whole_tree_and_nothing_else(tmp_path: Path):
+    """A stand-in launcher (its command line `program launch-eg --kernel-id ID`) with a child, beside another
+    process: the report names its kernel, counts both processes and their PSS."""
+    program = tmp_path / "sandbox-kernel"
+    program.write_text("#!/bin/sh\nsleep 60 &\necho forked\nwait\n")
+    program.chmod(0o755)
+    launcher = subprocess.Popen([str(program), "launch-eg", "--kernel-id", KERNEL_ID], stdout=subprocess.PIPE)
+    other = subprocess.Popen(["sleep", "60"])
+    try:
+        assert launcher.stdout is not None and launcher.stdout.readline() == b"forked\n"  # its child exists now
+        found = json.loads(ssh_gate.kernel_memory.report(lambda pid: ssh_gate.is_launcher(pid, str(program))))
+        assert [(k["kernel_id"], k["processes"]) for k in found["kernels"]] == [(KERNEL_ID, 2)]
+        assert 0 < found["kernels"][0]["pss_mib"] < 50 and found["mem_available_mib"] > 0
+    finally:
+        for proc in (launcher, other):
+            proc.kill()
+            proc.wait()

@@ -18,6 +18,8 @@ asked for from SSH_ORIGINAL_COMMAND and carries it out without a shell, if it is
 
 - **doctor**: the command `doctor` (from `sandbox-kernel eg-hosts`, the operator's preflight, not from EG): this
   host's `sandbox-kernel doctor`, whose report and status are passed on.
+- **memory**: the command `memory` (from bench/remote_load.py): each launcher's kernel id and the PSS of its
+  processes, as one JSON line (kernel_memory.py).
 
 Anything else is refused with one line on stderr saying what was asked and what is allowed (EG shows it), status 1.
 Kernel settings do not pass either: a host's kernels take theirs from the host's own configuration files.
@@ -37,12 +39,13 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from sandbox_kernel.enterprise_gateway import arguments
+from sandbox_kernel.enterprise_gateway import arguments, kernel_memory
 from sandbox_kernel.enterprise_gateway.arguments import LaunchArgumentError, parse_kernel_id
 
 COMMAND_ENV = "SSH_ORIGINAL_COMMAND"  # what sshd gives a forced command: the client's command line
 LAUNCHER = "launch-eg"
 DOCTOR = "doctor"  # the preflight's command (host_check.py)
+MEMORY = "memory"  # the remote load test's command (kernel_memory.py)
 REFUSED = "sandbox-kernel eg-ssh refused:"  # how a refusal begins, on stderr
 # launch-eg's options EG's words may carry, each followed by its value (the kernelspec's argv and EG's values)
 OPTIONS = frozenset({
@@ -85,6 +88,11 @@ class Doctor:
     """The preflight's request: this host's `sandbox-kernel doctor`."""
 
 
+@dataclass(frozen=True)
+class Memory:
+    """The load test's request: the memory of this host's EG kernels."""
+
+
 def _shown(command: str) -> str:
     return repr(command[:200]) + ("..." if len(command) > 200 else "")
 
@@ -103,7 +111,7 @@ def _decoded(value: str) -> str:
     return decoded
 
 
-def parse(command: str, program: str) -> Launch | Signal | Doctor:
+def parse(command: str, program: str) -> Launch | Signal | Doctor | Memory:
     """What `command` (EG's line) asks for, if this gate runs it; Refused otherwise. `program` is this host's
     `sandbox-kernel`, the only first word a launch may have."""
     allowed = (
@@ -114,6 +122,8 @@ def parse(command: str, program: str) -> Launch | Signal | Doctor:
         raise Refused(f"a command of {len(command)} characters (at most {MAX_COMMAND}); {allowed}")
     if command == DOCTOR:
         return Doctor()
+    if command == MEMORY:
+        return Memory()
     if found := _SIGNAL.fullmatch(command):
         signum, target = int(found[1]), int(found[2])
         if signum not in SIGNALS:
@@ -243,6 +253,9 @@ def main(log_folder: Path | None = None) -> int:
         if isinstance(request, Doctor):
             kept = {k: v for k, v in os.environ.items() if KEPT_ENV.fullmatch(k)}
             return subprocess.run([program, DOCTOR], stdin=subprocess.DEVNULL, env=kept, check=False).returncode
+        if isinstance(request, Memory):
+            print(kernel_memory.report(lambda pid: is_launcher(pid, program)))
+            return 0
         answer = (
             run_signal(request, program) if isinstance(request, Signal) else run_launch(request, program, log_folder)
         )

@@ -1,0 +1,231 @@
+"""A load test through any gateway URL (Kernel Gateway or Enterprise Gateway, here or on other machines), with the
+memory of each kernel on each SSH host.
+
+Usage: python bench/remote_load.py --gateway-url URL [--token-env NAME] [--kernel-name NAME] [--gateway-env K=V ...]
+           [--kernels N] [--duration S] [--ssh-host HOST ...] [--ssh-user U] [--identity F] [--known-hosts F]
+           [--output PATH | --print]
+       python bench/remote_load.py --stand-in-hosts 2 [...]   # EG 3.3.0 and two hosts made here (root; see below)
+
+--kernels clients (one AsyncSandbox(gateway_url=...) each) start their kernels at once, hold them, and loop
+bench/load_cells.py's workload for --duration seconds: print, CPU and error cells and a sleep the client interrupts
+(no skill cell: a remote host's kernels have that host's settings). Then each --ssh-host is asked through the gate
+(`sandbox-kernel eg-ssh`'s `memory`, with EG's key: docs/enterprise-gateway.md) for the PSS of each of its kernels.
+The report (kernels held, cells, failures, latency percentiles, starts, memory per kernel per host) replaces the
+section '## Load behind a remote gateway' of bench/RESULTS.md, or goes to --output.
+
+--stand-in-hosts N makes what tests/test_multi_host.py makes: N hosts from network namespaces with sshd on a private
+range, and EG 3.3.0 (its own venv, tests/eg_server.py) starting kernels on them over SSH, then runs against it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import datetime
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+BENCH = Path(__file__).resolve().parent
+sys.path[:0] = [str(BENCH), str(BENCH.parent / "tests")]
+
+from load_cells import Session, Workload  # noqa: E402
+from load_report import Latency  # noqa: E402
+from run import replace_section  # noqa: E402
+from sandbox_kernel.client.agent import AsyncSandbox  # noqa: E402
+from sandbox_kernel.enterprise_gateway.host_check import ssh_command  # noqa: E402
+from sandbox_kernel.enterprise_gateway.ssh_gate import MEMORY  # noqa: E402
+
+HEADING = "## Load behind a remote gateway"
+CELL_BOUND = 120.0  # a cell taking longer loses its client
+START_BOUND = 300.0  # for a kernel's start
+
+
+@dataclass
+class Outcome:
+    started: list[float] = field(default_factory=list)  # launch to the setup cell's answer, per kernel
+    cells: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
+    failures: list[str] = field(default_factory=list)
+    held: int = 0  # kernels held through the whole workload
+    memory: dict[str, dict[str, object]] = field(default_factory=dict)  # host: its gate's memory report
+    kernel_ids: list[str] = field(default_factory=list)
+
+
+async def client(index: int, options: dict[str, object], workload: Workload, seconds: float, out: Outcome) -> None:
+    session = Session(workload, seed=index)
+    t0 = time.perf_counter()
+    try:
+        sandbox = AsyncSandbox(**options)  # type: ignore[arg-type]
+        await asyncio.wait_for(sandbox.start(), START_BOUND)
+        first = await asyncio.wait_for(sandbox.run(session.setup_code()), START_BOUND)
+    except Exception as exc:
+        out.failures.append(f"client {index}: the kernel did not start: {type(exc).__name__}: {exc}"[:500])
+        return
+    out.started.append(time.perf_counter() - t0)
+    if (wrong := session.check_setup(first)) is not None:
+        out.failures.append(f"client {index}, setup: {wrong}")
+    out.kernel_ids.append(sandbox.kernel.kernel_id)  # type: ignore[union-attr]
+    deadline, lost = time.monotonic() + seconds, False
+    try:
+        while time.monotonic() < deadline:
+            await asyncio.sleep(session.think())  # an agent's pause between cells, not a synchronisation
+            plan = session.next_cell()
+            t1 = time.perf_counter()
+            try:
+                result = await asyncio.wait_for(sandbox.run(plan.code, timeout=plan.client_timeout), CELL_BOUND)
+            except Exception as exc:
+                out.failures.append(f"client {index}, {plan.kind} cell: {type(exc).__name__}: {exc}"[:500])
+                lost = True
+                break
+            out.cells[plan.kind].append(time.perf_counter() - t1)
+            if (wrong := plan.check(result)) is not None:
+                out.failures.append(f"client {index}, {plan.kind} cell: {wrong}"[:500])
+        if not lost:
+            out.held += 1
+    finally:
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(sandbox.close(), 60)
+
+
+def host_memory(host: str, user: str | None, options: list[str]) -> dict[str, object]:
+    """The gate's memory report of one host (or what went wrong)."""
+    done = subprocess.run(ssh_command(host, MEMORY, user, options), capture_output=True, text=True, timeout=60)
+    if done.returncode != 0:
+        return {"error": (done.stdout + done.stderr).strip()[-300:] or f"ssh exited {done.returncode}"}
+    return json.loads(done.stdout)  # type: ignore[no-any-return]
+
+
+async def measure(args: argparse.Namespace, options: dict[str, object]) -> Outcome:
+    out = Outcome()
+    workload = Workload(cpu_iterations=args.cpu_iterations, cell_timeout=args.interrupt_after,
+                        think_seconds=args.think, kernel_timeout=False, skill=False)  # fmt: skip
+    tasks = [asyncio.create_task(client(i, options, workload, args.duration, out)) for i in range(args.kernels)]
+    # The memory is read while the kernels are held: once every client has started and before the first ends.
+    while len(out.started) + len([f for f in out.failures if "did not start" in f]) < args.kernels:
+        await asyncio.wait(tasks, timeout=1.0, return_when=asyncio.FIRST_COMPLETED)
+    ssh = [*(["-i", args.identity] if args.identity else []),
+           *(["-o", f"UserKnownHostsFile={args.known_hosts}"] if args.known_hosts else [])]  # fmt: skip
+    for host in args.ssh_host:
+        out.memory[host] = await asyncio.to_thread(host_memory, host, args.ssh_user, ssh)
+    await asyncio.gather(*tasks)
+    return out
+
+
+def report(args: argparse.Namespace, out: Outcome, where: str) -> str:
+    when = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    lines = [
+        HEADING, "",
+        f"`bench/remote_load.py` ({when}): {args.kernels} kernels of `{args.kernel_name}` through {where}, started at "
+        f"once and held for {args.duration:g} s of cells (think time {args.think:g} s; a sleep the client interrupts "
+        f"after {args.interrupt_after:g} s).", "",
+        "| | |", "| --- | --- |",
+        f"| kernels held to the end | {out.held} of {args.kernels} |",
+        f"| cells run | {sum(len(v) for v in out.cells.values())} |",
+        f"| failures | {len(out.failures)} |",
+    ]  # fmt: skip
+    if started := Latency.of(out.started):
+        lines.append(f"| start to first result, p50 / p90 / p99 | {started.shown()} ms |")
+    for kind, seconds in sorted(out.cells.items()):
+        if latency := Latency.of(seconds):
+            lines.append(f"| {kind} cell, p50 / p90 / p99 ({latency.count} cells) | {latency.shown()} ms |")
+    if out.memory:
+        lines += ["", "| host | this run's kernels | PSS per kernel (MiB), each | mean | available after (MiB) |",
+                  "| --- | ---: | --- | ---: | ---: |"]  # fmt: skip
+        ours = set(out.kernel_ids)
+        for host, found in out.memory.items():
+            if "error" in found:
+                lines.append(f"| {host} | | could not be read: {found['error']} | | |")
+                continue
+            kernels = [k for k in found["kernels"] if k["kernel_id"] in ours]  # type: ignore[attr-defined]
+            each = [float(k["pss_mib"]) for k in kernels]
+            mean = f"{sum(each) / len(each):.0f}" if each else ""
+            lines.append(f"| {host} | {len(each)} | {', '.join(f'{v:.0f}' for v in each)} | {mean} | "
+                         f"{found['mem_available_mib']} |")  # fmt: skip
+    if out.failures:
+        lines += ["", "Failures:", *(f"- {f}" for f in out.failures[:20])]
+    return "\n".join(lines) + "\n"
+
+
+@contextlib.contextmanager
+def stand_in(count: int, folder: Path) -> Iterator[tuple[dict[str, object], list[str], dict[str, str]]]:
+    """EG 3.3.0 with `count` hosts made here (tests/ssh_hosts.py, tests/eg_server.py): client options, the hosts'
+    addresses, and the SSH settings for their gates."""
+    import ssh_hosts
+    from eg_server import COMMAND, enterprise_gateway, installed
+
+    if why := ssh_hosts.unavailable():
+        raise SystemExit(f"--stand-in-hosts: {why}")
+    home = os.path.expanduser("~")
+    gate = f'command="/usr/bin/env HOME={home} {COMMAND} eg-ssh --log-folder {folder / "remote-logs"}",restrict'
+    with ssh_hosts.ssh_hosts(folder / "hosts", count, gate) as hosts:
+        env = {"HOME": str(hosts.client_home), "EG_REMOTE_USER": "root"}
+        addresses = [h.address for h in hosts.hosts]
+        with enterprise_gateway(folder / "eg", installed(), env=env, remote_hosts=addresses,
+                                response_ip=hosts.bridge_address) as gateway:  # fmt: skip
+            ssh = {"identity": str(hosts.client_home / ".ssh" / "id_ed25519"),
+                   "known_hosts": str(hosts.client_home / ".ssh" / "known_hosts"), "user": "root"}  # fmt: skip
+            yield gateway.client_options(), addresses, ssh
+
+
+def parse(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--gateway-url", help="the gateway's URL (http://host:port)")
+    parser.add_argument("--token-env", default="SANDBOX_KERNEL_GATEWAY_TOKEN", help="the variable holding its token")
+    parser.add_argument("--kernel-name", default="pyodide-sandbox", help="the kernelspec to start")
+    parser.add_argument("--gateway-env", action="append", default=[], metavar="K=V",
+                        help="a variable for each kernel's start (Enterprise Gateway: KERNEL_USERNAME=...)")  # fmt: skip
+    parser.add_argument("--kernels", type=int, default=4, help="clients, each holding one kernel (default 4)")
+    parser.add_argument("--duration", type=float, default=60, help="seconds of cells (default 60)")
+    parser.add_argument("--think", type=float, default=1.0, help="mean pause before a cell, seconds (default 1)")
+    parser.add_argument("--interrupt-after", type=float, default=2.0, help="the sleep cell's client timeout")
+    parser.add_argument("--cpu-iterations", type=int, default=1_000_000, help="of the CPU cell's loop")
+    parser.add_argument("--ssh-host", action="append", default=[], help="a kernel host whose memory is read")
+    parser.add_argument("--ssh-user", help="the user EG logs in as there")
+    parser.add_argument("--identity", help="EG's private key")
+    parser.add_argument("--known-hosts", help="a known_hosts file with the hosts' keys")
+    parser.add_argument("--stand-in-hosts", type=int, help="make EG and this many hosts here (root)")
+    parser.add_argument("--output", type=Path, default=BENCH / "RESULTS.md", help="the report's file")
+    parser.add_argument("--print", action="store_true", help="print the report instead of writing it")
+    args = parser.parse_args(argv)
+    if not args.gateway_url and not args.stand_in_hosts:
+        parser.error("give --gateway-url, or --stand-in-hosts N")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse(argv)
+    with contextlib.ExitStack() as stack:
+        if args.stand_in_hosts:
+            folder = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="remote-load-")))
+            options, addresses, ssh = stack.enter_context(stand_in(args.stand_in_hosts, folder))
+            args.ssh_host = args.ssh_host or addresses
+            args.ssh_user, args.identity, args.known_hosts = ssh["user"], ssh["identity"], ssh["known_hosts"]
+            args.kernel_name = str(options["kernel_name"])
+            where = f"Enterprise Gateway 3.3.0 to {args.stand_in_hosts} SSH hosts made on this machine"
+        else:
+            token = os.environ.get(args.token_env)
+            env = dict(item.split("=", 1) for item in args.gateway_env)
+            options = {"gateway_url": args.gateway_url, "gateway_token": token, "kernel_name": args.kernel_name,
+                       **({"gateway_env": env} if env else {})}  # fmt: skip
+            where = f"the gateway at {args.gateway_url}"
+        out = asyncio.run(measure(args, options))
+    text = report(args, out, where)
+    if args.print:
+        print(text)
+    else:
+        previous = args.output.read_text() if args.output.exists() else "# Benchmark results\n"
+        args.output.write_text(replace_section(previous, HEADING, text))
+        print(f"wrote '{HEADING}' in {args.output}")
+    return 1 if out.failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
