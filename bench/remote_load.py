@@ -137,7 +137,7 @@ def report(args: argparse.Namespace, out: Outcome, where: str) -> str:
         if latency := Latency.of(seconds):
             lines.append(f"| {kind} cell, p50 / p90 / p99 ({latency.count} cells) | {latency.shown()} ms |")
     if out.memory:
-        lines += ["", "| host | this run's kernels | PSS per kernel (MiB), each | mean | available after (MiB) |",
+        lines += ["", "| host | this run's kernels | PSS per kernel (MiB), each | mean | host memory available meanwhile (MiB) |",
                   "| --- | ---: | --- | ---: | ---: |"]  # fmt: skip
         ours = set(out.kernel_ids)
         for host, found in out.memory.items():
