@@ -57,18 +57,35 @@ class Outcome:
     held: int = 0  # kernels held through the whole workload
     memory: dict[str, dict[str, object]] = field(default_factory=dict)  # host: its gate's memory report
     kernel_ids: list[str] = field(default_factory=list)
+    settled: int = 0  # clients whose start has succeeded or failed
+    all_settled: asyncio.Event = field(default_factory=asyncio.Event)
+    memory_read: asyncio.Event = field(default_factory=asyncio.Event)  # the clients hold their kernels until then
+
+    def start_settled(self, clients: int) -> None:
+        self.settled += 1
+        if self.settled == clients:
+            self.all_settled.set()
 
 
-async def client(index: int, options: dict[str, object], workload: Workload, seconds: float, out: Outcome) -> None:
+async def client(
+    index: int, clients: int, options: dict[str, object], workload: Workload, seconds: float, out: Outcome
+) -> None:
+    """One client: start a kernel, then its cells until `seconds` pass; what happened goes into `out`."""
     session = Session(workload, seed=index)
     t0 = time.perf_counter()
+    sandbox: AsyncSandbox | None = None
     try:
         sandbox = AsyncSandbox(**options)  # type: ignore[arg-type]
         await asyncio.wait_for(sandbox.start(), START_BOUND)
         first = await asyncio.wait_for(sandbox.run(session.setup_code()), START_BOUND)
     except Exception as exc:
         out.failures.append(f"client {index}: the kernel did not start: {type(exc).__name__}: {exc}"[:500])
+        if sandbox is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(sandbox.close(), 60)
         return
+    finally:
+        out.start_settled(clients)
     out.started.append(time.perf_counter() - t0)
     if (wrong := session.check_setup(first)) is not None:
         out.failures.append(f"client {index}, setup: {wrong}")
@@ -90,6 +107,7 @@ async def client(index: int, options: dict[str, object], workload: Workload, sec
                 out.failures.append(f"client {index}, {plan.kind} cell: {wrong}"[:500])
         if not lost:
             out.held += 1
+        await out.memory_read.wait()  # set by measure() once every host answered: the kernels are still up
     finally:
         with contextlib.suppress(Exception):
             await asyncio.wait_for(sandbox.close(), 60)
@@ -97,24 +115,31 @@ async def client(index: int, options: dict[str, object], workload: Workload, sec
 
 def host_memory(host: str, user: str | None, options: list[str]) -> dict[str, object]:
     """The gate's memory report of one host (or what went wrong)."""
-    done = subprocess.run(ssh_command(host, MEMORY, user, options), capture_output=True, text=True, timeout=60)
+    try:
+        done = subprocess.run(ssh_command(host, MEMORY, user, options), capture_output=True, text=True,
+                              stdin=subprocess.DEVNULL, timeout=60)  # fmt: skip
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return {"error": f"ssh: {exc}"}
     if done.returncode != 0:
         return {"error": (done.stdout + done.stderr).strip()[-300:] or f"ssh exited {done.returncode}"}
-    return json.loads(done.stdout)  # type: ignore[no-any-return]
+    try:
+        return dict(json.loads(done.stdout))
+    except (ValueError, TypeError):
+        return {"error": f"not the gate's memory report: {done.stdout[:200]!r}"}
 
 
 async def measure(args: argparse.Namespace, options: dict[str, object]) -> Outcome:
     out = Outcome()
     workload = Workload(cpu_iterations=args.cpu_iterations, cell_timeout=args.interrupt_after,
                         think_seconds=args.think, kernel_timeout=False, skill=False)  # fmt: skip
-    tasks = [asyncio.create_task(client(i, options, workload, args.duration, out)) for i in range(args.kernels)]
-    # The memory is read while the kernels are held: once every client has started and before the first ends.
-    while len(out.started) + len([f for f in out.failures if "did not start" in f]) < args.kernels:
-        await asyncio.wait(tasks, timeout=1.0, return_when=asyncio.FIRST_COMPLETED)
-    ssh = [*(["-i", args.identity] if args.identity else []),
+    tasks = [asyncio.create_task(client(i, args.kernels, options, workload, args.duration, out))
+             for i in range(args.kernels)]  # fmt: skip
+    await out.all_settled.wait()  # every start has succeeded or failed; the clients hold theirs until memory_read
+    ssh = [*(["-i", args.identity, "-o", "IdentitiesOnly=yes"] if args.identity else []),
            *(["-o", f"UserKnownHostsFile={args.known_hosts}"] if args.known_hosts else [])]  # fmt: skip
     for host in args.ssh_host:
         out.memory[host] = await asyncio.to_thread(host_memory, host, args.ssh_user, ssh)
+    out.memory_read.set()
     await asyncio.gather(*tasks)
     return out
 
@@ -197,6 +222,8 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if not args.gateway_url and not args.stand_in_hosts:
         parser.error("give --gateway-url, or --stand-in-hosts N")
+    if args.kernels < 1:
+        parser.error(f"--kernels {args.kernels}: at least 1")
     return args
 
 

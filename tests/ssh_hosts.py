@@ -4,8 +4,8 @@ DistributedProcessProxy, over SSH with a key).
 
 The namespaces share this machine's files (the same venv, the same Pyodide cache), as hosts provisioned alike do;
 what differs is the network: a host's kernels listen on its own address, EG reaches them across the bridge, and
-taking a host's link down cuts it off as a dead machine would be. The addresses (ADDRESS_RANGE) exist only inside
-this machine. Needs root, `ip` and sshd (openssh-server); `unavailable()` says why not.
+taking a host's link down cuts it off as a dead machine would be. The addresses (10.231.N.0/24, N from the process
+id, so that two runs at once do not meet) exist only inside this machine. Needs root, `ip` and sshd (openssh-server); `unavailable()` says why not.
 """
 
 from __future__ import annotations
@@ -20,8 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 SSHD = "/usr/sbin/sshd"
-ADDRESS_RANGE = "10.231.7"  # a /24 for the bridge (.1) and the hosts (.11 and up); nothing outside reaches it
-START_SECONDS = 20
+SSHD_START_SECONDS = 20
 
 
 def unavailable() -> str | None:
@@ -63,6 +62,10 @@ class Host:
         _run("ip", "link", "set", self.link, "down")
         _run("ip", "neigh", "flush", "to", self.address)
 
+    def bring_up(self) -> None:
+        """Back on the network after take_down()."""
+        _run("ip", "link", "set", self.link, "up")
+
 
 @dataclass
 class Hosts:
@@ -70,12 +73,13 @@ class Hosts:
 
     hosts: list[Host]
     bridge_address: str  # this machine's address on the bridge: where EG's response port listens
+    prefix: str  # the bridge network's first three numbers (its /24)
     client_home: Path  # a HOME whose .ssh holds the client key and the hosts' keys (paramiko reads both there)
     authorized_keys: Path  # the hosts' AuthorizedKeysFile: the client key, with what the test puts before it
 
 
 def _wait_for_port(host: Host, log: Path) -> None:
-    deadline = time.monotonic() + START_SECONDS
+    deadline = time.monotonic() + SSHD_START_SECONDS
     while time.monotonic() < deadline:
         if host.sshd is not None and host.sshd.poll() is not None:
             raise RuntimeError(f"sshd on {host.name} exited: {log.read_text(errors='replace')[-2000:]}")
@@ -83,7 +87,7 @@ def _wait_for_port(host: Host, log: Path) -> None:
         if probe.returncode == 0:
             return
         time.sleep(0.1)
-    raise RuntimeError(f"sshd on {host.name} did not listen within {START_SECONDS} s: {log.read_text()[-2000:]}")
+    raise RuntimeError(f"sshd on {host.name} did not listen within {SSHD_START_SECONDS} s: {log.read_text()[-2000:]}")
 
 
 @contextmanager
@@ -92,6 +96,7 @@ def ssh_hosts(folder: Path, count: int, key_options: str) -> Iterator[Hosts]:
     with `key_options` (e.g. `command="...",restrict`); all of it removed at the end."""
     tag = f"{os.getpid() % 100000}"
     bridge = f"sbkbr{tag}"
+    prefix = f"10.231.{1 + os.getpid() % 250}"  # a /24 for the bridge (.1) and the hosts (.11 and up)
     folder.mkdir(parents=True, exist_ok=True)
     home = folder / "client-home"
     (home / ".ssh").mkdir(parents=True)
@@ -103,18 +108,18 @@ def ssh_hosts(folder: Path, count: int, key_options: str) -> Iterator[Hosts]:
     with ExitStack() as stack:
         _run("ip", "link", "add", bridge, "type", "bridge")
         stack.callback(subprocess.run, ["ip", "link", "del", bridge], capture_output=True)
-        _run("ip", "addr", "add", f"{ADDRESS_RANGE}.1/24", "dev", bridge)
+        _run("ip", "addr", "add", f"{prefix}.1/24", "dev", bridge)
         _run("ip", "link", "set", bridge, "up")
         hosts, known = [], []
         for i in range(count):
-            host = Host(f"sbkh{tag}-{i}", f"{ADDRESS_RANGE}.{11 + i}", f"sbkv{tag}-{i}")
+            host = Host(f"sbkh{tag}-{i}", f"{prefix}.{11 + i}", f"sbkv{tag}-{i}")
             _run("ip", "netns", "add", host.name)
             stack.callback(subprocess.run, ["ip", "netns", "del", host.name], capture_output=True)
             _run("ip", "link", "add", host.link, "type", "veth", "peer", "name", "eth0", "netns", host.name)
             _run("ip", "link", "set", host.link, "master", bridge, "up")
             for argv in (["ip", "link", "set", "lo", "up"], ["ip", "addr", "add", f"{host.address}/24", "dev", "eth0"],
                          ["ip", "link", "set", "eth0", "up"],
-                         ["ip", "route", "add", "default", "via", f"{ADDRESS_RANGE}.1"]):  # fmt: skip
+                         ["ip", "route", "add", "default", "via", f"{prefix}.1"]):  # fmt: skip
                 _run("ip", "netns", "exec", host.name, *argv)
             keys = folder / host.name
             keys.mkdir()
@@ -135,7 +140,7 @@ def ssh_hosts(folder: Path, count: int, key_options: str) -> Iterator[Hosts]:
             _wait_for_port(host, log)
             hosts.append(host)
         (home / ".ssh" / "known_hosts").write_text("\n".join(known) + "\n")
-        yield Hosts(hosts, f"{ADDRESS_RANGE}.1", home, authorized)
+        yield Hosts(hosts, f"{prefix}.1", prefix, home, authorized)
 
 
 def _stop(proc: subprocess.Popen[bytes]) -> None:

@@ -101,7 +101,10 @@ def test_a_clients_kernel_value_is_data_on_the_host_not_a_command(gateway, hosts
     hostile = f"$(touch {mark})`touch {mark}`"
     with on(hosts.hosts[0], gateway, KERNEL_NOTE=hostile) as sb:
         assert sb.run("1 + 1").text == "2"
-        log = (folder / "remote-logs" / f"kernel-{sb._async.kernel.kernel_id}.log").read_text()  # type: ignore[union-attr]
+        kernel_id = sb._async.kernel.kernel_id  # type: ignore[union-attr]
+        log = (folder / "remote-logs" / f"kernel-{kernel_id}.log").read_text()
+        launcher_env = Path(f"/proc/{gateway.launcher_pids(kernel_id)[0]}/environ").read_bytes().split(b"\0")
+    assert f"KERNEL_NOTE={hostile}".encode() in launcher_env, "the value did not reach the launcher as sent"
     assert not mark.exists(), log
     assert "exported names not passed to the kernel" in log  # EG's own variables stay out; KERNEL_NOTE went in
 
@@ -134,13 +137,13 @@ def preflight(hosts: ssh_hosts.Hosts, *addresses: str) -> subprocess.CompletedPr
 
 def test_the_preflight_tells_ready_hosts_from_unreachable_and_ungated_ones(hosts, folder):
     first, second = hosts.hosts
-    nowhere = f"{ssh_hosts.ADDRESS_RANGE}.99"  # on the bridge's network, and no host has it
+    nowhere = f"{hosts.prefix}.99"  # on the bridge's network, and no host has it
     done = preflight(hosts, first.address, nowhere, second.address)
     assert done.returncode == 1, done.stdout + done.stderr
     blocks = done.stdout.split(f"\n{nowhere}: ")
     assert blocks[0].startswith(f"{first.address}: ready\n  the forced command is sandbox-kernel eg-ssh\n")
     assert "[  ok] os layers: OS layers in force" in blocks[0] and "[FAIL]" not in done.stdout
-    assert blocks[1].startswith("NOT READY\n  SSH: "), done.stdout
+    assert blocks[1].startswith(f"NOT READY\n  SSH to {nowhere}: "), done.stdout
     assert f"\n{second.address}: ready\n" in done.stdout
     gated = hosts.authorized_keys.read_text()
     hosts.authorized_keys.write_text(gated.replace(gate_options(folder), "restrict"))
@@ -190,7 +193,7 @@ sys.stdin.read()
 
 def test_a_launcher_that_cannot_start_the_kernel_tells_eg_why_at_once(gateway, hosts):
     """With every port of EG's range taken on the host, the launcher cannot start the kernel: EG's answer to the
-    start says so within seconds, instead of waiting for its launch timeout (START_SECONDS)."""
+    start says so within seconds, instead of waiting for EG's launch timeout (eg_server.START_SECONDS, 180 s)."""
     host = hosts.hosts[0]
     lower, upper = PORT_RANGE
     holder = subprocess.Popen(["ip", "netns", "exec", host.name, sys.executable, "-c",
@@ -215,11 +218,14 @@ def test_a_host_taken_down_fails_its_starts_fast_and_leaves_the_other_running(ga
     with on(alive, gateway) as sb:
         sb.run("n = 1")
         dead.take_down()
-        t0 = time.monotonic()
-        with pytest.raises(GatewayError) as refused:
-            with on(dead, gateway) as never:
-                never.run("1")
-        took = time.monotonic() - t0
+        try:
+            t0 = time.monotonic()
+            with pytest.raises(GatewayError) as refused:
+                with on(dead, gateway) as never:
+                    never.run("1")
+            took = time.monotonic() - t0
+        finally:
+            dead.bring_up()
         assert took < DOWN_SECONDS, f"a start on the dead host took {took:.1f} s"
         assert dead.address in str(refused.value), refused.value
         assert sb.run("n + 1").text == "2"

@@ -486,3 +486,11 @@ def test_a_launcher_that_cannot_start_its_kernel_answers_eg_with_the_reason_wher
     assert len(info["comm_port"]) <= 190
     with pytest.raises(ValueError, match="launch-eg could not start the kernel"):
         int(info["comm_port"])
+
+
+def test_a_public_key_of_an_algorithm_cryptography_does_not_know_is_a_value_error():
+    """SubjectPublicKeyInfo with the OID 1.2.3.4: cryptography raises UnsupportedAlgorithm, which must not reach
+    the launcher's or the gate's user as a traceback."""
+    der = bytes.fromhex("300b300506032a030403020001")
+    with pytest.raises(ValueError, match="is not a base64 DER public key"):
+        load_public_key(base64.b64encode(der).decode())

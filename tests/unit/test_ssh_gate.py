@@ -20,7 +20,7 @@ from sandbox_kernel.enterprise_gateway.ssh_gate import Doctor, Launch, Memory, R
 
 PROGRAM = "/opt/env/bin/sandbox-kernel"
 KERNEL_ID = "0b7a3c9e-1111-4222-8333-444455556666"
-OPTIONS = ["--kernel-id", KERNEL_ID, "--response-address", "10.0.0.5:8877", "--public-key", "AAAA+/=",
+OPTIONS = ["--kernel-id", KERNEL_ID, "--response-address", "127.0.0.5:8877", "--public-key", "AAAA+/=",
            "--port-range", "0..0", "--ip", "route"]  # fmt: skip
 
 

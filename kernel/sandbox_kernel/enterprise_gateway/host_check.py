@@ -9,6 +9,7 @@ host cannot run kernels safely.
 
 from __future__ import annotations
 
+import socket
 import subprocess
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -36,39 +37,52 @@ def ssh_command(host: str, command: str, user: str | None, options: Sequence[str
             "StrictHostKeyChecking=yes", *options, target, command]  # fmt: skip
 
 
-def check(host: str, user: str | None = None, options: Sequence[str] = ()) -> HostReport:
-    """One host: reachable, gated, and ready (its doctor's lines)."""
+def _last_line(text: str) -> str:
+    lines = text.strip().splitlines()
+    return lines[-1][:300] if lines else ""
+
+
+def _ssh(address: str, command: str, user: str | None, options: Sequence[str], seconds: float) -> tuple[int, str, str]:
+    """(status, stdout, stderr) of one command over ssh; status 255 with the reason for ssh's own failures."""
     try:
-        probe = subprocess.run(ssh_command(host, SHELL_PROBE, user, options), capture_output=True, text=True,
-                               stdin=subprocess.DEVNULL, timeout=CONNECT_SECONDS * 4)  # fmt: skip
+        done = subprocess.run(ssh_command(address, command, user, options), capture_output=True, text=True,
+                              stdin=subprocess.DEVNULL, timeout=seconds)  # fmt: skip
+    except FileNotFoundError:
+        return 255, "", "ssh (OpenSSH's client) is not installed on this machine: the preflight needs it"
     except subprocess.TimeoutExpired:
-        return HostReport(host, False, [f"SSH: no answer within {CONNECT_SECONDS * 4} s"])
-    said = (probe.stdout + probe.stderr).strip()
-    if probe.returncode == 255:  # ssh's own failure: the connection, the host key or the authentication
-        return HostReport(host, False, [f"SSH: {said.splitlines()[-1] if said else 'failed'}"])
-    if SHELL_RAN in probe.stdout:
+        return 255, "", f"no answer within {seconds:g} s"
+    return done.returncode, done.stdout, done.stderr
+
+
+def check(host: str, user: str | None = None, options: Sequence[str] = ()) -> HostReport:
+    """One host: reachable, gated, and ready (its doctor's lines). It connects to the address the host's name
+    resolves to, as EG does (so known_hosts must name that address, as EG's paramiko looks it up)."""
+    try:
+        address = socket.gethostbyname(host)
+    except OSError as exc:
+        return HostReport(host, False, [f"the name does not resolve here ({exc}): EG could not reach it either"])
+    status, out, err = _ssh(address, SHELL_PROBE, user, options, CONNECT_SECONDS * 4)
+    if status == 255:  # ssh's own failure: the connection, the host key or the authentication
+        return HostReport(host, False, [f"SSH to {address}: {_last_line(err) or 'failed'}"])
+    if SHELL_RAN in out:
         return HostReport(host, False, [
             "EG's key has a shell here: a client's KERNEL_* value would run as a command on this host. Give the key "
             "the forced command (authorized_keys: command=\"/full/path/sandbox-kernel eg-ssh\",restrict ...; "
             "docs/enterprise-gateway.md, the SSH hosts)"
         ])  # fmt: skip
-    if REFUSED not in probe.stderr:
-        return HostReport(
-            host, False, [f"the key's forced command is not sandbox-kernel eg-ssh: it answered {said[:300]!r}"]
-        )
-    try:
-        doctor = subprocess.run(ssh_command(host, DOCTOR, user, options), capture_output=True, text=True,
-                                stdin=subprocess.DEVNULL, timeout=DOCTOR_SECONDS)  # fmt: skip
-    except subprocess.TimeoutExpired:
-        return HostReport(
-            host, False, ["the forced command is sandbox-kernel eg-ssh", f"doctor: no answer within {DOCTOR_SECONDS} s"]
-        )
-    lines = ["the forced command is sandbox-kernel eg-ssh", *doctor.stdout.strip().splitlines()]
-    if REFUSED in doctor.stderr:
+    if REFUSED not in err:
+        said = _last_line(err) or _last_line(out)
+        return HostReport(host, False, [f"the key's forced command is not sandbox-kernel eg-ssh: it answered {said!r}"])
+    lines = ["the forced command is sandbox-kernel eg-ssh"]
+    status, out, err = _ssh(address, DOCTOR, user, options, DOCTOR_SECONDS)
+    lines += out.strip().splitlines()
+    if status == 255:
+        lines.append(f"SSH to {address}, for doctor: {_last_line(err) or 'failed'}")
+    elif REFUSED in err:
         lines.append("its sandbox-kernel is older than the preflight: it refused `doctor` (upgrade it)")
-    elif doctor.returncode != 0:
-        lines.append(f"doctor exited {doctor.returncode}: this host cannot start the kernel")
-    return HostReport(host, doctor.returncode == 0, lines)
+    elif status != 0:
+        lines.append(f"doctor exited {status}: this host cannot start the kernel {_last_line(err)}".rstrip())
+    return HostReport(host, status == 0, lines)
 
 
 def main(hosts: list[str], user: str | None = None, options: Sequence[str] = ()) -> int:

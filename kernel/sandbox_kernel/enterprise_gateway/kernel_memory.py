@@ -17,7 +17,7 @@ from pathlib import Path
 PROC = Path("/proc")
 
 
-def _parents() -> dict[int, list[int]]:
+def _children() -> dict[int, list[int]]:
     """Each process's children (from the parent field of /proc/PID/stat)."""
     children: dict[int, list[int]] = defaultdict(list)
     for entry in PROC.iterdir():
@@ -63,7 +63,7 @@ def same_network(pid: int) -> bool:
 
 def report(is_launcher: Callable[[int], bool]) -> str:
     """One JSON object: each launcher's kernel id, process count and PSS in MiB, and the host's available memory."""
-    children = _parents()
+    children = _children()
     kernels = []
     pids = (int(e.name) for e in PROC.iterdir() if e.name.isdigit())
     for pid in sorted(p for p in pids if is_launcher(p) and same_network(p)):

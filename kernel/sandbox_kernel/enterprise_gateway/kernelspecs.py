@@ -48,7 +48,8 @@ _IMAGE_REF = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/:@+-]{0,254}")  # registry/pat
 _DNS_LABEL = re.compile(r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?")
 _DNS_NAME = re.compile(r"[a-z0-9]([a-z0-9.-]{0,251}[a-z0-9])?")
 _PROFILE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_./-]{0,200}")
-_SHELL_INERT = re.compile(r"[A-Za-z0-9_./:=,@%+{}-]+")  # a word a shell leaves as it is ({} for EG's placeholders)
+_SHELL_INERT = re.compile(r"[A-Za-z0-9_./:=@%+{}-]+")  # a word bash leaves as it is: no quote, space, $, ;, glob or
+# comma ({} only for EG's placeholders, which bash expands only around a comma or `..`, and EG replaces first)
 
 
 @dataclass(frozen=True)
@@ -124,9 +125,10 @@ class PodSettings:
         ]
 
 
-def _base(python: str, display_name: str, process_proxy: dict[str, object]) -> dict[str, object]:
-    """This kernel's kernel.json (its language, interrupt mode, env) with EG's process proxy and a name."""
-    spec = kernel_json(python)
+def _base(program: str, display_name: str, process_proxy: dict[str, object]) -> dict[str, object]:
+    """This kernel's kernel.json (its language, interrupt mode, env) with EG's process proxy and a name; the caller
+    writes its argv (`program` only fills the one it replaces)."""
+    spec = kernel_json(program)
     metadata = dict(spec.get("metadata") or {})  # type: ignore[call-overload]
     # EG starts kernels through its process proxy, in an environment without this package: no pooled provisioner.
     metadata.pop("kernel_provisioner", None)
@@ -172,7 +174,7 @@ def distributed_kernel_json(
     if unsafe := [word for word in argv if not _SHELL_INERT.fullmatch(word)]:
         raise ValueError(
             f"argv words {unsafe!r:.300} would change meaning in the shell line EG builds over SSH: allowed are "
-            "letters, digits and _ . / : = , @ % + - (give a path without spaces or quotes)"
+            "letters, digits and _ . / : = @ % + - (give a path without spaces, quotes or commas)"
         )
     spec["argv"] = argv
     return spec

@@ -13,6 +13,7 @@ import json
 import os
 from collections.abc import Mapping
 
+from cryptography.exceptions import UnsupportedAlgorithm
 from cryptography.hazmat.primitives import padding, serialization
 from cryptography.hazmat.primitives.asymmetric import padding as asymmetric_padding
 from cryptography.hazmat.primitives.asymmetric.rsa import RSAPublicKey
@@ -31,7 +32,7 @@ def load_public_key(text: str) -> RSAPublicKey:
     try:
         der = base64.b64decode(text, validate=True)
         key = serialization.load_der_public_key(der)
-    except (binascii.Error, ValueError):
+    except (binascii.Error, ValueError, UnsupportedAlgorithm):
         raise ValueError(
             f"{text[:40]!r}... is not a base64 DER public key (EG passes its ResponseManager's key as {{public_key}})"
         ) from None

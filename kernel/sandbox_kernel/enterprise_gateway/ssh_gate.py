@@ -234,10 +234,13 @@ def run_launch(request: Launch, program: str, log_folder: Path) -> int:
     try:
         if request.dropped:
             os.write(log, f"eg-ssh: exported names not passed to the kernel: {', '.join(request.dropped)}\n".encode())
-        proc = subprocess.Popen(
-            [program, LAUNCHER, *request.words], stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-            env=kept | request.env, start_new_session=True, close_fds=True,
-        )  # fmt: skip
+        try:
+            proc = subprocess.Popen(
+                [program, LAUNCHER, *request.words], stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                env=kept | request.env, start_new_session=True, close_fds=True,
+            )  # fmt: skip
+        except OSError as exc:
+            raise Refused(f"the launcher {program} could not be started: {exc}") from None
     finally:
         os.close(log)
     return proc.pid
