@@ -25,7 +25,6 @@ import contextlib
 import datetime
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -41,7 +40,7 @@ from load_cells import Session, Workload  # noqa: E402
 from load_report import Latency  # noqa: E402
 from run import replace_section  # noqa: E402
 from sandbox_kernel.client.agent import AsyncSandbox  # noqa: E402
-from sandbox_kernel.enterprise_gateway.host_check import ssh_command  # noqa: E402
+from sandbox_kernel.enterprise_gateway.host_check import run_ssh, ssh_options  # noqa: E402
 from sandbox_kernel.enterprise_gateway.ssh_gate import MEMORY  # noqa: E402
 
 HEADING = "## Load behind a remote gateway"
@@ -115,17 +114,13 @@ async def client(
 
 def host_memory(host: str, user: str | None, options: list[str]) -> dict[str, object]:
     """The gate's memory report of one host (or what went wrong)."""
+    status, out, err = run_ssh(host, MEMORY, user, options, 60)
+    if status != 0:
+        return {"error": (out + err).strip()[-300:] or f"ssh exited {status}"}
     try:
-        done = subprocess.run(ssh_command(host, MEMORY, user, options), capture_output=True, text=True,
-                              stdin=subprocess.DEVNULL, timeout=60)  # fmt: skip
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return {"error": f"ssh: {exc}"}
-    if done.returncode != 0:
-        return {"error": (done.stdout + done.stderr).strip()[-300:] or f"ssh exited {done.returncode}"}
-    try:
-        return dict(json.loads(done.stdout))
+        return dict(json.loads(out))
     except (ValueError, TypeError):
-        return {"error": f"not the gate's memory report: {done.stdout[:200]!r}"}
+        return {"error": f"not the gate's memory report: {out[:200]!r}"}
 
 
 async def measure(args: argparse.Namespace, options: dict[str, object]) -> Outcome:
@@ -135,8 +130,7 @@ async def measure(args: argparse.Namespace, options: dict[str, object]) -> Outco
     tasks = [asyncio.create_task(client(i, args.kernels, options, workload, args.duration, out))
              for i in range(args.kernels)]  # fmt: skip
     await out.all_settled.wait()  # every start has succeeded or failed; the clients hold theirs until memory_read
-    ssh = [*(["-i", args.identity, "-o", "IdentitiesOnly=yes"] if args.identity else []),
-           *(["-o", f"UserKnownHostsFile={args.known_hosts}"] if args.known_hosts else [])]  # fmt: skip
+    ssh = ssh_options(args.identity, args.known_hosts)
     for host in args.ssh_host:
         out.memory[host] = await asyncio.to_thread(host_memory, host, args.ssh_user, ssh)
     out.memory_read.set()
@@ -184,20 +178,14 @@ def stand_in(count: int, folder: Path) -> Iterator[tuple[dict[str, object], list
     """EG 3.3.0 with `count` hosts made here (tests/ssh_hosts.py, tests/eg_server.py): client options, the hosts'
     addresses, and the SSH settings for their gates."""
     import ssh_hosts
-    from eg_server import COMMAND, enterprise_gateway, installed
+    from eg_server import gate_options, installed, ssh_gateway
 
     if why := ssh_hosts.unavailable():
         raise SystemExit(f"--stand-in-hosts: {why}")
-    home = os.path.expanduser("~")
-    gate = f'command="/usr/bin/env HOME={home} {COMMAND} eg-ssh --log-folder {folder / "remote-logs"}",restrict'
-    with ssh_hosts.ssh_hosts(folder / "hosts", count, gate) as hosts:
-        env = {"HOME": str(hosts.client_home), "EG_REMOTE_USER": "root"}
-        addresses = [h.address for h in hosts.hosts]
-        with enterprise_gateway(folder / "eg", installed(), env=env, remote_hosts=addresses,
-                                response_ip=hosts.bridge_address) as gateway:  # fmt: skip
-            ssh = {"identity": str(hosts.client_home / ".ssh" / "id_ed25519"),
-                   "known_hosts": str(hosts.client_home / ".ssh" / "known_hosts"), "user": "root"}  # fmt: skip
-            yield gateway.client_options(), addresses, ssh
+    with ssh_hosts.ssh_hosts(folder / "hosts", count, gate_options(folder / "remote-logs")) as hosts:
+        with ssh_gateway(folder / "eg", installed(), hosts) as gateway:
+            ssh = {"identity": str(hosts.client_key), "known_hosts": str(hosts.known_hosts), "user": "root"}
+            yield gateway.client_options(), [h.address for h in hosts.hosts], ssh
 
 
 def parse(argv: list[str] | None = None) -> argparse.Namespace:

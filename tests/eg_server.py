@@ -33,6 +33,7 @@ from typing import Any
 
 import pytest
 
+import ssh_hosts
 from kernel_gateway import KernelGateway, free_port, running
 from sandbox_kernel.enterprise_gateway import kernelspecs
 
@@ -156,6 +157,22 @@ class EnterpriseGateway(KernelGateway):
     def story(self, kernel_id: str) -> str:
         """What to show when a test fails: the launcher's log and the end of EG's."""
         return f"\n--- launcher log:\n{self.kernel_log(kernel_id)[-4000:]}\n--- EG log:\n{self.log()[-4000:]}"
+
+
+def gate_options(log_folder: Path) -> str:
+    """EG's key's authorized_keys options on SSH hosts made here (tests/ssh_hosts.py): its forced command is the
+    gate (this venv's `sandbox-kernel eg-ssh`, with this user's home), and nothing else is allowed."""
+    home = os.path.expanduser("~")  # the kernels' home on every host: the same files, its Pyodide cache, its key
+    return f'command="/usr/bin/env HOME={home} {COMMAND} eg-ssh --log-folder {log_folder}",restrict'
+
+
+@contextmanager
+def ssh_gateway(folder: Path, eg: EGInstall, hosts: ssh_hosts.Hosts) -> Iterator[EnterpriseGateway]:
+    """EG whose kernelspec starts kernels on `hosts` over SSH as root, with their key (paramiko reads HOME/.ssh)."""
+    env = {"HOME": str(hosts.client_home), "EG_REMOTE_USER": "root"}
+    addresses = [host.address for host in hosts.hosts]
+    with enterprise_gateway(folder, eg, env=env, remote_hosts=addresses, response_ip=hosts.bridge_address) as gateway:
+        yield gateway
 
 
 @contextmanager

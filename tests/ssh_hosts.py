@@ -77,6 +77,14 @@ class Hosts:
     client_home: Path  # a HOME whose .ssh holds the client key and the hosts' keys (paramiko reads both there)
     authorized_keys: Path  # the hosts' AuthorizedKeysFile: the client key, with what the test puts before it
 
+    @property
+    def client_key(self) -> Path:
+        return self.client_home / ".ssh" / "id_ed25519"
+
+    @property
+    def known_hosts(self) -> Path:
+        return self.client_home / ".ssh" / "known_hosts"
+
 
 def _wait_for_port(host: Host, log: Path) -> None:
     deadline = time.monotonic() + SSHD_START_SECONDS

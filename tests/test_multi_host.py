@@ -23,8 +23,9 @@ from pathlib import Path
 
 import pytest
 
+import eg_server
 import ssh_hosts
-from eg_server import COMMAND, KERNEL_USERNAME, PORT_RANGE, EnterpriseGateway, enterprise_gateway, installed
+from eg_server import COMMAND, KERNEL_USERNAME, PORT_RANGE, EnterpriseGateway, installed
 from sandbox_kernel.client.gateway_rest import GatewayError
 from sandbox_kernel.client.sync_sandbox import Sandbox
 
@@ -32,7 +33,6 @@ if (why := ssh_hosts.unavailable()) is not None:
     pytest.skip(f"other hosts cannot be made here: {why}", allow_module_level=True)
 
 BENCH = Path(__file__).resolve().parents[1] / "bench"
-HOME = os.path.expanduser("~")  # the kernels' home on every host (the same files: its Pyodide cache, its key)
 DOWN_SECONDS = 40  # a start on a host that is down fails within this (EG's SSH connect, then its error)
 FAILED_START_SECONDS = 30  # a launcher that cannot start its kernel: EG answers within this (its launch timeout: 180)
 
@@ -44,7 +44,7 @@ def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def gate_options(folder: Path) -> str:
     """The key's authorized_keys options on every host: its forced command is the gate, and nothing else is allowed."""
-    return f'command="/usr/bin/env HOME={HOME} {COMMAND} eg-ssh --log-folder {folder / "remote-logs"}",restrict'
+    return eg_server.gate_options(folder / "remote-logs")
 
 
 @pytest.fixture(scope="module")
@@ -55,10 +55,7 @@ def hosts(folder: Path) -> Iterator[ssh_hosts.Hosts]:
 
 @pytest.fixture(scope="module")
 def gateway(folder: Path, hosts: ssh_hosts.Hosts) -> Iterator[EnterpriseGateway]:
-    env = {"HOME": str(hosts.client_home), "EG_REMOTE_USER": "root"}  # paramiko reads HOME/.ssh; root's key
-    addresses = [host.address for host in hosts.hosts]
-    with enterprise_gateway(folder / "eg", installed(), env=env, remote_hosts=addresses,
-                            response_ip=hosts.bridge_address) as running:  # fmt: skip
+    with eg_server.ssh_gateway(folder / "eg", installed(), hosts) as running:
         yield running
 
 
@@ -139,7 +136,7 @@ def test_without_the_gate_the_same_value_runs_on_the_host(gateway, hosts, folder
 
 def preflight(hosts: ssh_hosts.Hosts, *addresses: str) -> subprocess.CompletedProcess[str]:
     """`sandbox-kernel eg-hosts` as an operator runs it on EG's host, with EG's key."""
-    key, known = hosts.client_home / ".ssh" / "id_ed25519", hosts.client_home / ".ssh" / "known_hosts"
+    key, known = hosts.client_key, hosts.known_hosts
     return subprocess.run([COMMAND, "eg-hosts", "--user", "root", "--identity", str(key), "--known-hosts", str(known),
                            *addresses], capture_output=True, text=True, timeout=300)  # fmt: skip
 
@@ -166,7 +163,7 @@ def test_the_preflight_tells_ready_hosts_from_unreachable_and_ungated_ones(hosts
 
 def test_the_remote_load_script_reports_cells_and_each_hosts_kernels(gateway, hosts, tmp_path):
     """bench/remote_load.py, as a user runs it against a gateway URL with EG's key for the hosts' memory."""
-    key, known = hosts.client_home / ".ssh" / "id_ed25519", hosts.client_home / ".ssh" / "known_hosts"
+    key, known = hosts.client_key, hosts.known_hosts
     output = tmp_path / "RESULTS.md"
     argv = [sys.executable, str(BENCH / "remote_load.py"), "--gateway-url", gateway.url, "--token-env", "EG_TOKEN",
             "--kernel-name", gateway.kernel_name, "--gateway-env", f"KERNEL_USERNAME={KERNEL_USERNAME}",

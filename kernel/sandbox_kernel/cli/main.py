@@ -133,9 +133,7 @@ def _eg_ssh(args: argparse.Namespace) -> int:
 def _eg_hosts(args: argparse.Namespace) -> int:
     from sandbox_kernel.enterprise_gateway import host_check
 
-    options = [*(["-i", args.identity, "-o", "IdentitiesOnly=yes"] if args.identity else []),
-               *(["-o", f"UserKnownHostsFile={args.known_hosts}"] if args.known_hosts else [])]  # fmt: skip
-    return host_check.main(args.hosts, args.user, options)
+    return host_check.main(args.hosts, args.user, host_check.ssh_options(args.identity, args.known_hosts))
 
 
 def _seccomp_profile(args: argparse.Namespace) -> int:

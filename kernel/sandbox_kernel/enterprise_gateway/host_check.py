@@ -37,12 +37,20 @@ def ssh_command(host: str, command: str, user: str | None, options: Sequence[str
             "StrictHostKeyChecking=yes", *options, target, command]  # fmt: skip
 
 
+def ssh_options(identity: str | None, known_hosts: str | None) -> list[str]:
+    """ssh's options for EG's key (only that key is tried) and a known_hosts file, where they are not ssh's own."""
+    return [*(["-i", identity, "-o", "IdentitiesOnly=yes"] if identity else []),
+            *(["-o", f"UserKnownHostsFile={known_hosts}"] if known_hosts else [])]  # fmt: skip
+
+
 def _last_line(text: str) -> str:
     lines = text.strip().splitlines()
     return lines[-1][:300] if lines else ""
 
 
-def _ssh(address: str, command: str, user: str | None, options: Sequence[str], seconds: float) -> tuple[int, str, str]:
+def run_ssh(
+    address: str, command: str, user: str | None, options: Sequence[str], seconds: float
+) -> tuple[int, str, str]:
     """(status, stdout, stderr) of one command over ssh; status 255 with the reason for ssh's own failures."""
     try:
         done = subprocess.run(ssh_command(address, command, user, options), capture_output=True, text=True,
@@ -61,7 +69,7 @@ def check(host: str, user: str | None = None, options: Sequence[str] = ()) -> Ho
         address = socket.gethostbyname(host)
     except OSError as exc:
         return HostReport(host, False, [f"the name does not resolve here ({exc}): EG could not reach it either"])
-    status, out, err = _ssh(address, SHELL_PROBE, user, options, CONNECT_SECONDS * 4)
+    status, out, err = run_ssh(address, SHELL_PROBE, user, options, CONNECT_SECONDS * 4)
     if status == 255:  # ssh's own failure: the connection, the host key or the authentication
         return HostReport(host, False, [f"SSH to {address}: {_last_line(err) or 'failed'}"])
     if SHELL_RAN in out:
@@ -74,7 +82,7 @@ def check(host: str, user: str | None = None, options: Sequence[str] = ()) -> Ho
         said = _last_line(err) or _last_line(out)
         return HostReport(host, False, [f"the key's forced command is not sandbox-kernel eg-ssh: it answered {said!r}"])
     lines = ["the forced command is sandbox-kernel eg-ssh"]
-    status, out, err = _ssh(address, DOCTOR, user, options, DOCTOR_SECONDS)
+    status, out, err = run_ssh(address, DOCTOR, user, options, DOCTOR_SECONDS)
     lines += out.strip().splitlines()
     if status == 255:
         lines.append(f"SSH to {address}, for doctor: {_last_line(err) or 'failed'}")

@@ -199,6 +199,11 @@ def run_signal(request: Signal, program: str) -> int:
     return 0
 
 
+def kept_env() -> dict[str, str]:
+    """What a program the gate starts keeps of the gate's own environment (KEPT_ENV)."""
+    return {k: v for k, v in os.environ.items() if KEPT_ENV.fullmatch(k)}
+
+
 def default_log_folder() -> Path:
     """A folder only this user can open (EG's own default, /tmp, lets others plant a link at a kernel's log)."""
     state = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
@@ -226,7 +231,6 @@ def run_launch(request: Launch, program: str, log_folder: Path) -> int:
         raise Refused(str(exc)) from None
     except SystemExit:
         raise Refused(f"launch-eg's options do not parse: {' '.join(request.words)[:300]!r}") from None
-    kept = {k: v for k, v in os.environ.items() if KEPT_ENV.fullmatch(k)}
     try:
         log = open_log(log_folder, request.kernel_id)
     except OSError as exc:
@@ -237,7 +241,7 @@ def run_launch(request: Launch, program: str, log_folder: Path) -> int:
         try:
             proc = subprocess.Popen(
                 [program, LAUNCHER, *request.words], stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                env=kept | request.env, start_new_session=True, close_fds=True,
+                env=kept_env() | request.env, start_new_session=True, close_fds=True,
             )  # fmt: skip
         except OSError as exc:
             raise Refused(f"the launcher {program} could not be started: {exc}") from None
@@ -254,8 +258,7 @@ def main(log_folder: Path | None = None) -> int:
     try:
         request = parse(command, program)
         if isinstance(request, Doctor):
-            kept = {k: v for k, v in os.environ.items() if KEPT_ENV.fullmatch(k)}
-            return subprocess.run([program, DOCTOR], stdin=subprocess.DEVNULL, env=kept, check=False).returncode
+            return subprocess.run([program, DOCTOR], stdin=subprocess.DEVNULL, env=kept_env(), check=False).returncode
         if isinstance(request, Memory):
             print(kernel_memory.report(lambda pid: is_launcher(pid, program)))
             return 0
