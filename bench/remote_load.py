@@ -2,16 +2,18 @@
 memory of each kernel on each SSH host.
 
 Usage: python bench/remote_load.py --gateway-url URL [--token-env NAME] [--kernel-name NAME] [--gateway-env K=V ...]
-           [--kernels N] [--duration S] [--ssh-host HOST ...] [--ssh-user U] [--identity F] [--known-hosts F]
+           [--kernels N [N ...]] [--duration S] [--ssh-host HOST ...] [--ssh-user U] [--identity F] [--known-hosts F]
            [--output PATH | --print]
        python bench/remote_load.py --stand-in-hosts 2 [...]   # EG 3.3.0 and two hosts made here (root; see below)
 
---kernels clients (one AsyncSandbox(gateway_url=...) each) start their kernels at once, hold them, and loop
-bench/load_cells.py's workload for --duration seconds: print, CPU and error cells and a sleep the client interrupts
-(no skill cell: a remote host's kernels have that host's settings). Then each --ssh-host is asked through the gate
-(`sandbox-kernel eg-ssh`'s `memory`, with EG's key: docs/enterprise-gateway.md) for the PSS of each of its kernels.
-The report (kernels held, cells, failures, latency percentiles, starts, memory per kernel per host) replaces the
-section '## Load behind a remote gateway' of bench/RESULTS.md, or goes to --output.
+For each N of --kernels in turn (a step), N clients (one AsyncSandbox(gateway_url=...) each) start their kernels at
+once, hold them, and loop bench/load_cells.py's workload for --duration seconds: print, CPU and error cells and a
+sleep the client interrupts (no skill cell: a remote host's kernels have that host's settings). Then each
+--ssh-host is asked through the gate (`sandbox-kernel eg-ssh`'s `memory`, with EG's key: docs/enterprise-gateway.md)
+for the PSS of each of its kernels, and the kernels are shut down before the next step. The report (per step:
+kernels held, cells, failures, latency percentiles, starts, memory per kernel per host; then the sizing the largest
+step without a failure gives) replaces the section '## Load behind a remote gateway' of bench/RESULTS.md, or goes
+to --output.
 
 --stand-in-hosts N makes what tests/test_multi_host.py makes: N hosts from network namespaces with sshd on a private
 range, and EG 3.3.0 (its own venv, tests/eg_server.py) starting kernels on them over SSH, then runs against it.
@@ -123,12 +125,12 @@ def host_memory(host: str, user: str | None, options: list[str]) -> dict[str, ob
         return {"error": f"not the gate's memory report: {out[:200]!r}"}
 
 
-async def measure(args: argparse.Namespace, options: dict[str, object]) -> Outcome:
+async def measure(args: argparse.Namespace, kernels: int, options: dict[str, object]) -> Outcome:
     out = Outcome()
     workload = Workload(cpu_iterations=args.cpu_iterations, cell_timeout=args.interrupt_after,
                         think_seconds=args.think, kernel_timeout=False, skill=False)  # fmt: skip
-    tasks = [asyncio.create_task(client(i, args.kernels, options, workload, args.duration, out))
-             for i in range(args.kernels)]  # fmt: skip
+    tasks = [asyncio.create_task(client(i, kernels, options, workload, args.duration, out))
+             for i in range(kernels)]  # fmt: skip
     await out.all_settled.wait()  # every start has succeeded or failed; the clients hold theirs until memory_read
     ssh = ssh_options(args.identity, args.known_hosts)
     for host in args.ssh_host:
@@ -138,15 +140,19 @@ async def measure(args: argparse.Namespace, options: dict[str, object]) -> Outco
     return out
 
 
-def report(args: argparse.Namespace, out: Outcome, where: str) -> str:
-    when = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+def our_kernels(out: Outcome) -> dict[str, list[float]]:
+    """Host: the PSS (MiB) of each of this step's kernels there, as its gate reported them."""
+    ours = set(out.kernel_ids)
+    return {host: [float(k["pss_mib"]) for k in found["kernels"] if k["kernel_id"] in ours]  # type: ignore[attr-defined]
+            for host, found in out.memory.items() if "error" not in found}  # fmt: skip
+
+
+def step_rows(args: argparse.Namespace, kernels: int, out: Outcome) -> list[str]:
+    """One step's report: its outcome, its latencies, and memory per kernel per host."""
     lines = [
-        HEADING, "",
-        f"`bench/remote_load.py` ({when}): {args.kernels} kernels of `{args.kernel_name}` through {where}, started at "
-        f"once and held for {args.duration:g} s of cells (think time {args.think:g} s; a sleep the client interrupts "
-        f"after {args.interrupt_after:g} s).", "",
+        f"### {kernels} kernels", "",
         "| | |", "| --- | --- |",
-        f"| kernels held to the end | {out.held} of {args.kernels} |",
+        f"| kernels held to the end | {out.held} of {kernels} |",
         f"| cells run | {sum(len(v) for v in out.cells.values())} |",
         f"| failures | {len(out.failures)} |",
     ]  # fmt: skip
@@ -156,20 +162,61 @@ def report(args: argparse.Namespace, out: Outcome, where: str) -> str:
         if latency := Latency.of(seconds):
             lines.append(f"| {kind} cell, p50 / p90 / p99 ({latency.count} cells) | {latency.shown()} ms |")
     if out.memory:
-        lines += ["", "| host | this run's kernels | PSS per kernel (MiB), each | mean | host memory available meanwhile (MiB) |",
+        lines += ["", "| host | this step's kernels | PSS per kernel (MiB), each | mean | host memory available meanwhile (MiB) |",
                   "| --- | ---: | --- | ---: | ---: |"]  # fmt: skip
-        ours = set(out.kernel_ids)
+        each_of = our_kernels(out)
         for host, found in out.memory.items():
             if "error" in found:
                 lines.append(f"| {host} | | could not be read: {found['error']} | | |")
                 continue
-            kernels = [k for k in found["kernels"] if k["kernel_id"] in ours]  # type: ignore[attr-defined]
-            each = [float(k["pss_mib"]) for k in kernels]
+            each = each_of[host]
             mean = f"{sum(each) / len(each):.0f}" if each else ""
             lines.append(f"| {host} | {len(each)} | {', '.join(f'{v:.0f}' for v in each)} | {mean} | "
                          f"{found['mem_available_mib']} |")  # fmt: skip
     if out.failures:
         lines += ["", "Failures:", *(f"- {f}" for f in out.failures[:20])]
+    return lines
+
+
+def sizing_rows(steps: list[tuple[int, Outcome]]) -> list[str]:
+    """What the largest step without a failure (and with every host's memory read) says a host holds."""
+    clean = [(n, out) for n, out in steps if not out.failures and out.memory and our_kernels(out)
+             and all("error" not in found for found in out.memory.values())]  # fmt: skip
+    if not clean:
+        return ["### Sizing", "", "No step ran without a failure with every host's memory read, so none is given."]
+    kernels, out = max(clean, key=lambda step: step[0])
+    each = [v for values in our_kernels(out).values() for v in values]
+    mean = sum(each) / len(each)
+    total = min(int(found["mem_total_mib"]) for found in out.memory.values())  # type: ignore[call-overload]
+    cpus = min(int(found["cpus"]) for found in out.memory.values())  # type: ignore[call-overload]
+    hosts = len(out.memory)
+    idle = int((total - 1024) / mean)
+    cpu = Latency.of(out.cells.get("cpu", []))
+    return [
+        "### Sizing", "",
+        f"From the {kernels}-kernel step ({hosts} hosts, no failure): the mean PSS of its {len(each)} kernels, and the "
+        f"hosts' memory ({total} MiB) less 1 GiB for the system.", "",
+        "| | |", "| --- | --- |",
+        f"| PSS per kernel, mean | {mean:.0f} MiB |",
+        f"| kernels per GiB | {1024 / mean:.1f} |",
+        f"| kernels a host holds by memory | {idle} ({idle / max(cpus, 1):.0f} per CPU, {cpus} CPUs) |",
+        f"| busy kernels held without a failure | {kernels} on {hosts} hosts ({kernels / hosts:g} per host)"
+        + (f"; CPU cell p50 / p99 {1000 * cpu.p50:.0f} / {1000 * cpu.p99:.0f} ms" if cpu else "") + " |",
+    ]  # fmt: skip
+
+
+def report(args: argparse.Namespace, steps: list[tuple[int, Outcome]], where: str) -> str:
+    when = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    lines = [
+        HEADING, "",
+        f"`bench/remote_load.py` ({when}): kernels of `{args.kernel_name}` through {where}, "
+        f"{' then '.join(str(n) for n, _ in steps)} at a time, each step's started at once and held for "
+        f"{args.duration:g} s of cells (think time {args.think:g} s; a sleep the client interrupts after "
+        f"{args.interrupt_after:g} s).", "",
+    ]  # fmt: skip
+    for kernels, out in steps:
+        lines += [*step_rows(args, kernels, out), ""]
+    lines += sizing_rows(steps)
     return "\n".join(lines) + "\n"
 
 
@@ -195,7 +242,8 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--kernel-name", default="pyodide-sandbox", help="the kernelspec to start")
     parser.add_argument("--gateway-env", action="append", default=[], metavar="K=V",
                         help="a variable for each kernel's start (Enterprise Gateway: KERNEL_USERNAME=...)")  # fmt: skip
-    parser.add_argument("--kernels", type=int, default=4, help="clients, each holding one kernel (default 4)")
+    parser.add_argument("--kernels", type=int, nargs="+", default=[4],
+                        help="clients, each holding one kernel; several: one step each, in turn (default 4)")  # fmt: skip
     parser.add_argument("--duration", type=float, default=60, help="seconds of cells (default 60)")
     parser.add_argument("--think", type=float, default=1.0, help="mean pause before a cell, seconds (default 1)")
     parser.add_argument("--interrupt-after", type=float, default=2.0, help="the sleep cell's client timeout")
@@ -210,8 +258,8 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if not args.gateway_url and not args.stand_in_hosts:
         parser.error("give --gateway-url, or --stand-in-hosts N")
-    if args.kernels < 1:
-        parser.error(f"--kernels {args.kernels}: at least 1")
+    if min(args.kernels) < 1:
+        parser.error(f"--kernels {' '.join(map(str, args.kernels))}: each at least 1")
     return args
 
 
@@ -231,15 +279,18 @@ def main(argv: list[str] | None = None) -> int:
             options = {"gateway_url": args.gateway_url, "gateway_token": token, "kernel_name": args.kernel_name,
                        **({"gateway_env": env} if env else {})}  # fmt: skip
             where = f"the gateway at {args.gateway_url}"
-        out = asyncio.run(measure(args, options))
-    text = report(args, out, where)
+        steps = []
+        for kernels in args.kernels:
+            steps.append((kernels, asyncio.run(measure(args, kernels, options))))
+            print(f"{kernels} kernels: {steps[-1][1].held} held, {len(steps[-1][1].failures)} failures", flush=True)
+    text = report(args, steps, where)
     if args.print:
         print(text)
     else:
         previous = args.output.read_text() if args.output.exists() else "# Benchmark results\n"
         args.output.write_text(replace_section(previous, HEADING, text))
         print(f"wrote '{HEADING}' in {args.output}")
-    return 1 if out.failures else 0
+    return 1 if any(out.failures for _, out in steps) else 0
 
 
 if __name__ == "__main__":

@@ -184,7 +184,8 @@ def test_memory_counts_a_launchers_whole_tree_and_nothing_else(tmp_path: Path):
         assert launcher.stdout is not None and launcher.stdout.readline() == b"forked\n"  # its child exists now
         found = json.loads(ssh_gate.kernel_memory.report(lambda pid: ssh_gate.is_launcher(pid, str(program))))
         assert [(k["kernel_id"], k["processes"]) for k in found["kernels"]] == [(KERNEL_ID, 2)]
-        assert 0 < found["kernels"][0]["pss_mib"] < 50 and found["mem_available_mib"] > 0
+        assert 0 < found["kernels"][0]["pss_mib"] < 50 and 0 < found["mem_available_mib"] <= found["mem_total_mib"]
+        assert found["cpus"] == os.cpu_count()
     finally:
         for proc in (launcher, other):
             proc.kill()

@@ -62,7 +62,8 @@ def same_network(pid: int) -> bool:
 
 
 def report(is_launcher: Callable[[int], bool]) -> str:
-    """One JSON object: each launcher's kernel id, process count and PSS in MiB, and the host's available memory."""
+    """One JSON object: each launcher's kernel id, process count and PSS in MiB, and the host's available and total
+    memory and its CPUs."""
     children = _children()
     kernels = []
     pids = (int(e.name) for e in PROC.iterdir() if e.name.isdigit())
@@ -74,6 +75,9 @@ def report(is_launcher: Callable[[int], bool]) -> str:
             todo.extend(children.get(current, []))
         kernels.append({"kernel_id": kernel_id_of(pid), "processes": len(tree),
                         "pss_mib": round(sum(pss_kib(p) for p in tree) / 1024, 1)})  # fmt: skip
-    available = next((int(line.split()[1]) for line in (PROC / "meminfo").read_text().splitlines()
-                      if line.startswith("MemAvailable:")), 0)  # fmt: skip
-    return json.dumps({"kernels": kernels, "mem_available_mib": round(available / 1024)})
+    meminfo = {
+        k: v.split()[0] for k, _, v in (line.partition(":") for line in (PROC / "meminfo").read_text().splitlines())
+    }
+    mib = {name: round(int(meminfo.get(field, "0")) / 1024) for name, field in
+           (("mem_available_mib", "MemAvailable"), ("mem_total_mib", "MemTotal"))}  # fmt: skip
+    return json.dumps({"kernels": kernels, **mib, "cpus": os.cpu_count() or 0})
