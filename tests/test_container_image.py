@@ -2,8 +2,10 @@
 must hold (the wheel, the baked cache, an unprivileged user, a generic entry point); its build script; and the
 runtime settings docs/container.md gives, against the calls the OS layers make.
 
-A real build and run is opt-in (no container engine in CI): build the image with deploy/container/build.sh, then
-set SANDBOX_KERNEL_TEST_IMAGE to its tag (and SANDBOX_KERNEL_TEST_ENGINE_ARGS to any options your podman needs).
+Where podman and mmdebstrap are installed and the tests run as root (as .ci/run makes CI), the image is built for
+real, as docs/container.md says, from a base made from Debian's archive for each suite in
+SANDBOX_KERNEL_TEST_IMAGE_BASES ("bookworm trixie"; empty: none), then run. Or set SANDBOX_KERNEL_TEST_IMAGE to an
+image's tag to run that one instead (and SANDBOX_KERNEL_TEST_ENGINE_ARGS to the options your podman needs).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import shutil
 import subprocess
 import sys
 import types
+from collections.abc import Iterator
 from importlib import metadata
 from pathlib import Path
 
@@ -178,7 +181,79 @@ def test_the_documented_runtime_settings_allow_every_call_the_layers_make():
 # ---- opt-in: a real image, run by podman ----------------------------------------------------------------------
 
 IMAGE = os.environ.get("SANDBOX_KERNEL_TEST_IMAGE", "")
+BASES = os.environ.get("SANDBOX_KERNEL_TEST_IMAGE_BASES", "bookworm trixie").split()
+PYTHON_OF = {"bookworm": "3.11", "trixie": "3.13"}  # each suite's python3
 PODMAN_DEFAULT = Path("/usr/share/containers/seccomp.json")
+
+
+def engine_options() -> list[str]:
+    """The options podman needs here: SANDBOX_KERNEL_TEST_ENGINE_ARGS if set, else open-file and process limits of
+    4096, or this process's own if lower (podman's defaults for root exceed a container's, and runc then fails with
+    `error setting rlimit type 6` or `7`; here, nproc above 32768 did too, under a hard limit of 96362)."""
+    if "SANDBOX_KERNEL_TEST_ENGINE_ARGS" in os.environ:
+        return shlex.split(os.environ["SANDBOX_KERNEL_TEST_ENGINE_ARGS"])
+    import resource
+
+    limits = {"nofile": resource.RLIMIT_NOFILE, "nproc": resource.RLIMIT_NPROC}
+    hard = {name: resource.getrlimit(which)[1] for name, which in limits.items()}
+    within = {name: 4096 if n == resource.RLIM_INFINITY else min(n, 4096) for name, n in hard.items()}
+    return [f"--ulimit={name}={n}:{n}" for name, n in within.items()]
+
+
+def why_no_build() -> str:
+    """Why this machine cannot build the image for the tests ('' if it can)."""
+    missing = [p for p in ("podman", "mmdebstrap") if shutil.which(p) is None]
+    if missing:
+        return (
+            f"no {' or '.join(missing)} (Debian: apt-get install podman mmdebstrap), and no SANDBOX_KERNEL_TEST_IMAGE"
+        )
+    if os.geteuid() != 0:
+        return "building the image needs root here (as .ci/run runs); or set SANDBOX_KERNEL_TEST_IMAGE"
+    return ""
+
+
+def run_or_fail(argv: list[str], env: dict[str, str] | None = None) -> str:
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=900, env=env)
+    assert done.returncode == 0, f"{argv[0]} failed ({done.returncode}):\n{done.stdout[-3000:]}{done.stderr[-3000:]}"
+    return done.stdout
+
+
+@pytest.fixture(scope="module", params=[IMAGE] if IMAGE else [f"built on {suite}" for suite in BASES] or ["none"])
+def image(request: pytest.FixtureRequest) -> Iterator[str]:
+    """The image under test: SANDBOX_KERNEL_TEST_IMAGE, or one built here by the documented recipe (a base from
+    Debian's archive by debian-base.sh, then build.sh) and removed afterwards."""
+    if IMAGE:
+        if shutil.which("podman") is None:
+            pytest.skip("SANDBOX_KERNEL_TEST_IMAGE is set, but podman is not installed")
+        yield IMAGE
+        return
+    if request.param == "none" or (reason := why_no_build()):
+        pytest.skip(reason or "SANDBOX_KERNEL_TEST_IMAGE_BASES is empty")
+    suite = request.param.removeprefix("built on ")
+    base, tag = f"localhost/sandbox-kernel-test-base:{suite}", f"localhost/sandbox-kernel-test:{suite}"
+    try:
+        assert run_or_fail([str(FOLDER / "debian-base.sh"), suite, base]).split() == [base]
+        options = ["--network=host", *(o for o in engine_options() if o.startswith("--ulimit"))]
+        certificates = os.environ.get("SSL_CERT_FILE", "")
+        if certificates and Path(certificates).is_file():  # a proxy that inspects TLS: its CA, as the docs say
+            options.append(f"--secret=id=ca,src={certificates}")
+        run_or_fail([str(FOLDER / "build.sh"), *options],
+                    env={**os.environ, "BASE": base, "TAG": tag, "PYTHON": sys.executable})  # fmt: skip
+        yield tag
+    finally:
+        subprocess.run(["podman", "rmi", "--force", tag, base], capture_output=True, timeout=300)
+
+
+def test_the_image_is_built_on_its_bases_python(image):
+    """The image's environment runs on the base's own python3 (bookworm 3.11, trixie 3.13), so the pins fit it."""
+    done = subprocess.run(["podman", "run", "--rm", "--network=none", *engine_options(), "--entrypoint",
+                           "/opt/sandbox-kernel/venv/bin/python", image, "-c", "import sys; print(sys.version)"],
+                          capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    suite = image.rpartition(":")[2]
+    if IMAGE and suite not in PYTHON_OF:
+        pytest.skip(f"{image} names no suite of {sorted(PYTHON_OF)}")
+    assert done.stdout.startswith(PYTHON_OF[suite] + "."), done.stdout
 
 
 def docker_like(profile: dict) -> dict:
@@ -194,18 +269,11 @@ def docker_like(profile: dict) -> dict:
     return made
 
 
-@pytest.mark.skipif(not IMAGE or shutil.which("podman") is None, reason="opt-in: set SANDBOX_KERNEL_TEST_IMAGE")
-def test_the_image_runs_offline_with_every_layer_and_says_what_a_default_profile_takes_away(tmp_path):
-    engine = [
-        "podman",
-        "run",
-        "--rm",
-        "--network=none",
-        *shlex.split(os.environ.get("SANDBOX_KERNEL_TEST_ENGINE_ARGS", "")),
-    ]
+def test_the_image_runs_offline_with_every_layer_and_says_what_a_default_profile_takes_away(image, tmp_path):
+    engine = ["podman", "run", "--rm", "--network=none", *engine_options()]
 
     def run(*argv: str, options: tuple[str, ...] = ()) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([*engine, *options, IMAGE, *argv], capture_output=True, text=True, timeout=300)
+        return subprocess.run([*engine, *options, image, *argv], capture_output=True, text=True, timeout=300)
 
     def layers_line(done: subprocess.CompletedProcess[str]) -> str:
         (line,) = [line for line in done.stdout.splitlines() if "os layers:" in line]
@@ -224,7 +292,7 @@ def test_the_image_runs_offline_with_every_layer_and_says_what_a_default_profile
     assert degraded.startswith("[warn] os layers: OS layers in force: seccomp ("), degraded
     assert "missing: namespaces (unshare(CLONE_NEWUSER) failed with" in degraded and "seccomp-profile" in degraded
     fixed = tmp_path / "fixed.json"
-    made = subprocess.run([*engine, "-v", f"{strict}:/base.json:ro", IMAGE, "seccomp-profile", "/base.json"],
+    made = subprocess.run([*engine, "-v", f"{strict}:/base.json:ro", image, "seccomp-profile", "/base.json"],
                           capture_output=True, text=True, timeout=300)  # fmt: skip
     fixed.write_text(made.stdout)
     assert full in layers_line(run(options=("--security-opt", f"seccomp={fixed}")))
@@ -257,8 +325,7 @@ def pod_of_the_template() -> dict:
     return yaml.safe_load(text)
 
 
-@pytest.mark.skipif(not IMAGE or shutil.which("podman") is None, reason="opt-in: set SANDBOX_KERNEL_TEST_IMAGE")
-def test_as_the_pod_template_runs_it_every_layer_holds_and_a_checkpoint_moves_between_containers(tmp_path):
+def test_as_the_pod_template_runs_it_every_layer_holds_and_a_checkpoint_moves_between_containers(image, tmp_path):
     """The image run as the pod template runs it (its user, a read-only root with the template's emptyDirs, no
     capabilities, no new privileges, a seccomp profile made by seccomp-profile, the checkpoint key's Secret as a file):
     every OS layer is in force; a checkpoint taken in one container is restored in another that has the same key,
@@ -271,7 +338,7 @@ def test_as_the_pod_template_runs_it_every_layer_holds_and_a_checkpoint_moves_be
     (container,) = pod["spec"]["containers"]
     assert container["securityContext"]["readOnlyRootFilesystem"] is True
     user = pod["spec"]["securityContext"]["runAsUser"], pod["spec"]["securityContext"]["runAsGroup"]
-    key_path = {e["name"]: e["value"] for e in container["env"]}["SANDBOX_KERNEL_CHECKPOINT_KEY"]
+    key_path = {e["name"]: e.get("value") for e in container["env"]}["SANDBOX_KERNEL_CHECKPOINT_KEY"]
     empty = [m["mountPath"] for m in container["volumeMounts"] if "emptyDir" in
              {v["name"]: v for v in pod["spec"]["volumes"]}[m["name"]]]  # fmt: skip
     assert sorted(empty) == sorted([kernelspecs.IMAGE_HOME, "/tmp"])
@@ -294,12 +361,12 @@ def test_as_the_pod_template_runs_it_every_layer_holds_and_a_checkpoint_moves_be
             folder.chmod(0o777)
             volumes += ["-v", f"{folder}:{path}"]
         argv = [
-            "podman", "run", "--rm", "--network=none", *shlex.split(os.environ.get("SANDBOX_KERNEL_TEST_ENGINE_ARGS", "")),
+            "podman", "run", "--rm", "--network=none", *engine_options(),
             "--read-only", f"--user={user[0]}:{user[1]}", "--cap-drop=ALL", "--security-opt=no-new-privileges",
             f"--security-opt=seccomp={profile}", *volumes, "-v", f"{tmp_path / key}:{key_path}:ro",
             "-e", f"SANDBOX_KERNEL_CHECKPOINT_KEY={key_path}", "-v", f"{tmp_path / 'out'}:/out",
             "-v", f"{tmp_path / 'scripts'}:/scripts:ro", "--entrypoint", "/opt/sandbox-kernel/venv/bin/python",
-            IMAGE, f"/scripts/{script}",
+            image, f"/scripts/{script}",
         ]  # fmt: skip
         return subprocess.run(argv, capture_output=True, text=True, timeout=600)
 
