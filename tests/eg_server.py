@@ -25,7 +25,7 @@ import shutil
 import subprocess
 import sys
 import tarfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -179,10 +179,12 @@ def ssh_gateway(folder: Path, eg: EGInstall, hosts: ssh_hosts.Hosts) -> Iterator
 def enterprise_gateway(
     folder: Path, eg: EGInstall, kernel_config: str = "", env: dict[str, str] | None = None,
     remote_hosts: list[str] | None = None, response_ip: str = "127.0.0.1",
+    write_kernelspec: Callable[[Path], str] | None = None,
 ) -> Iterator[EnterpriseGateway]:  # fmt: skip
     """EG started in `folder` whose kernels read `kernel_config` as their sandbox_kernel_config.py and get `env`
     (through EG_INHERITED_ENVS, as an operator passes variables on); stopped at the end. With `remote_hosts`, its
-    kernelspec starts kernels there over SSH (tests/ssh_hosts.py), and EG listens for them on `response_ip`."""
+    kernelspec starts kernels there over SSH (tests/ssh_hosts.py), and EG listens for them on `response_ip`.
+    `write_kernelspec` writes another kernelspec into the kernels folder it is given instead, and names it."""
     config = folder / "config"
     config.mkdir(parents=True, exist_ok=True)
     (config / "sandbox_kernel_config.py").write_text(kernel_config)
@@ -192,13 +194,18 @@ def enterprise_gateway(
     (config / "jupyter_enterprise_gateway_config.py").write_text(
         f"c.EnterpriseGatewayApp.unauthorized_users = set({refused!r})\n"
     )
-    spec = folder / "jupyter" / "kernels" / kernelspecs.DISTRIBUTED_NAME
-    spec.mkdir(parents=True)
-    kernel_json = kernelspecs.distributed_kernel_json(
-        COMMAND, remote_hosts or ["127.0.0.1"], port_range="{}..{}".format(*PORT_RANGE),
-        ip=None if remote_hosts else "127.0.0.1",
-    )  # fmt: skip
-    (spec / "kernel.json").write_text(json.dumps(kernel_json, indent=2))
+    kernels = folder / "jupyter" / "kernels"
+    kernels.mkdir(parents=True)
+    if write_kernelspec is not None:
+        kernel_name = write_kernelspec(kernels)
+    else:
+        kernel_name = kernelspecs.DISTRIBUTED_NAME
+        (kernels / kernel_name).mkdir()
+        kernel_json = kernelspecs.distributed_kernel_json(
+            COMMAND, remote_hosts or ["127.0.0.1"], port_range="{}..{}".format(*PORT_RANGE),
+            ip=None if remote_hosts else "127.0.0.1",
+        )  # fmt: skip
+        (kernels / kernel_name / "kernel.json").write_text(json.dumps(kernel_json, indent=2))
     (folder / "logs").mkdir()
     extra = env or {}
     # A kernel started with an "env" in its request (as EG's clients must, for KERNEL_USERNAME) gets only EG's
@@ -231,5 +238,6 @@ def enterprise_gateway(
             cwd=folder, env=full_env, stdout=log, stderr=subprocess.STDOUT,
         )  # fmt: skip
     gateway = EnterpriseGateway(proc, port, token, folder, folder / "logs")
+    gateway.kernel_name = kernel_name
     with running(gateway, "Enterprise Gateway", stop_seconds=60, start_seconds=90) as started:
         yield started

@@ -19,6 +19,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+import time
 import types
 from collections.abc import Iterator
 from importlib import metadata
@@ -377,3 +378,113 @@ def test_as_the_pod_template_runs_it_every_layer_holds_and_a_checkpoint_moves_be
     assert (given.returncode, given.stdout) == (0, "42\n"), given.stderr[-3000:]
     refused = run("give.py", "other-key")
     assert refused.returncode != 0 and "its contents do not match its seal (HMAC-SHA256)" in refused.stderr
+
+
+# ---- the image as Enterprise Gateway's DockerProcessProxy starts it, through podman's Docker API ----------------
+
+
+def reachable_address() -> str:
+    """This machine's address on its default route: a kernel's container reaches EG's response port there."""
+    from sandbox_kernel.enterprise_gateway.arguments import LaunchArgumentError, route_address
+
+    try:
+        return route_address("192.0.2.1", 9)  # TEST-NET-1: routed by the default route, nothing is sent
+    except LaunchArgumentError as exc:
+        pytest.skip(f"no default route for the containers to reach EG on: {exc}")
+
+
+def image_env(image: str) -> list[str]:
+    done = subprocess.run(["podman", "image", "inspect", image], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    return list(json.loads(done.stdout)[0]["Config"]["Env"])
+
+
+def containers_of(kernel_id: str) -> list[dict]:
+    done = subprocess.run(["podman", "ps", "--all", "--format=json", f"--filter=label=kernel_id={kernel_id}"],
+                          capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout or "[]")
+
+
+def test_enterprise_gateways_docker_proxy_runs_the_image_through_podmans_docker_api(image, tmp_path):
+    """EG 3.3.0's DockerProcessProxy, pointed at podman's Docker API, starts a kernel from the container kernelspec:
+    a cell runs with every OS layer in force, in a container with the kernelspec's image, user and confinement and
+    EG's kernel_id label, removed at shutdown; a client's KERNEL_* value arrives as data and none of EG's own
+    environment does; a checkpoint moves to another kernel's container (the kernelspec's checkpoint key); a
+    client's KERNEL_IMAGE is refused within seconds, with the reason in EG's log."""
+    import eg_server
+    from podman_api import podman_api
+    from sandbox_kernel.client.gateway_rest import GatewayError
+    from sandbox_kernel.client.sync_sandbox import Sandbox
+    from sandbox_kernel.enterprise_gateway import kernelspecs, launch_container
+
+    eg = eg_server.installed()
+    ulimits = tuple(o.removeprefix("--ulimit=").split(":")[0] for o in engine_options() if o.startswith("--ulimit="))
+
+    key = tmp_path / "checkpoint.key"
+    key.write_bytes(os.urandom(32))
+    os.chown(key, 1000, 1000)  # the image's user's alone, as the docs say (the tests run as root)
+    key.chmod(0o400)
+
+    def write(kernels: Path) -> str:
+        settings = kernelspecs.PodSettings(image=image)
+        kernelspecs.write_container_kernelspec(kernels, settings, python=str(eg.python), ulimits=ulimits,
+                                               checkpoint_key=str(key))  # fmt: skip
+        return kernelspecs.CONTAINER_NAME
+
+    response_ip = reachable_address()
+    with podman_api(tmp_path / "podman") as docker_host:
+        env = {"DOCKER_HOST": docker_host, "EG_DOCKER_NETWORK": "podman"}
+        with eg_server.enterprise_gateway(tmp_path / "eg", eg, env=env, response_ip=response_ip,
+                                          write_kernelspec=write) as gateway:  # fmt: skip
+            hostile = "$(touch /tmp/ran)`id`;x"
+            options = gateway.client_options()
+            options["gateway_env"] = {**options["gateway_env"], "KERNEL_NOTE": hostile, "KERNEL_UID": "1234"}
+            with Sandbox(**options) as sb:
+                kernel_id = sb._async.kernel.kernel_id  # type: ignore[union-attr]
+                assert sb.run("x = 6 * 7\nprint(x)").stdout == "42\n"
+                checkpoint = sb.checkpoint()
+                layers = sb.os_layers()
+                assert sorted(layers["layers"]) == ["landlock", "namespaces", "no_new_privs", "seccomp"], layers
+                (container,) = containers_of(kernel_id)
+                assert container["Image"].endswith(image.removeprefix("localhost/")), container
+                inspect = json.loads(subprocess.run(["podman", "inspect", container["Id"]], capture_output=True,
+                                                    text=True, timeout=60).stdout)[0]  # fmt: skip
+                assert inspect["Config"]["User"] == "1000:1000", inspect["Config"][
+                    "User"
+                ]  # the image's, not KERNEL_UID
+                assert inspect["HostConfig"]["ReadonlyRootfs"] is True
+                assert inspect["HostConfig"]["CapDrop"] and not inspect["HostConfig"]["CapAdd"]
+                assert "no-new-privileges" in " ".join(inspect["HostConfig"]["SecurityOpt"] or [])
+                assert inspect["Config"]["Cmd"][0] == "launch-eg", inspect["Config"]["Cmd"]
+                passed = dict(item.split("=", 1) for item in inspect["Config"]["Env"])
+                assert passed["KERNEL_NOTE"] == hostile  # a client's value, as data
+                of_image = {item.split("=", 1)[0] for item in image_env(image)}
+                added = {name for name in passed if name not in of_image} - {"SANDBOX_KERNEL_CHECKPOINT_KEY"}
+                # EG's launch_docker.py would pass all of EG's environment (DOCKER_HOST, EG_*, JUPYTER_*, ...)
+                engines = {"container", "HOSTNAME", "HOME", "TERM"}  # what podman sets in every container
+                assert {name for name in added if not name.startswith("KERNEL_")} <= engines, sorted(added)
+                assert "KERNEL_UID" not in passed and "DOCKER_HOST" not in passed
+                host = inspect["HostConfig"]
+                assert host["Memory"] == host["MemorySwap"] == (1024 + 512 + 4 * 512 + 256 + 512) * 2**20
+                assert "size=2304m" in host["Tmpfs"]["/home/sandbox"] and "size=512m" in host["Tmpfs"]["/tmp"]
+                assert not host["PortBindings"]
+                assert [m["Destination"] for m in inspect["Mounts"]] == [launch_container.KEY_IN_CONTAINER]
+                assert list(inspect["NetworkSettings"]["Networks"]) == ["podman"]
+            with Sandbox.from_checkpoint(checkpoint, **gateway.client_options()) as restored:  # another container
+                assert restored.run("print(x)").stdout == "42\n"
+            assert containers_of(kernel_id) == [], "the kernel's container is removed at its shutdown"
+            options["gateway_env"] = {
+                **gateway.client_options()["gateway_env"],
+                "KERNEL_IMAGE": "docker.io/library/busybox",
+            }
+            t0 = time.monotonic()
+            with pytest.raises(GatewayError) as refused:
+                with Sandbox(**options) as never:
+                    never.run("1")
+            assert time.monotonic() - t0 < 30, "EG answers once the launcher exits (its launch timeout is 180 s)"
+            # EG 3.3.0 tells the client only to read its log (the launcher exited before any container existed)
+            found = re.search(r"Error occurred during launch of KernelID: ([0-9a-f-]{36})\.", str(refused.value))
+            assert found, refused.value
+            said = f"launch_container.py: kernel {found[1]}: KERNEL_IMAGE 'docker.io/library/busybox' was refused: "
+            assert said + f"this kernelspec runs {image} only" in gateway.log(), gateway.log()[-3000:]

@@ -7,6 +7,9 @@
   clients may not choose (namespace, image, service account, user, resources) is written into the template from
   PodSettings, never taken from their KERNEL_* variables. deploy/enterprise-gateway/kernelspec.py writes both files
   (with an operator's own PodSettings); the repository keeps them made with the defaults, which a test checks.
+- A container engine on EG's host (`DockerProcessProxy`: Docker, or podman's Docker API): kernel.json
+  (`container_kernel_json`) runs launch_container.py (beside it in scripts/, with EG's Python), which starts the
+  image with the container's command and confinement written here; `write_container_kernelspec` writes both.
 - Hosts reached by EG directly or over SSH (`DistributedProcessProxy`): the kernelspec's argv is the launcher
   itself (the `sandbox-kernel` command, then EG_VALUES, which EG substitutes); on each SSH host, EG's key runs
   only `sandbox-kernel eg-ssh` (ssh_gate.py).
@@ -16,11 +19,13 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 from dataclasses import dataclass
+from pathlib import Path
 from string import Template
 
 from sandbox_kernel import __version__
-from sandbox_kernel.enterprise_gateway import arguments
+from sandbox_kernel.enterprise_gateway import arguments, launch_container
 from sandbox_kernel.jupyter.kernelspec import DISPLAY_NAME, kernel_json
 
 IMAGE = f"sandbox-kernel:{__version__}"  # the kernel's container image (deploy/container/)
@@ -32,9 +37,11 @@ IMAGE_UID = 1000  # the image's user `sandbox` (deploy/container/Containerfile's
 IMAGE_HOME = "/home/sandbox"
 KUBERNETES_NAME = "pyodide-sandbox_kubernetes"
 DISTRIBUTED_NAME = "pyodide-sandbox_distributed"
+CONTAINER_NAME = "pyodide-sandbox_container"
 EG_KERNELS = "/usr/local/share/jupyter/kernels"  # where EG's image and its Helm chart keep kernelspecs
 KUBERNETES_PROXY = "enterprise_gateway.services.processproxies.k8s.KubernetesProcessProxy"
 DISTRIBUTED_PROXY = "enterprise_gateway.services.processproxies.distributed.DistributedProcessProxy"
+DOCKER_PROXY = "enterprise_gateway.services.processproxies.docker_swarm.DockerProcessProxy"
 KEY_FOLDER = "/etc/sandbox-kernel/checkpoint-key"  # where the pod mounts the checkpoint key's Secret
 KEY_FILE = "checkpoint.key"  # the key of that Secret, and the file name
 CHECKPOINT_MB = 512  # SandboxKernel.max_checkpoint_bytes' default, in MiB: what one checkpoint file may hold
@@ -158,6 +165,8 @@ def distributed_kernel_json(
     ports listen on loopback for EG's own host, and elsewhere on `ip`, by default `route`: each host's address on
     its route to EG. Kernel settings are not given here: on other hosts they come from the host's configuration
     files (the SSH key's forced command, `sandbox-kernel eg-ssh`, passes none)."""
+    if not command.startswith("/"):
+        raise ValueError(f"command {command!r:.100}: the full path of `sandbox-kernel` (the same on every host)")
     local = set(remote_hosts) <= LOOPBACK_HOSTS
     if ip is None and not local:
         ip = arguments.ROUTE
@@ -178,6 +187,65 @@ def distributed_kernel_json(
         )
     spec["argv"] = argv
     return spec
+
+
+def container_kernel_json(
+    settings: PodSettings, script: str, *, python: str = "python", tmpfs_options: str = "rw,U",
+    checkpoint_key: str | None = None, ulimits: tuple[str, ...] = ("nofile=4096", "nproc=4096"), cpus: float = 1.0,
+    security_opts: tuple[str, ...] = (),
+) -> dict[str, object]:  # fmt: skip
+    """A kernel.json for EG's DockerProcessProxy: `python` (EG's, with the `docker` package; an absolute path or a
+    name on EG's PATH) runs launch_container.py at `script` (absolute), which starts `settings.image` with the
+    launcher's words as its command. Of `settings`, the image, `memory_limit_mb` and `max_checkpoints` apply.
+
+    The container has the pod's limits: the image's user, a read-only root with its home (sized for the
+    checkpoints) and /tmp on tmpfs, no capabilities, no new privileges, `cpus`, a memory limit of the kernel's +
+    512 MiB + those tmpfs (their pages count as memory) and no swap, the kernel's settings; and the engine's default
+    seccomp profile, under which every OS layer is in force with podman (Docker's: docs/container.md).
+    `tmpfs_options` "rw,U" makes podman give the tmpfs to the image's user; Docker takes "rw,mode=1777". `ulimits`
+    keep the container's limits within the host's (podman's defaults for root may exceed them); `security_opts`
+    takes `apparmor=NAME`. `checkpoint_key`, a file on EG's host, is every container's checkpoint key, so that
+    checkpoints move between kernels. ValueError says what cannot be used."""
+    problems = settings.problems()
+    for name, path in (("script", script), ("checkpoint_key", checkpoint_key or "/")):
+        if not path.startswith("/"):
+            problems.append(f"{name} {path!r:.100}: an absolute path (EG starts the launcher in a client's folder)")
+    if "/" in python and not python.startswith("/"):
+        problems.append(f"python {python!r:.100}: an absolute path, or a name on EG's PATH")
+    if any(c in word for word in (python, script) for c in "{}"):
+        problems.append("python and script: no { or } (EG would fill them in)")
+    words = [*launcher_arguments(EG_VALUES), "--ip", arguments.ROUTE, *settings.kernel_settings()]
+    options = [
+        *(f"--ulimit={u}" for u in ulimits),
+        f"--memory-mb={settings.memory_limit_mb + 512}",
+        f"--cpus={cpus:g}",
+        f"--home-mb={settings.max_checkpoints * CHECKPOINT_MB + 256}",
+        f"--tmpfs-options={tmpfs_options}",
+        *(f"--security-opt={o}" for o in security_opts),
+        *([f"--checkpoint-key={checkpoint_key}"] if checkpoint_key else []),
+    ]
+    problems += launch_container.checked_options(
+        launch_container.parse([*options, "--kernel-id=k", "--image=i", "--", "x"])
+    )
+    if problems:
+        raise ValueError("; ".join(problems))
+    proxy: dict[str, object] = {"class_name": DOCKER_PROXY, "config": {"image_name": settings.image}}
+    spec = _base(python, f"{DISPLAY_NAME} in a container", proxy)
+    spec["argv"] = [python, "-I", script, f"--kernel-id={EG_VALUES.kernel_id}", f"--image={settings.image}", *options,
+                    "--", *words]  # fmt: skip
+    return spec
+
+
+def write_container_kernelspec(folder: Path, settings: PodSettings, **options: object) -> Path:
+    """Write `folder`/CONTAINER_NAME (kernel.json and scripts/launch_container.py) as EG's kernels folder
+    `folder` holds it; `options` go to container_kernel_json."""
+    spec_folder = folder.resolve() / CONTAINER_NAME
+    script = spec_folder / "scripts" / "launch_container.py"
+    spec = container_kernel_json(settings, str(script), **options)  # type: ignore[arg-type]
+    script.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(Path(launch_container.__file__), script)
+    (spec_folder / "kernel.json").write_text(json.dumps(spec, indent=2) + "\n")
+    return spec_folder
 
 
 def pod_template(pod: PodSettings | None = None) -> str:
