@@ -36,7 +36,14 @@ def sandboxes() -> Iterator[dict[str, Sandbox]]:
 
 def open_sandboxes() -> list[Sandbox]:
     """Sandboxes of this process whose kernel is still up (their event-loop thread runs until close())."""
-    return [o for o in gc.get_objects() if isinstance(o, Sandbox) and o._thread.is_alive()]
+    found = []
+    for o in gc.get_objects():
+        try:
+            if isinstance(o, Sandbox) and o._thread.is_alive():
+                found.append(o)
+        except ReferenceError:  # a weakref.proxy of an object gone (an earlier test's, e.g. a start that failed)
+            continue
+    return found
 
 
 @pytest.mark.parametrize("block", HOST, ids=[b.name for b in HOST])
