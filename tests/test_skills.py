@@ -159,7 +159,8 @@ def answer_prompt(kc, code: str, answer: str) -> tuple[dict, dict]:
 def test_ask_yes_once_then_asks_again(kc):
     prompt, reply = answer_prompt(kc, "device.GuardedSkill.touch()", "y")
     assert (
-        prompt["prompt"] == "[sandbox-kernel] Allow GuardedSkill.touch()? [y]es once / [a]lways this session / [N]o: "
+        prompt["prompt"]
+        == "[sandbox-kernel] Allow GuardedSkill.touch()? [y]es once / [s]ession / [d]ay: 24 h / [a]lways / [N]o: "
     )
     assert reply["status"] == "ok"
     prompt, reply = answer_prompt(kc, "device.GuardedSkill.touch()", "n")
@@ -177,8 +178,8 @@ def test_a_refusal_tells_the_code_the_reason_given(kc):
     )
 
 
-def test_ask_always_remembers_for_the_session(kc):
-    _, reply = answer_prompt(kc, "device.GuardedSkill.touch()", "a")
+def test_ask_session_remembers_for_the_session(kc):
+    _, reply = answer_prompt(kc, "device.GuardedSkill.touch()", "s")
     assert reply["status"] == "ok"
     run = execute(kc, "device.GuardedSkill.touch()", allow_stdin=False)  # no prompt needed now
     assert value(run) == "'touched'"

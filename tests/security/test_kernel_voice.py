@@ -107,7 +107,7 @@ CYRILLIC_PROMPT = (
 
 
 def with_a_person(kc, code: str) -> tuple[Run, list[str]]:
-    """Run `code` with stdin allowed; a person answers 'a' ([a]lways) to every prompt. Returns the prompts seen."""
+    """Run `code` with stdin allowed; a person answers 's' ([s]ession) to every prompt. Returns the prompts seen."""
     asked: list[str] = []
     done = threading.Event()
 
@@ -118,7 +118,7 @@ def with_a_person(kc, code: str) -> tuple[Run, list[str]]:
             except queue.Empty:
                 continue
             asked.append(msg["content"]["prompt"])
-            kc.input("a")
+            kc.input("s")
 
     person = threading.Thread(target=answer_every_prompt, daemon=True)
     person.start()

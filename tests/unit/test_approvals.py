@@ -24,7 +24,7 @@ def test_short_calls_are_shown_whole():
     a = approval_for("TimeSkill", "add_days", ["2026-01-01"], {"days": 3})
     assert (
         a.prompt
-        == f"{MARK} Allow TimeSkill.add_days('2026-01-01', days=3)? [y]es once / [a]lways this session / [N]o: "
+        == f"{MARK} Allow TimeSkill.add_days('2026-01-01', days=3)? [y]es once / [s]ession / [d]ay: 24 h / [a]lways / [N]o: "
     )
     assert a.metadata["sandbox_kernel"]["approval"] == {
         "skill": "TimeSkill",
@@ -63,6 +63,10 @@ def test_keyword_names_the_guest_made_up_are_shown_as_python_would_pass_them():
         ("YES", "once"),
         (" a ", "always"),
         ("always", "always"),
+        ("s", "session"),
+        ("Session", "session"),
+        ("d", "day"),
+        ("day", "day"),
         ("v", "view"),
         ("", "no"),
         ("n", "no"),

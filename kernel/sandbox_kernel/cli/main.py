@@ -136,6 +136,17 @@ def _eg_hosts(args: argparse.Namespace) -> int:
     return host_check.main(args.hosts, args.user, host_check.ssh_options(args.identity, args.known_hosts))
 
 
+def _approvals(args: argparse.Namespace) -> int:
+    from sandbox_kernel.cli import approvals
+
+    if args.action == "list":
+        return approvals.listing(args.folder)
+    if (args.grant_id is None) == (not args.all):
+        print("sandbox-kernel approvals revoke: give an approval's id (from `list`), or --all", file=sys.stderr)
+        return 2
+    return approvals.revoke(args.folder, args.grant_id)
+
+
 def _seccomp_profile(args: argparse.Namespace) -> int:
     """A container seccomp profile: the base one given, plus the calls the OS layers need."""
     from sandbox_kernel.sandbox.oslayers.seccomp_profile import main as make
@@ -198,7 +209,7 @@ def split_command_line(words: list[str]) -> tuple[list[str], list[str], list[str
 
 COMMANDS = frozenset({
     "install", "uninstall", "fetch", "run", "compare", "mirror", "doctor", "mcp", "launch-eg", "eg-ssh",
-    "eg-hosts", "seccomp-profile", "--version", "-h", "--help",
+    "eg-hosts", "seccomp-profile", "approvals", "--version", "-h", "--help",
 })  # fmt: skip
 
 
@@ -390,6 +401,18 @@ def _parser() -> argparse.ArgumentParser:
     profile.add_argument("base", help="the seccomp profile (JSON) to start from")
     profile.add_argument("-o", "--output", help="write the profile to this file instead of standard output")
     profile.set_defaults(func=_seccomp_profile)
+    grants = sub.add_parser(
+        "approvals",
+        help="list or revoke the lasting approvals ([d]ay, [a]lways) given at skill prompts",
+        description="Each lasting approval is bound to one Skill.method and the SHA-256 of the skill's code; a "
+        "revoked one stops at the next call, which asks again.",
+    )
+    grants.add_argument("action", choices=("list", "revoke"))
+    grants.add_argument("grant_id", nargs="?", metavar="ID", help="revoke: the approval's id, as `list` shows it")
+    grants.add_argument("--all", action="store_true", help="revoke: every lasting approval in the folder")
+    grants.add_argument("--folder", type=Path, help="SandboxKernel.approvals_folder, if set (default: the kernel's "
+                        "folder in the Jupyter data dir)")  # fmt: skip
+    grants.set_defaults(func=_approvals)
     return parser
 
 

@@ -70,14 +70,17 @@ def allow_hint(request: ApprovalRequest) -> str:
     return f"allow it in skill_policy to run it without asking (add {entry} to SandboxKernel.skill_policy)"
 
 
-# True / "once": allow this call; "always": allow for the session; False / None / Refused(reason): refuse.
+# True / "once": allow this call; "session": allow this method for the kernel's life; "day" (24 h) / "always": allow
+# it for as long, in any kernel of this configuration, while the skill's code is what was approved; False / None /
+# Refused(reason): refuse.
 Approver = Callable[[ApprovalRequest], Any]
+ANSWER_OF = {"once": "y", "session": "s", "day": "d", "always": "a"}  # the prompt's letter for each yes
 
 
 def approval_answer(verdict: Any) -> str:
     """The answer typed at the approval prompt for an approver's verdict."""
-    if verdict == "always":
-        return "a"
     if isinstance(verdict, Refused):
         return refusal(verdict.reason)
-    return "y" if verdict is True or verdict == "once" else "n"
+    if verdict is True:
+        return "y"
+    return ANSWER_OF.get(verdict, "n") if isinstance(verdict, str) else "n"

@@ -14,6 +14,8 @@ class KernelSettings(TypedDict, total=False):
 
     allow_net: list[str]
     """Hosts the sandbox may connect to: 'host', 'host:port', 'IP' or 'IP:port'. None by default; loopback, private and link-local addresses stay blocked unless listed as IPs."""
+    approvals_folder: str | PathLike[str]
+    """Folder of the lasting approvals a person gives at an 'ask' prompt ([d]ay: 24 h, [a]lways), each bound to the skill's code, in a private file per configuration (list and revoke them with `sandbox-kernel approvals`); '' to keep every answer to the session. Default: the kernel's folder in the Jupyter data dir."""
     audit_log: str | PathLike[str]
     """JSON-lines file that records every skill call and every cell's metrics ('' to disable)."""
     audit_log_backups: int
@@ -57,7 +59,7 @@ class KernelSettings(TypedDict, total=False):
     pyodide_index: str | PathLike[str]
     """Where Pyodide's compiled packages (numpy, ...) come from: an http(s) URL, a file:// URL or a local folder, each with its pyodide-lock.json (without one, Pyodide's own lock names the files). Default: the CDN of the pinned Pyodide version."""
     skill_approver: str | PathLike[str]
-    """Import path of a callable(skill, method, args, kwargs) -> True/'once'/'always'/False for 'ask'."""
+    """Import path of a callable(skill, method, args, kwargs) -> True/'once'/'session'/'day'/'always'/False for 'ask'."""
     skill_max_bytes: int
     """Largest skill arguments or result, in bytes of JSON."""
     skill_policy: dict[str, str]

@@ -265,7 +265,7 @@ class SandboxTools:
         """List the host skills the code may call as device.Skill.method(...), with each method's policy."""
 
         async def facts(sandbox: AsyncSandbox) -> dict[str, Any]:
-            return await sandbox.facts()  # policies change as calls are approved 'always'
+            return await sandbox.facts()  # policies change as calls are approved for the session
 
         found = await self.session.use(facts)
         skills = found.get("skills", {})

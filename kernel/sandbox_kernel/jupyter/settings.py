@@ -8,6 +8,7 @@ is any, no sandbox starts and every cell answers with SandboxSettingsError.
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -18,6 +19,7 @@ from traitlets import Bool, Dict, Enum, Float, Int, List, TraitError, Unicode, d
 from traitlets.config import LoggingConfigurable
 from traitlets.utils.importstring import import_item
 
+from sandbox_kernel import private_files
 from sandbox_kernel.jupyter.setting_sources import Sources
 from sandbox_kernel.jupyter.settings_check import own_settings
 from sandbox_kernel.packages import index as packages
@@ -28,6 +30,7 @@ from sandbox_kernel.skills import loader as skill_loader
 from sandbox_kernel.skills.audit import AuditLog
 from sandbox_kernel.skills.calls import SkillService
 from sandbox_kernel.skills.gatekeeper import Gatekeeper, check_policy
+from sandbox_kernel.skills.grants import GrantStore
 
 if TYPE_CHECKING:
     from sandbox_kernel.sandbox.launcher import LaunchSettings
@@ -45,6 +48,7 @@ HOST_DETAILS = frozenset(
         "pyodide_index",
         "skills_path",
         "skill_approver",
+        "approvals_folder",
         "project_folder",
     }
 )
@@ -179,7 +183,13 @@ class SandboxSettings(LoggingConfigurable):
         help="Per 'Skill' or 'Skill.method': 'allow' (default), 'deny' or 'ask' (ask the person via stdin).",
     ).tag(config=True)
     skill_approver = Unicode(
-        "", help="Import path of a callable(skill, method, args, kwargs) -> True/'once'/'always'/False for 'ask'."
+        "",
+        help="Import path of a callable(skill, method, args, kwargs) -> True/'once'/'session'/'day'/'always'/False for 'ask'.",
+    ).tag(config=True)
+    approvals_folder = Unicode(
+        help="Folder of the lasting approvals a person gives at an 'ask' prompt ([d]ay: 24 h, [a]lways), each bound "
+        "to the skill's code, in a private file per configuration (list and revoke them with `sandbox-kernel "
+        "approvals`); '' to keep every answer to the session. Default: the kernel's folder in the Jupyter data dir."
     ).tag(config=True)
     skill_timeout = Float(30.0, help="Seconds one skill call may take on the host.").tag(config=True)
     skill_max_bytes = Int(1 << 20, help="Largest skill arguments or result, in bytes of JSON.").tag(config=True)
@@ -231,6 +241,10 @@ class SandboxSettings(LoggingConfigurable):
     @default("audit_log")
     def _default_audit_log(self) -> str:
         return str(audit.default_path())
+
+    @default("approvals_folder")
+    def _default_approvals_folder(self) -> str:
+        return str(private_files.kernel_data_folder())
 
     @validate("audit_log_max_bytes", "audit_log_backups")
     def _not_negative(self, proposal: Any) -> Any:
@@ -410,7 +424,18 @@ def load_skills(settings: SandboxSettings) -> SkillService:
         settings.skill_timeout,
         settings.skill_max_bytes,
         approver,
+        grant_store(settings),
     )
+
+
+def grant_store(settings: SandboxSettings) -> GrantStore | None:
+    """The lasting approvals of this configuration (the code that may be loaded), or None if they are off."""
+    if not settings.approvals_folder:
+        return None
+    path = str(Path(settings.skills_path).resolve()) if settings.skills_path else None
+    configuration = json.dumps({"skills": list(settings.skills), "skills_path": path,
+                                "entry_points": settings.load_skill_entry_points}, sort_keys=True)  # fmt: skip
+    return GrantStore.of(configuration, Path(settings.approvals_folder))
 
 
 def no_skills(settings: SandboxSettings) -> SkillService:
@@ -436,6 +461,8 @@ def host_place_problems(
         extra.append(host_places.Place(local_index, "SandboxKernel.pyodide_index"))
     if settings.audit_log:
         extra.append(host_places.Place(Path(settings.audit_log).resolve(), "the audit log", secret=True))
+    if settings.approvals_folder:  # the guest may neither read the grants nor write one
+        extra.append(host_places.Place(Path(settings.approvals_folder).resolve(), "the lasting approvals", secret=True))
     places = host_places.kernel_places(extra)
     problems += [f"SandboxKernel.mounts or working_folder: {p}" for p in host_places.mount_problems(found, places)]
     return problems

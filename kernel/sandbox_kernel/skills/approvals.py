@@ -14,7 +14,9 @@ from sandbox_kernel.skills.lookalikes import key
 
 MARK = "[sandbox-kernel]"  # begins every prompt of the kernel's own; guest prompts may not carry it
 SHOWN_CHARS = 1000  # arguments longer than this are shown in part, with a digest and a way to see all
-ANSWERS = "[y]es once / [a]lways this session / [N]o"
+ANSWERS = "[y]es once / [s]ession / [d]ay: 24 h / [a]lways / [N]o"
+DAY_HOURS = 24  # what [d]ay grants (a lasting approval: skills/grants.py)
+VERDICTS = ("once", "session", "day", "always")  # the yes answers; [d]ay and [a]lways last, for this code
 REASON_CHARS = 500  # of the reason a refusal may give, passed on to the code in its SkillRefused
 _REFUSAL = re.compile(r"\s*no?\s*:(?P<reason>.*)", re.IGNORECASE | re.DOTALL)
 
@@ -63,7 +65,13 @@ def call_digest(args: list[Any], kwargs: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps([args, kwargs], default=repr, sort_keys=True).encode()).hexdigest()
 
 
-def approval_for(skill: str, method: str, args: list[Any], kwargs: dict[str, Any]) -> Approval:
+def code_changed_note(target: str) -> str:
+    """What the prompt says first when a lasting approval of `target` was for other code."""
+    return f"The code of {target} changed since you approved it. "
+
+
+def approval_for(skill: str, method: str, args: list[Any], kwargs: dict[str, Any], note: str = "") -> Approval:
+    """The question about one call; `note` (the kernel's own words, e.g. code_changed_note) comes first."""
     arguments = shown_arguments(args, kwargs)
     digest = call_digest(args, kwargs)
     if len(arguments) <= SHOWN_CHARS:
@@ -71,7 +79,7 @@ def approval_for(skill: str, method: str, args: list[Any], kwargs: dict[str, Any
     else:
         shown = arguments[:SHOWN_CHARS] + " …"
         extra = f" [{len(arguments)} characters, sha256 {digest[:16]}: answer [v] to see them all]"
-    prompt = f"{MARK} Allow {skill}.{method}({shown})?{extra} {ANSWERS}: "
+    prompt = f"{MARK} {note}Allow {skill}.{method}({shown})?{extra} {ANSWERS}: "
     return Approval(skill, method, arguments, digest, prompt, list(args), dict(kwargs))
 
 
@@ -99,15 +107,11 @@ def refusal_reason(answer: str) -> str | None:
 
 
 def parse_answer(answer: str) -> str:
-    """'once', 'always', 'view' or 'no' from a person's answer."""
+    """One of VERDICTS, 'view' or 'no' from a person's answer."""
     word = answer.strip().lower()
-    if word in ("y", "yes"):
-        return "once"
-    if word in ("a", "always"):
-        return "always"
-    if word in ("v", "view"):
-        return "view"
-    return "no"
+    words = {"y": "once", "yes": "once", "s": "session", "session": "session", "d": "day", "day": "day",
+             "a": "always", "always": "always", "v": "view", "view": "view"}  # fmt: skip
+    return words.get(word, "no")
 
 
 @cache

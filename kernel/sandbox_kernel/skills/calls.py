@@ -12,9 +12,20 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from sandbox_kernel.protocol import bridge_data
-from sandbox_kernel.skills.approvals import Approval, approval_for, full_view, parse_answer, refusal_reason
+from sandbox_kernel.skills.approvals import (
+    DAY_HOURS,
+    MARK,
+    VERDICTS,
+    Approval,
+    approval_for,
+    code_changed_note,
+    full_view,
+    parse_answer,
+    refusal_reason,
+)
 from sandbox_kernel.skills.audit import AuditLog, digest
 from sandbox_kernel.skills.gatekeeper import Gatekeeper, SkillRefused
+from sandbox_kernel.skills.grants import Decision, GrantStore, GrantStoreError
 from sandbox_kernel.skills.threads import SkillThreads
 
 _SKILL_THREADS = SkillThreads(max_threads=8)  # sync skills run here
@@ -37,12 +48,16 @@ class SkillService:
         timeout: float,
         max_bytes: int,
         approver: Approver | None = None,
+        grants: GrantStore | None = None,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         self.gatekeeper = gatekeeper
         self.audit = audit
         self.timeout = timeout
         self.max_bytes = max_bytes
         self.approver = approver
+        self.grants = grants  # lasting approvals ([d]ay, [a]lways); None: answers last for the session at most
+        self.clock = clock
 
     async def call(
         self, event: dict[str, Any], ask: AskPerson, execution_count: int, show: ShowPerson
@@ -58,7 +73,7 @@ class SkillService:
                 raise bridge_data.BridgeDataError("arguments must be a list and keyword arguments an object")
             bridge_data.dumps_limited({"args": args, "kwargs": kwargs}, self.max_bytes, "the arguments")
             args, kwargs = bridge_data.decode(args), bridge_data.decode(kwargs)
-            decision = await self._decide(found.name, name, args, kwargs, ask, show)
+            decision = await self._decide(found.name, name, found.code_sha256, args, kwargs, ask, show)
             try:
                 result = await _within(self.timeout, self._run(found.bound(name), args, kwargs))
             except asyncio.TimeoutError:
@@ -123,29 +138,66 @@ class SkillService:
         self,
         skill: str,
         method: str,
+        code: str,
         args: list[Any],
         kwargs: dict[str, Any],
         ask: AskPerson,
         show: ShowPerson,
     ) -> str:
+        """How the call was let through (the audit log's `decision`), or SkillRefused."""
+        target = f"{skill}.{method}"
+        if target in self.gatekeeper.approved:
+            return "ask: session"
         policy = self.gatekeeper.policy_for(skill, method)
         if policy == "allow":
             return "allow"
         if policy == "deny":
-            raise SkillRefused(f"{skill}.{method} is denied by SandboxKernel.skill_policy")
+            raise SkillRefused(f"{target} is denied by SandboxKernel.skill_policy")
+        lasting = self._lasting(target, code, show)
+        if lasting.grant is not None:
+            return f"ask: {lasting.grant.scope} grant {lasting.grant.id}"
+        note = code_changed_note(target) if lasting.code_changed else ""
+        approval = approval_for(skill, method, args, kwargs, note)
         if self.approver is not None:
             answer = self.approver(skill, method, args, kwargs)
             if asyncio.iscoroutine(answer):
                 answer = await answer
-            verdict = answer if answer in ("once", "always") else ("once" if answer is True else "no")
+            verdict = answer if answer in VERDICTS else ("once" if answer is True else "no")
             why = "SandboxKernel.skill_approver said no"
         else:
-            verdict, why = await self._ask(approval_for(skill, method, args, kwargs), ask, show)
-        if verdict == "always":
-            self.gatekeeper.approved.add(f"{skill}.{method}")
+            verdict, why = await self._ask(approval, ask, show)
         if verdict == "no":
-            raise SkillRefused(f"{skill}.{method} was not approved (policy 'ask'): {why}")
+            raise SkillRefused(f"{target} was not approved (policy 'ask'): {why}")
+        if verdict in ("day", "always"):
+            return self._grant(target, verdict, code, approval.prompt, show)
+        if verdict == "session":
+            self.gatekeeper.approved.add(target)
         return f"ask: {verdict}"
+
+    def _lasting(self, target: str, code: str, show: ShowPerson) -> Decision:
+        """The stored grant for this call's target and code, if any; a store that cannot be used is said, and
+        none of it applies."""
+        if self.grants is None:
+            return Decision(None)
+        try:
+            return self.grants.decision(target, code, self.clock())
+        except GrantStoreError as exc:
+            show(f"{MARK} {exc}\n")
+            return Decision(None)
+
+    def _grant(self, target: str, verdict: str, code: str, prompt: str, show: ShowPerson) -> str:
+        """Store a lasting yes; where it cannot be stored, it holds for the session, and the person is told."""
+        scope, hours = ("hours", DAY_HOURS) if verdict == "day" else ("always", 0)
+        if self.grants is not None:
+            try:
+                made = self.grants.grant(target, scope, code, prompt, self.clock(), hours=hours)
+                return f"ask: {scope} grant {made.id}"
+            except (GrantStoreError, OSError) as exc:
+                show(f"{MARK} {target}: the approval could not be stored ({exc}), so it holds for this session only\n")
+        else:
+            show(f"{MARK} {target}: lasting approvals are off here, so it holds for this session only\n")
+        self.gatekeeper.approved.add(target)
+        return "ask: session"
 
     @staticmethod
     async def _ask(approval: Approval, ask: AskPerson, show: ShowPerson) -> tuple[str, str]:

@@ -22,7 +22,7 @@ class Gatekeeper:
 
     skills: dict[str, Skill]
     policy: dict[str, str] = field(default_factory=dict)
-    approved: set[str] = field(default_factory=set)  # "always this session" answers
+    approved: set[str] = field(default_factory=set)  # [s]ession answers
 
     def available(self) -> str:
         return ", ".join(sorted(self.skills)) or "none (no skills are loaded: see SandboxKernel.skills)"

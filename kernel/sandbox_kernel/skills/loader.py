@@ -12,6 +12,8 @@ from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
 
+from sandbox_kernel.skills.grants import code_digest
+
 ENTRY_POINT_GROUP = "sandbox_kernel.skills"
 # The examples shipped with sandbox-kernel, exposed only when SandboxKernel.skills names them.
 SHIPPED = {
@@ -42,6 +44,7 @@ class Skill:
     doc: str
     methods: dict[str, MethodInfo]
     source: str
+    code_sha256: str = ""  # of its code as loaded (grants.code_digest): a lasting approval is bound to it
 
     def bound(self, method: str) -> Callable[..., Any]:
         found: Callable[..., Any] = getattr(self.instance, method)
@@ -63,12 +66,24 @@ def public_methods(obj: Any) -> dict[str, MethodInfo]:
     return found
 
 
-def make_skill(cls: type, source: str) -> Skill:
+def code_files(cls: type, beside: Iterable[Path] = ()) -> list[Path]:
+    """The files a skill's code comes from: its class's module file and `beside` (for a skills_path skill, every
+    *.py of that folder, which it may import)."""
+    try:
+        own = inspect.getsourcefile(cls)
+    except TypeError:  # a class without a source file
+        own = None
+    return [*([Path(own)] if own else []), *beside]
+
+
+def make_skill(cls: type, source: str, beside: Iterable[Path] = ()) -> Skill:
     try:
         instance = cls()
     except Exception as exc:
         raise SkillLoadError(f"skill {cls.__name__} from {source} could not be created: {exc}") from None
-    return Skill(cls.__name__, instance, inspect.getdoc(cls) or "", public_methods(instance), source)
+    files = code_files(cls, beside)
+    code = code_digest(files) if files else code_digest([]) + f":{cls.__module__}.{cls.__qualname__}"
+    return Skill(cls.__name__, instance, inspect.getdoc(cls) or "", public_methods(instance), source, code)
 
 
 def skill_classes(module: Any) -> list[type]:
@@ -88,7 +103,8 @@ def load_directory(folder: Path) -> list[Skill]:
     if not folder.is_dir():
         raise SkillLoadError(f"SandboxKernel.skills_path {str(folder)!r} is not a directory")
     skills: list[Skill] = []
-    for path in sorted(folder.glob("*.py")):
+    everything = sorted(folder.glob("*.py"))
+    for path in everything:
         module_name = f"sandbox_kernel_skills_{path.stem}"
         spec = importlib.util.spec_from_file_location(module_name, path)
         if spec is None or spec.loader is None:
@@ -99,7 +115,7 @@ def load_directory(folder: Path) -> list[Skill]:
             spec.loader.exec_module(module)
         except Exception as exc:
             raise SkillLoadError(f"skill file {path} failed to import: {type(exc).__name__}: {exc}") from None
-        skills.extend(make_skill(cls, str(path)) for cls in skill_classes(module))
+        skills.extend(make_skill(cls, str(path), everything) for cls in skill_classes(module))
     return skills
 
 
